@@ -1,0 +1,112 @@
+"""Readers turn transcript files into `Message`s; `detect_format` picks one by content.
+
+Built-in formats: `claude-code` (JSONL session transcripts), `anthropic` and `openai` (message
+lists as JSON or JSONL), `locomo` (LoCoMo conversations). Add a format with `register_reader`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ..errors import ReadWarning, UnknownFormatError
+from ..messages import Message
+from .base import (
+    Reader,
+    WarningSink,
+    get_reader,
+    read_head,
+    register_reader,
+    registered_readers,
+)
+
+__all__ = [
+    "Reader",
+    "Transcript",
+    "detect_format",
+    "get_reader",
+    "read_messages",
+    "read_transcript",
+    "register_reader",
+    "registered_readers",
+]
+
+
+def _looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if b"\x00" in head[:8192]:
+        return True
+    try:
+        head[:8192].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut at the end of the sample is not a sign of binary data.
+        return exc.start < len(head[:8192]) - 4
+    return False
+
+
+def detect_format(path: str) -> Reader:
+    """The registered reader most confident about this file; UnknownFormatError if none is."""
+    head = read_head(path)
+    if not head.strip():
+        raise UnknownFormatError(path, "file is empty")
+    if _looks_binary(head):
+        raise UnknownFormatError(path, "binary data, not a transcript")
+    best: tuple[float, Reader] | None = None
+    for reader in registered_readers().values():
+        try:
+            score = reader.sniff(head, path)
+        except Exception:  # a third-party sniffer must not break detection
+            continue
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, reader)
+    if best is None:
+        known = ", ".join(sorted(registered_readers()))
+        raise UnknownFormatError(
+            path, f"not a transcript format Lamina knows (pass --format; known: {known})"
+        )
+    return best[1]
+
+
+def _collect(sink: list[ReadWarning]) -> WarningSink:
+    return sink.append
+
+
+def read_messages(
+    path: str,
+    *,
+    format: str | None = None,
+    warn: WarningSink | None = None,
+) -> Iterator[Message]:
+    """Stream the messages of a transcript file. Damaged records go to `warn` (default: dropped
+    after counting nowhere, so pass a sink if you care) and reading goes on."""
+    reader = get_reader(format, path) if format else detect_format(path)
+    return reader.read(path, warn or (lambda _w: None))
+
+
+@dataclass
+class Transcript:
+    """A whole transcript read into memory, with what went wrong along the way."""
+
+    path: str
+    format: str
+    messages: list[Message]
+    warnings: list[ReadWarning] = field(default_factory=list)
+
+
+def read_transcript(
+    path: str,
+    *,
+    format: str | None = None,
+    on_warning: Callable[[ReadWarning], None] | None = None,
+) -> Transcript:
+    reader = get_reader(format, path) if format else detect_format(path)
+    warnings: list[ReadWarning] = []
+
+    def warn(w: ReadWarning) -> None:
+        warnings.append(w)
+        if on_warning is not None:
+            on_warning(w)
+
+    messages = list(reader.read(path, warn))
+    return Transcript(path, reader.name, messages, warnings)

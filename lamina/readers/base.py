@@ -1,0 +1,203 @@
+"""The reader protocol, the registry, and the line splitter every JSONL reader shares.
+
+A reader turns one source (a file) into `Message`s. It never raises on a damaged record: it calls
+`warn(ReadWarning)` naming the file, line and reason, and goes on. It raises `ReadError` only when
+the source as a whole cannot be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+from ..errors import ReadError, ReadWarning, UnknownFormatError
+from ..messages import Message
+
+__all__ = [
+    "HEAD_BYTES",
+    "Line",
+    "Reader",
+    "WarningSink",
+    "get_reader",
+    "iter_json_lines",
+    "register_reader",
+    "registered_readers",
+]
+
+HEAD_BYTES = 64 * 1024
+"""How much of a file `sniff` gets to look at."""
+
+WarningSink = Callable[[ReadWarning], None]
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """A transcript format. Register one with `register_reader`."""
+
+    name: str
+    """Short format name used on the command line (`claude-code`, `openai`, ...)."""
+    description: str
+
+    def sniff(self, head: bytes, path: str) -> float:
+        """Confidence in [0, 1] that a file starting with `head` is in this format."""
+        ...
+
+    def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
+        """The messages of the file, in order, streamed."""
+        ...
+
+
+_REGISTRY: dict[str, Reader] = {}
+
+
+def register_reader(reader: Reader, *, replace: bool = False) -> Reader:
+    """Add a reader to the registry (built-in readers are registered the same way)."""
+    if reader.name in _REGISTRY and not replace:
+        raise ValueError(f"a reader named {reader.name!r} is already registered")
+    _REGISTRY[reader.name] = reader
+    return reader
+
+
+def registered_readers() -> dict[str, Reader]:
+    from . import _builtin_readers  # noqa: F401  (registers the built-in readers once)
+
+    return dict(_REGISTRY)
+
+
+def get_reader(name: str, path: str = "<input>") -> Reader:
+    readers = registered_readers()
+    try:
+        return readers[name]
+    except KeyError:
+        known = ", ".join(sorted(readers))
+        raise UnknownFormatError(path, f"unknown format {name!r} (known: {known})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One parsed JSON line with its place in the file."""
+
+    number: int | None
+    """1-based line number (None when reading started mid-file at an unknown line)."""
+    offset: int
+    """Byte offset of the line's first byte."""
+    end: int
+    """Byte offset just past the line's newline."""
+    value: Any
+
+
+def _describe_json_error(raw: bytes, exc: Exception) -> str:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as ude:
+        return f"invalid UTF-8 at byte {ude.start} of the line"
+    message = str(exc).split("\n", 1)[0]
+    return f"invalid JSON ({message})"
+
+
+def iter_json_lines(
+    path: str,
+    warn: WarningSink,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    first_line: int | None = 1,
+) -> Iterator[Line]:
+    """Parse a JSON Lines file record by record in constant memory.
+
+    Blank lines are skipped. A line that is not valid UTF-8 or not valid JSON produces a warning
+    and is skipped. A last line without a newline that does not parse is reported as incomplete
+    (a writer may still be appending to it); callers that track progress stop before it.
+    `start`/`stop` restrict reading to a byte range (`start` must be a line start); `first_line`
+    is the number of the line at `start`, or None when unknown (then lines carry no number).
+    """
+    try:
+        handle = Path(path).open("rb")  # noqa: SIM115  (closed in finally; generator)
+    except FileNotFoundError:
+        raise ReadError(path, "no such file") from None
+    except IsADirectoryError:
+        raise ReadError(path, "is a directory, not a transcript file") from None
+    except OSError as exc:
+        raise ReadError(path, exc.strerror or str(exc)) from None
+    try:
+        if start:
+            handle.seek(start)
+        offset = start
+        number = None if first_line is None else first_line - 1
+        for raw in handle:
+            if number is not None:
+                number += 1
+            line_start = offset
+            offset += len(raw)
+            if stop is not None and line_start >= stop:
+                break
+            body = raw.strip()
+            if not body:
+                continue
+            try:
+                value = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:
+                if not raw.endswith(b"\n"):
+                    reason = "incomplete last line (no newline; still being written?)"
+                else:
+                    reason = _describe_json_error(body, exc)
+                warn(ReadWarning(path, number, reason))
+                continue
+            yield Line(number, line_start, offset, value)
+    finally:
+        handle.close()
+
+
+def read_head(path: str) -> bytes:
+    try:
+        with Path(path).open("rb") as handle:
+            return handle.read(HEAD_BYTES)
+    except FileNotFoundError:
+        raise ReadError(path, "no such file") from None
+    except IsADirectoryError:
+        raise ReadError(path, "is a directory, not a transcript file") from None
+    except OSError as exc:
+        raise ReadError(path, exc.strerror or str(exc)) from None
+
+
+def first_json_lines(head: bytes, limit: int = 20) -> list[Any]:
+    """The JSON values of the first complete lines of `head` that parse (for sniffing)."""
+    values: list[Any] = []
+    lines = head.split(b"\n")
+    if len(head) >= HEAD_BYTES:
+        lines = lines[:-1]  # the last piece may be cut off
+    for raw in lines:
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            values.append(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            continue
+        if len(values) >= limit:
+            break
+    return values
+
+
+def load_json_document(path: str) -> Any:
+    """Parse a whole-file JSON document, raising ReadError with the reason when it is not one."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ReadError(path, "no such file") from None
+    except IsADirectoryError:
+        raise ReadError(path, "is a directory, not a transcript file") from None
+    except OSError as exc:
+        raise ReadError(path, exc.strerror or str(exc)) from None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ReadError(path, _describe_json_error(data, exc)) from None
+
+
+def is_mapping(value: Any) -> bool:
+    return isinstance(value, Mapping)
