@@ -151,7 +151,9 @@ class UnknownBlock:
     data: Mapping[str, JSONValue]
 
 
-Block: TypeAlias = TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | ImageBlock | UnknownBlock
+Block: TypeAlias = (
+    TextBlock | ThinkingBlock | ToolUseBlock | ToolResultBlock | ImageBlock | UnknownBlock
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,8 +66,11 @@ def _patterns(tags: tuple[str, ...]) -> _Patterns:
         if not _TAG_NAME.match(tag):
             raise ValueError(f"not a valid tag name: {tag!r}")
     names = "|".join(re.escape(t) for t in sorted(tags, key=len, reverse=True))
-    # An opening tag (attributes allowed), the shortest body, the matching closing tag.
-    block = re.compile(rf"<({names})(?:\s[^<>]*)?>.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
+    # An opening tag (attributes allowed), a body that opens no block of the same tag (so the
+    # innermost of nested blocks goes first), the matching closing tag.
+    block = re.compile(
+        rf"<({names})(?:\s[^<>]*)?>(?:(?!<\1[\s>]).)*?</\1\s*>", re.DOTALL | re.IGNORECASE
+    )
     # A lone opening or closing tag left over from a truncated block.
     orphan = re.compile(rf"</?(?:{names})(?:\s[^<>]*)?>", re.IGNORECASE)
     return _Patterns(block, orphan)

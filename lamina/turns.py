@@ -40,6 +40,7 @@ __all__ = [
     "Turn",
     "TurnRules",
     "classify",
+    "clean_text",
     "conversational_text",
     "is_turn_start",
     "iter_turns",
@@ -95,9 +96,7 @@ class TurnRules:
 
 DEFAULT_RULES = TurnRules()
 
-_COMMAND = re.compile(
-    r"<command-(name|message|args)>(.*?)</command-\1>", re.DOTALL | re.IGNORECASE
-)
+_COMMAND = re.compile(r"<command-(name|message|args)>(.*?)</command-\1>", re.DOTALL | re.IGNORECASE)
 
 
 def _unwrap_command(text: str) -> str:
@@ -113,7 +112,9 @@ def _unwrap_command(text: str) -> str:
     return f"{name} {args}".strip() + (f"\n{rest}" if rest else "")
 
 
-def _clean(text: str, rules: TurnRules) -> str:
+def clean_text(text: str, rules: TurnRules = DEFAULT_RULES) -> str:
+    """Conversational text of a bare string: injected blocks removed, envelopes and command
+    wrappers unwrapped, whitespace trimmed (what `conversational_text` does to each block)."""
     if "<" in text:
         text = strip_tagged_blocks(text, rules.strip_tags)
         text = unwrap_envelopes(text, rules.envelope_tags)
@@ -137,9 +138,9 @@ def conversational_text(message: Message, rules: TurnRules = DEFAULT_RULES) -> s
     parts: list[str] = []
     for block in message.blocks:
         if isinstance(block, TextBlock):
-            cleaned = _clean(block.text, rules)
+            cleaned = clean_text(block.text, rules)
         elif isinstance(block, ToolUseBlock):
-            cleaned = _clean(_channel_text(block, rules), rules)
+            cleaned = clean_text(_channel_text(block, rules), rules)
         else:
             continue
         if cleaned:

@@ -177,10 +177,9 @@ class _Builder:
 
     @staticmethod
     def _may_interleave(message: Message) -> bool:
-        # Tool results and progress records come between the lines of one response.
-        return message.kind in (Kind.TOOL_ACTIVITY, Kind.PROGRESS, Kind.SYSTEM_NOTICE) or (
-            message.role is Role.USER and bool(message.tool_results) and message.kind is Kind.META
-        )
+        # Tool results, progress, snapshots and notices come between the lines of one
+        # response; a user record without tool results is a new exchange.
+        return message.role is not Role.USER or bool(message.tool_results)
 
     def _assistant(self, line: Line, record: Mapping[str, Any]) -> Iterator[Message]:
         body = record.get("message")
@@ -242,7 +241,9 @@ class _Builder:
         if rtype == "user":
             return self._user(line, record)
         if not isinstance(rtype, str) or rtype not in KNOWN_TYPES:
-            what = f"unknown record type {rtype!r}" if rtype is not None else "record without a type"
+            what = (
+                f"unknown record type {rtype!r}" if rtype is not None else "record without a type"
+            )
             self.warn(ReadWarning(self.path, line.number, f"{what}; kept as unknown"))
             return self._unknown(line, record, str(rtype) if rtype is not None else "")
         blocks: tuple[Block, ...] = ()
@@ -452,3 +453,32 @@ def read_session(path: str, warn: WarningSink) -> Session:
             Subagent(agent_id, str(sub_path), sub_messages, tool_use_of_agent.get(agent_id))
         )
     return Session(path, messages, subagents)
+
+
+def is_subagent_file(path: str) -> bool:
+    """Whether a transcript is a subagent's own (its first conversational record is sidechain)."""
+    for value in first_json_lines(read_head(path), limit=50):
+        if isinstance(value, Mapping) and value.get("type") in ("user", "assistant"):
+            return bool(value.get("isSidechain"))
+    return False
+
+
+def read_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+    """The messages of the last `window` bytes of a transcript, starting at a line boundary,
+    and whether that window reaches the start of the file. Line numbers are unknown (None)
+    unless the window covers the whole file."""
+    size = Path(path).stat().st_size
+    if window >= size:
+        return list(read_claude_code(path, warn)), True
+    start = size - window
+    with Path(path).open("rb") as handle:
+        handle.seek(start - 1)
+        # Move to the first full line inside the window.
+        while True:
+            byte = handle.read(1)
+            if not byte or byte == b"\n":
+                break
+            start += 1
+    subagent = is_subagent_file(path)
+    messages = list(read_claude_code(path, warn, start=start, first_line=None, subagent=subagent))
+    return messages, False

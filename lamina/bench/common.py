@@ -1,0 +1,50 @@
+"""Helpers shared by the benchmarks: finding the shared data, printing results."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from ..errors import InputError
+
+__all__ = ["emit", "shared_data_dir", "transcript_files"]
+
+
+def shared_data_dir(sub: str) -> Path | None:
+    """`../shared/data/<sub>` seen from the working directory or from a source checkout."""
+    here = Path(__file__).resolve()
+    for base in (Path.cwd(), *here.parents):
+        candidate = base.parent / "shared" / "data" / sub
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def transcript_files(data: str | None) -> list[Path]:
+    """The Claude Code transcripts of a folder (or one file), sorted."""
+    if data is None:
+        found = shared_data_dir("claude-code")
+        if found is None:
+            raise InputError("no --data given and ../shared/data/claude-code not found")
+        root = found
+    else:
+        root = Path(data)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise InputError(f"{root}: no such file or folder")
+    files = sorted(p for p in root.glob("*.jsonl") if p.is_file())
+    if not files:
+        raise InputError(f"{root}: no .jsonl transcripts in this folder")
+    return files
+
+
+def emit(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())

@@ -1,0 +1,99 @@
+"""Progress for long work: count, rate and time left, on stderr, only when stderr is a terminal.
+
+Machines reading `--json` output never see it; people watching a 500 MB ingest do.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import TracebackType
+from typing import TextIO
+
+__all__ = ["Progress"]
+
+
+def _human(n: float, unit: str) -> str:
+    if unit == "B":
+        for suffix in ("B", "KB", "MB", "GB"):
+            if abs(n) < 1024 or suffix == "GB":
+                return f"{n:,.0f} {suffix}" if suffix == "B" else f"{n:,.1f} {suffix}"
+            n /= 1024
+    return f"{n:,.0f} {unit}".rstrip()
+
+
+class Progress:
+    """A one-line progress display. Quiet unless the stream is a terminal (or `force`)."""
+
+    def __init__(
+        self,
+        label: str,
+        total: float | None = None,
+        unit: str = "",
+        *,
+        stream: TextIO | None = None,
+        interval: float = 0.2,
+        delay: float = 0.5,
+        force: bool = False,
+    ) -> None:
+        self.label = label
+        self.total = total
+        self.unit = unit
+        self.stream = stream or sys.stderr
+        self.enabled = force or (hasattr(self.stream, "isatty") and self.stream.isatty())
+        self.interval = interval
+        self.delay = delay
+        self.done = 0.0
+        self.started = time.monotonic()
+        self._last_draw = 0.0
+        self._drawn = False
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def update(self, done: float) -> None:
+        """Set how much is done (absolute, in the unit of `total`)."""
+        self.done = done
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.started < self.delay or now - self._last_draw < self.interval:
+            return
+        self._last_draw = now
+        self._draw(now)
+
+    def advance(self, step: float = 1) -> None:
+        self.update(self.done + step)
+
+    def line(self, now: float | None = None) -> str:
+        now = time.monotonic() if now is None else now
+        elapsed = max(now - self.started, 1e-9)
+        rate = self.done / elapsed
+        text = f"{self.label}: {_human(self.done, self.unit)}"
+        if self.total:
+            pct = min(100.0, 100.0 * self.done / self.total)
+            text += f" / {_human(self.total, self.unit)} ({pct:.0f}%)"
+        text += f", {_human(rate, self.unit)}/s"
+        if self.total and rate > 0 and self.done < self.total:
+            left = (self.total - self.done) / rate
+            text += f", {int(left // 60)}:{int(left % 60):02d} left"
+        return text
+
+    def _draw(self, now: float) -> None:
+        self.stream.write("\r\x1b[2K" + self.line(now))
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self._drawn = False

@@ -1,0 +1,171 @@
+"""Token counting, with one tokenizer used throughout Lamina.
+
+The default counter is OpenAI's `o200k_base` BPE run by `tiktoken`. Its vocabulary ships inside
+this package (`lamina/data/o200k_base.tiktoken.gz`, MIT-licensed by OpenAI), so nothing is
+downloaded at run time. Anthropic publishes no offline tokenizer for current Claude models; how far
+o200k is from Claude's own counts is measured by `lamina bench tokens` on recorded Claude Code
+sessions (see docs/tokens.md). The vocabulary is loaded once per process, on first use.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import threading
+from functools import lru_cache
+from importlib import resources
+from typing import Protocol
+
+import orjson
+
+from .messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UnknownBlock,
+)
+
+__all__ = [
+    "IMAGE_TOKENS",
+    "MESSAGE_OVERHEAD",
+    "TiktokenCounter",
+    "TokenCounter",
+    "count_message",
+    "count_text",
+    "default_counter",
+]
+
+MESSAGE_OVERHEAD = 4
+"""Tokens a provider adds per message for the role and framing (an approximation)."""
+
+IMAGE_TOKENS = 1_600
+"""What an image of unknown size is counted as (a large image on Anthropic's scale)."""
+
+_CHUNK = 1 << 15
+"""Texts longer than this are counted in pieces split at whitespace, which keeps BPE fast on
+pathological inputs (megabytes without a space) at the cost of a few tokens at the seams."""
+
+# The pre-tokenisation pattern of o200k_base, as published with the vocabulary.
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+
+class TokenCounter(Protocol):
+    """Counts tokens of text. Implementations must be thread-safe."""
+
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+class TiktokenCounter:
+    """A tiktoken BPE whose ranks file ships in `lamina/data`."""
+
+    def __init__(self, name: str = "o200k_base") -> None:
+        if name != "o200k_base":
+            raise ValueError(f"no bundled vocabulary named {name!r}")
+        self._name = name
+        self._encoding: object | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _load(self) -> object:
+        import tiktoken
+
+        data = (resources.files("lamina") / "data" / f"{self._name}.tiktoken.gz").read_bytes()
+        ranks: dict[bytes, int] = {}
+        for line in gzip.decompress(data).splitlines():
+            if line:
+                token, rank = line.split()
+                ranks[base64.b64decode(token)] = int(rank)
+        return tiktoken.Encoding(
+            self._name,
+            pat_str=_O200K_PATTERN,
+            mergeable_ranks=ranks,
+            special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        )
+
+    def _get(self) -> object:
+        if self._encoding is None:
+            with self._lock:
+                if self._encoding is None:
+                    self._encoding = self._load()
+        return self._encoding
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        encode = self._get().encode_ordinary  # type: ignore[attr-defined]
+        if len(text) <= _CHUNK:
+            return len(encode(text))
+        total = 0
+        start = 0
+        while start < len(text):
+            end = min(start + _CHUNK, len(text))
+            if end < len(text):
+                cut = text.rfind(" ", start + _CHUNK // 2, end)
+                end = cut if cut > start else end
+            total += len(encode(text[start:end]))
+            start = end
+        return total
+
+
+@lru_cache(maxsize=1)
+def default_counter() -> TokenCounter:
+    """The process-wide default counter (o200k_base, loaded lazily)."""
+    return TiktokenCounter()
+
+
+def count_text(text: str, counter: TokenCounter | None = None) -> int:
+    return (counter or default_counter()).count(text)
+
+
+def _json_text(value: object) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return str(value)
+
+
+def count_message(message: Message, counter: TokenCounter | None = None) -> int:
+    """Tokens a message costs when sent: its text, thinking, tool calls (name and JSON input),
+    tool results, a fixed estimate per image, and the per-message framing."""
+    counter = counter or default_counter()
+    total = MESSAGE_OVERHEAD
+    for block in message.blocks:
+        total += _count_block(block, counter)
+    return total
+
+
+def _count_block(block: object, counter: TokenCounter) -> int:
+    if isinstance(block, TextBlock):
+        return counter.count(block.text)
+    if isinstance(block, ThinkingBlock):
+        return counter.count(block.thinking)
+    if isinstance(block, ToolUseBlock):
+        return counter.count(block.name) + counter.count(_json_text(block.input)) + 8
+    if isinstance(block, ToolResultBlock):
+        return 4 + sum(_count_block(b, counter) for b in block.content)
+    if isinstance(block, ImageBlock):
+        return IMAGE_TOKENS
+    if isinstance(block, UnknownBlock):
+        text = _json_text(block.data)
+        # Embedded documents arrive as base64; estimate them instead of tokenizing megabytes.
+        return counter.count(text) if len(text) <= _CHUNK else len(text) // 4
+    return 0

@@ -1,0 +1,117 @@
+"""Shared fixtures: the shared real data (skipped with a reason when absent) and a small
+builder for hand-made Claude Code transcripts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+CLAUDE_CODE = SHARED / "claude-code"
+LOCOMO = SHARED / "locomo" / "locomo-dev.json"
+EXAMPLE = ROOT / "examples" / "session.jsonl"
+
+
+def shared_transcripts() -> list[Path]:
+    return sorted(CLAUDE_CODE.glob("*.jsonl")) if CLAUDE_CODE.is_dir() else []
+
+
+needs_shared = pytest.mark.skipif(
+    not CLAUDE_CODE.is_dir(), reason="../shared/data/claude-code is not beside the checkout"
+)
+
+
+class CC:
+    """Builds Claude Code JSONL records the way Claude Code writes them."""
+
+    def __init__(self, session: str = "sess-1") -> None:
+        self.session = session
+        self.records: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._clock = itertools.count(0)
+
+    def _base(self, rtype: str, **extra: Any) -> dict[str, Any]:
+        n = next(self._ids)
+        second = next(self._clock)
+        record: dict[str, Any] = {
+            "parentUuid": self.records[-1]["uuid"]
+            if self.records and "uuid" in self.records[-1]
+            else None,
+            "isSidechain": False,
+            "userType": "external",
+            "cwd": "/home/dev/project",
+            "sessionId": self.session,
+            "version": "2.1.40",
+            "type": rtype,
+            "uuid": f"u-{n}",
+            "timestamp": f"2026-03-01T10:{second // 60:02d}:{second % 60:02d}.000Z",
+        }
+        record.update(extra)
+        self.records.append(record)
+        return record
+
+    def user(self, content: Any, **extra: Any) -> dict[str, Any]:
+        return self._base("user", message={"role": "user", "content": content}, **extra)
+
+    def tool_result(
+        self, tool_use_id: str, output: str = "ok", text: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        blocks: list[dict[str, Any]] = [
+            {"type": "tool_result", "tool_use_id": tool_use_id, "content": output}
+        ]
+        if text is not None:
+            blocks.append({"type": "text", "text": text})
+        return self.user(blocks, toolUseResult={"stdout": output}, **extra)
+
+    def assistant(
+        self, blocks: list[dict[str, Any]] | str, msg_id: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        if isinstance(blocks, str):
+            blocks = [{"type": "text", "text": blocks}]
+        message = {
+            "id": msg_id or f"msg_{next(self._ids)}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": blocks,
+            "stop_reason": None,
+        }
+        return self._base("assistant", message=message, **extra)
+
+    def tool_use(
+        self, tool_id: str, name: str = "Bash", msg_id: str | None = None, **inp: Any
+    ) -> dict[str, Any]:
+        block = {"type": "tool_use", "id": tool_id, "name": name, "input": inp or {"command": "ls"}}
+        return self.assistant([block], msg_id=msg_id)
+
+    def other(self, rtype: str, **extra: Any) -> dict[str, Any]:
+        return self._base(rtype, **extra)
+
+    def lines(self) -> list[str]:
+        return [json.dumps(r) for r in self.records]
+
+    def write(self, path: Path) -> Path:
+        path.write_text("\n".join(self.lines()) + "\n", encoding="utf-8")
+        return path
+
+
+@pytest.fixture
+def cc() -> CC:
+    return CC()
+
+
+@pytest.fixture
+def write_jsonl(tmp_path: Path) -> Iterator[Any]:
+    def write(name: str, lines: list[str] | list[bytes], newline_at_end: bool = True) -> Path:
+        path = tmp_path / name
+        data = b"\n".join(x if isinstance(x, bytes) else x.encode() for x in lines)
+        path.write_bytes(data + (b"\n" if newline_at_end else b""))
+        return path
+
+    yield write
