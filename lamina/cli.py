@@ -280,6 +280,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(exc), exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except ImportError as exc:
+        fail(f"a dependency is missing or broken ({exc}); reinstall lamina", 1)
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except OSError as exc:

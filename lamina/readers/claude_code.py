@@ -21,7 +21,7 @@ import hashlib
 import re
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,8 @@ class _Pending:
     records: list[Mapping[str, Any]]
     lines: list[Line]
     blocks: list[Block]
-    held: list[Message] = field(default_factory=list)
+    held: list[tuple[Line, Mapping[str, Any]]] = field(default_factory=list)
+    """Records that came between its lines; they follow it once it is complete."""
 
 
 class _Builder:
@@ -162,24 +163,17 @@ class _Builder:
         if rtype == "assistant":
             yield from self._assistant(line, record)
             return
-        message = self._other(line, record, rtype)
-        if message is None:
-            return
         pending = self.pending
-        if pending is not None and self._may_interleave(message):
-            pending.held.append(message)
+        if pending is not None and _may_interleave(record):
+            pending.held.append((line, record))
             if len(pending.held) > _HELD_LIMIT:
                 yield from self.flush()
             return
         yield from self.flush()
-        yield message
-        self.index += 1
-
-    @staticmethod
-    def _may_interleave(message: Message) -> bool:
-        # Tool results, progress, snapshots and notices come between the lines of one
-        # response; a user record without tool results is a new exchange.
-        return message.role is not Role.USER or bool(message.tool_results)
+        message = self._other(line, record, rtype)
+        if message is not None:
+            yield message
+            self.index += 1
 
     def _assistant(self, line: Line, record: Mapping[str, Any]) -> Iterator[Message]:
         body = record.get("message")
@@ -233,9 +227,11 @@ class _Builder:
             kind = classify(message)
         yield _with_kind(message, kind)
         self.index += 1
-        for held in pending.held:
-            yield _with_index(held, self.index)
-            self.index += 1
+        for line, record in pending.held:
+            held = self._other(line, record, record.get("type"))
+            if held is not None:
+                yield held
+                self.index += 1
 
     def _other(self, line: Line, record: Mapping[str, Any], rtype: Any) -> Message | None:
         if rtype == "user":
@@ -329,18 +325,20 @@ def _agent_of(record: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _may_interleave(record: Mapping[str, Any]) -> bool:
+    """Whether a record may come between the lines of one assistant response: tool results,
+    progress, snapshots and notices do; a user record without tool results is a new exchange."""
+    if record.get("type") != "user":
+        return True
+    body = record.get("message")
+    content = body.get("content") if isinstance(body, Mapping) else None
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+    )
+
+
 def _with_kind(message: Message, kind: Kind) -> Message:
-    from dataclasses import replace
-
     return message if message.kind is kind else replace(message, kind=kind)
-
-
-def _with_index(message: Message, index: int) -> Message:
-    from dataclasses import replace
-
-    if message.source.index == index:
-        return message
-    return replace(message, source=replace(message.source, index=index))
 
 
 def read_claude_code(
