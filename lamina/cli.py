@@ -83,13 +83,22 @@ def _messages_with_progress(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="lamina")
-def cli() -> None:
+@click.option(
+    "--home",
+    envvar="LAMINA_HOME",
+    default=None,
+    metavar="DIR",
+    help="Data directory (default: $LAMINA_HOME, else the platform's user data folder).",
+)
+@click.pass_context
+def cli(ctx: click.Context, home: str | None) -> None:
     """Lamina: memory for LLM agents.
 
     Reads agent transcripts (Claude Code sessions, Anthropic and OpenAI message lists, LoCoMo
-    conversations), finds their real conversation among the tool traffic, and composes what
-    recall would search with before the next prompt.
+    conversations), keeps what was said in a memory bank, and recalls what matters for the
+    next prompt.
     """
+    ctx.obj = {"home": home}
 
 
 @cli.command()
@@ -249,6 +258,15 @@ def recall_query(
     click.echo(result.query)
     note = f"{result.chars} chars, {result.turns} turns of context"
     click.echo(f"({note}{', truncated to fit' if result.truncated else ''})", err=True)
+
+
+def _register_bank_commands() -> None:
+    from .bank_cli import register
+
+    register(cli)
+
+
+_register_bank_commands()
 
 
 def _register_bench() -> None:

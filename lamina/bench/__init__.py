@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import click
 
+from .latency import latency_bench
+from .locomo import locomo_bench
 from .read import read_bench
 from .tokens import tokens_bench
 from .turns import turns_bench
@@ -23,3 +25,5 @@ def bench() -> None:
 bench.add_command(turns_bench)
 bench.add_command(read_bench)
 bench.add_command(tokens_bench)
+bench.add_command(locomo_bench)
+bench.add_command(latency_bench)

@@ -1,0 +1,168 @@
+"""`MemoryBank`: the library's front door to retain and recall.
+
+    bank = MemoryBank.open()                       # SQLite in the data directory
+    bank.retain_file("session.jsonl", "my-project")
+    result = bank.recall("which database did we pick?", "my-project")
+    print(result.block())                          # a <lamina_memories> block for a prompt
+
+It holds a store, an embedder (loaded lazily, on the first embed) and one in-process index per
+bank, refreshed from the store when another process changed it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import database_path
+from ..embed import Embedder, default_embedder
+from ..errors import InputError
+from ..messages import Message
+from ..store.base import Store
+from ..store.sqlite import SQLiteStore
+from .index import BankIndex
+from .model import Bank, BankStats, Document, Memory
+from .recall import RecallOptions, RecallResult, recall_from_index
+from .retain import Retainer, RetainOptions, RetainReport
+
+__all__ = ["MemoryBank"]
+
+_BANK_NAME_LIMIT = 200
+
+
+def check_bank_name(name: str) -> str:
+    if not name or len(name) > _BANK_NAME_LIMIT or any(ord(c) < 32 for c in name):
+        raise InputError(f"not a valid bank name: {name!r}")
+    return name
+
+
+class MemoryBank:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None = None,
+        *,
+        retain_options: RetainOptions | None = None,
+    ) -> None:
+        self.store = store
+        self._embedder = embedder
+        self.retain_options = retain_options or RetainOptions()
+        self._indexes: dict[str, BankIndex] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        home: str | Path | None = None,
+        *,
+        embedder: Embedder | None = None,
+        retain_options: RetainOptions | None = None,
+    ) -> MemoryBank:
+        """A bank on the SQLite database of a data directory (created and migrated on use)."""
+        return cls(SQLiteStore(database_path(home)), embedder, retain_options=retain_options)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- retain ----------------------------------------------------------------------------
+    def _retainer(self) -> Retainer:
+        embedder = self.embedder if self.retain_options.embed else None
+        return Retainer(self.store, embedder, self.retain_options)
+
+    def retain_file(
+        self,
+        path: str | Path,
+        bank: str,
+        *,
+        document: str | None = None,
+        format: str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetainReport:
+        return self._retainer().retain_file(
+            str(path),
+            check_bank_name(bank),
+            document=document,
+            format=format,
+            tags=tags,
+            metadata=metadata,
+        )
+
+    def retain_messages(
+        self,
+        messages: Sequence[Message],
+        bank: str,
+        document: str,
+        *,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetainReport:
+        return self._retainer().retain_messages(
+            messages, check_bank_name(bank), document, tags=tags, metadata=metadata
+        )
+
+    # -- recall ----------------------------------------------------------------------------
+    def index(self, bank: str) -> BankIndex:
+        with self._lock:
+            index = self._indexes.get(bank)
+            if index is None:
+                index = self._indexes[bank] = BankIndex(bank)
+        index.refresh(self.store)
+        return index
+
+    def recall(self, query: str, bank: str, options: RecallOptions | None = None) -> RecallResult:
+        index = self.index(bank)
+        embedder = self.embedder if index.dim is not None else None
+        if embedder is not None and embedder.name not in index.embedders():
+            embedder = None  # vectors from another model: lexical only until `reindex`
+        return recall_from_index(index, query, embedder, options or RecallOptions())
+
+    # -- banks and documents ---------------------------------------------------------------
+    def banks(self) -> list[Bank]:
+        return self.store.list_banks()
+
+    def stats(self, bank: str) -> BankStats:
+        return self.store.bank_stats(bank)
+
+    def documents(self, bank: str) -> list[Document]:
+        return self.store.list_documents(bank)
+
+    def forget_document(self, bank: str, document: str) -> int:
+        return self.store.delete_document(bank, document)
+
+    def forget_memory(self, bank: str, memory_id: str) -> bool:
+        return self.store.delete_memory(bank, memory_id)
+
+    def delete_bank(self, bank: str) -> bool:
+        with self._lock:
+            self._indexes.pop(bank, None)
+        return self.store.delete_bank(bank)
+
+    def memories(self, bank: str) -> Iterator[Memory]:
+        for row in self.store.iter_memories(bank):
+            yield row.memory
+
+    def reindex(self, bank: str, *, batch: int = 256, force: bool = False) -> int:
+        """Embed again every memory whose vector is missing or from another embedder."""
+        embedder = self.embedder
+        todo = [
+            m
+            for m in self.memories(bank)
+            if force or m.embedding is None or m.embedder != embedder.name
+        ]
+        done = 0
+        for start in range(0, len(todo), batch):
+            part = todo[start : start + batch]
+            vectors = embedder.embed_documents([m.text for m in part])
+            done += self.store.set_embeddings(
+                bank, {m.id: vectors[i] for i, m in enumerate(part)}, embedder.name
+            )
+        return done

@@ -1,0 +1,108 @@
+"""Lexical search: one tokenisation and one BM25 scoring, computed in process.
+
+Computing BM25 here rather than in the database keeps the ranking identical on every store
+(SQLite's FTS5 and PostgreSQL's ts_rank score differently) and is fast: postings are numpy
+arrays and a query touches only the postings of its terms.
+
+Tokens: lowercased Unicode words, English stop words dropped, Snowball (Porter 2) stems.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+import snowballstemmer  # type: ignore[import-untyped]
+
+__all__ = ["BM25Index", "tokenize"]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t don doesn didn isn wasn weren ll ve re d m""".split()  # noqa: SIM905
+)
+
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def tokenize(text: str) -> list[str]:
+    """The index terms of a text, in order (repeats kept)."""
+    return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) < 64]
+
+
+class BM25Index:
+    """An append-only BM25 index over documents numbered 0, 1, 2, ... in insertion order."""
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1 = k1
+        self.b = b
+        self._docs: dict[str, array[int]] = {}
+        self._tfs: dict[str, array[int]] = {}
+        self._lengths = array("i")
+        self._total_length = 0
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, text: str) -> int:
+        """Index one document; returns its number."""
+        terms = Counter(tokenize(text))
+        number = len(self._lengths)
+        for term, tf in terms.items():
+            docs = self._docs.get(term)
+            if docs is None:
+                docs = self._docs[term] = array("i")
+                self._tfs[term] = array("i")
+            docs.append(number)
+            self._tfs[term].append(tf)
+        length = sum(terms.values())
+        self._lengths.append(length)
+        self._total_length += length
+        return number
+
+    def add_many(self, texts: Iterable[str]) -> None:
+        for text in texts:
+            self.add(text)
+
+    def scores(
+        self, query: str | Sequence[str], alive: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """BM25 score of every document for the query (0 where no term matches)."""
+        n = len(self._lengths)
+        out = np.zeros(n, dtype=np.float32)
+        if n == 0:
+            return out
+        terms = tokenize(query) if isinstance(query, str) else list(query)
+        lengths = np.frombuffer(self._lengths, dtype=np.int32).astype(np.float32)
+        avgdl = self._total_length / n if self._total_length else 1.0
+        norm = self.k1 * (1 - self.b + self.b * lengths / avgdl)
+        for term, qtf in Counter(terms).items():
+            docs_arr = self._docs.get(term)
+            if docs_arr is None:
+                continue
+            docs = np.frombuffer(docs_arr, dtype=np.int32)
+            tfs = np.frombuffer(self._tfs[term], dtype=np.int32).astype(np.float32)
+            df = len(docs)
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            out[docs] += qtf * idf * tfs * (self.k1 + 1) / (tfs + norm[docs])
+        if alive is not None:
+            out[~alive[:n]] = 0
+        return out

@@ -1,0 +1,110 @@
+"""The memory bank's records: banks, documents, cursors, memories."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Bank", "BankStats", "Cursor", "Document", "Memory", "Vector"]
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Bank:
+    """An isolated memory space (one per user, project or agent)."""
+
+    name: str
+    created_at: datetime
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One retained source inside a bank (a session transcript, a file, a conversation)."""
+
+    bank: str
+    id: str
+    created_at: datetime
+    updated_at: datetime
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    source: str | None = None
+    """Where it was read from (a path), when it came from a file."""
+    format: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """How far a document has been retained.
+
+    `offset` is the byte offset just past the last complete record retained (line-based files)
+    and `open_offset` the offset of the record that starts the last, still open, turn: the next
+    retain re-reads from there so a turn whose records continue is completed, not duplicated.
+    For sources without offsets both count messages instead. `fingerprint` identifies the
+    retained prefix, so a file rewritten in place is noticed. `version` increases by one with
+    every retain; a retain commits only if the version it read is still current.
+    """
+
+    offset: int = 0
+    open_offset: int = 0
+    open_line: int | None = None
+    records: int = 0
+    fingerprint: str = ""
+    size: int = 0
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A retrievable unit: a turn (or a window of turns), a fact, a summary."""
+
+    id: str
+    bank: str
+    document: str
+    kind: str
+    """`turn`, `window`, `fact`, ..."""
+    text: str
+    record_ids: tuple[str, ...]
+    """The source messages it covers, in order (first and last are its span)."""
+    occurred_at: datetime | None = None
+    """When what it describes happened (for a turn: when it was said)."""
+    said_at: datetime | None = None
+    speakers: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    content_hash: str = ""
+    embedding: Vector | None = None
+    embedder: str | None = None
+    first_line: int | None = None
+    last_line: int | None = None
+
+    @property
+    def time(self) -> datetime | None:
+        return self.occurred_at or self.said_at
+
+    @property
+    def first_record(self) -> str | None:
+        return self.record_ids[0] if self.record_ids else None
+
+    @property
+    def last_record(self) -> str | None:
+        return self.record_ids[-1] if self.record_ids else None
+
+
+@dataclass(frozen=True, slots=True)
+class BankStats:
+    bank: str
+    documents: int
+    memories: int
+    records: int
+    embedded: int
+    embedders: Mapping[str, int]
+    first_time: datetime | None
+    last_time: datetime | None
+    bytes: int | None = None

@@ -1,0 +1,197 @@
+"""Recall: the best memories for a query, within a token budget, with the reasons why.
+
+Channels rank the bank's memories independently: **dense** (cosine between the query's and the
+memories' vectors) and **lexical** (BM25). Their rankings are fused by weighted reciprocal-rank
+fusion. Near-duplicates collapse (a result whose records are all covered by a better one is
+dropped), and the budget is filled in rank order. Every result carries its score and, per
+channel, its rank and raw score, so a user can see why it was recalled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..embed import Embedder
+from ..tags import format_memory_block
+from ..tokens import count_text
+from .index import BankIndex
+from .model import Memory
+
+__all__ = ["RecallHit", "RecallOptions", "RecallResult", "recall_from_index"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecallOptions:
+    budget: int = 1_024
+    """Tokens the returned memories may take (their text, counted with lamina.tokens)."""
+    limit: int = 50
+    """At most this many results, whatever the budget."""
+    documents: frozenset[str] | None = None
+    tags: frozenset[str] | None = None
+    kinds: frozenset[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    channel_weights: Mapping[str, float] = field(
+        default_factory=lambda: {"dense": 1.0, "lexical": 1.0}
+    )
+    rrf_k: int = 60
+    depth: int = 200
+    """How deep each channel's ranking goes into the fusion."""
+    collapse: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    memory: Memory
+    score: float
+    channels: Mapping[str, Mapping[str, float]]
+    tokens: int
+
+    @property
+    def text(self) -> str:
+        return self.memory.text
+
+    @property
+    def time(self) -> datetime | None:
+        return self.memory.time
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.memory
+        return {
+            "id": m.id,
+            "text": m.text,
+            "score": round(self.score, 6),
+            "time": m.time.isoformat() if m.time else None,
+            "document": m.document,
+            "kind": m.kind,
+            "source": {
+                "first_record": m.first_record,
+                "last_record": m.last_record,
+                "first_line": m.first_line,
+                "last_line": m.last_line,
+                "records": len(m.record_ids),
+            },
+            "speakers": list(m.speakers),
+            "tokens": self.tokens,
+            "channels": {k: dict(v) for k, v in self.channels.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    query: str
+    hits: list[RecallHit]
+    considered: int
+    tokens: int
+
+    def block(self, now: datetime | None = None) -> str:
+        """The hits as a `<lamina_memories>` block for a prompt."""
+        return format_memory_block(self.hits, now=now)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "results": [h.as_dict() for h in self.hits],
+            "considered": self.considered,
+            "tokens": self.tokens,
+        }
+
+
+def _top(scores: npt.NDArray[np.float32], keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
+    candidates = np.flatnonzero(keep & (scores > 0))
+    if candidates.size == 0:
+        return []
+    if candidates.size > depth:
+        part = np.argpartition(-scores[candidates], depth - 1)[:depth]
+        candidates = candidates[part]
+    order = np.argsort(-scores[candidates], kind="stable")
+    return [int(i) for i in candidates[order]]
+
+
+def channel_rankings(
+    index: BankIndex,
+    query: str,
+    query_vector: npt.NDArray[np.float32] | None,
+    keep: npt.NDArray[np.bool_],
+    depth: int,
+) -> dict[str, tuple[list[int], npt.NDArray[np.float32]]]:
+    """Each channel's ranking (slots, best first) and its raw scores."""
+    out: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
+    lexical = index.lexical.scores(query)
+    out["lexical"] = (_top(lexical, keep, depth), lexical)
+    if query_vector is not None and index.dim == query_vector.shape[0] and len(index):
+        dense = index.matrix @ query_vector
+        # Cosine may be negative; shift so that "has a vector" is what makes a candidate.
+        shifted = np.where(index.has_vector, dense + 2.0, 0.0).astype(np.float32)
+        out["dense"] = (_top(shifted, keep, depth), dense.astype(np.float32))
+    return out
+
+
+def fuse(
+    rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], k: int
+) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion."""
+    fused: dict[int, float] = {}
+    for channel, ranking in rankings.items():
+        weight = weights.get(channel, 1.0)
+        if weight <= 0:
+            continue
+        for rank, slot in enumerate(ranking):
+            fused[slot] = fused.get(slot, 0.0) + weight / (k + rank + 1)
+    return fused
+
+
+def recall_from_index(
+    index: BankIndex,
+    query: str,
+    embedder: Embedder | None,
+    options: RecallOptions,
+) -> RecallResult:
+    keep = index.mask(
+        documents=set(options.documents) if options.documents is not None else None,
+        tags=set(options.tags) if options.tags else None,
+        kinds=set(options.kinds) if options.kinds is not None else None,
+        since=options.since,
+        until=options.until,
+    )
+    vector = None
+    if embedder is not None and index.dim is not None and query.strip():
+        vector = embedder.embed_query(query)
+    channels = channel_rankings(index, query, vector, keep, options.depth)
+    rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
+    fused = fuse(rankings, options.channel_weights, options.rrf_k)
+    order = sorted(fused, key=lambda s: (-fused[s], s))
+    ranks = {
+        name: {slot: r for r, slot in enumerate(ranking)} for name, ranking in rankings.items()
+    }
+
+    hits: list[RecallHit] = []
+    covered: set[str] = set()
+    used = 0
+    for slot in order:
+        if len(hits) >= options.limit:
+            break
+        memory = index.memories[slot]
+        records = set(memory.record_ids)
+        if options.collapse and records and records <= covered:
+            continue
+        tokens = count_text(memory.text)
+        if used + tokens > options.budget:
+            continue
+        detail: dict[str, dict[str, float]] = {}
+        for name, (_ranking, scores) in channels.items():
+            if slot in ranks[name]:
+                detail[name] = {
+                    "rank": ranks[name][slot] + 1,
+                    "score": round(float(scores[slot]), 6),
+                }
+        hits.append(RecallHit(memory, fused[slot], detail, tokens))
+        covered |= records
+        used += tokens
+    return RecallResult(query, hits, int(keep.sum()), used)

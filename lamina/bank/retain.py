@@ -1,0 +1,371 @@
+"""Retain: add a transcript, or what is new in it, to a bank. Incremental and idempotent.
+
+Each document has a cursor: how far it has been retained (a byte offset for line-based files),
+where its last, still open, turn starts, and a fingerprint of the retained prefix. Retaining a
+growing transcript after every turn therefore reads only the open turn and what follows it; a
+record is stored once (the store ignores record ids it has seen) and a unit is embedded again
+only if its text changed. A file rewritten or compacted in place fails the fingerprint and is
+read again from its start; record ids and content hashes keep that free of duplicates. A last
+line still being written is left for the next retain. Each retain is one transaction guarded by
+the cursor's version, so a crash leaves the bank as before or as after, and two processes
+retaining the same file at once store everything once (the loser re-reads and retries).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..embed import Embedder
+from ..errors import InputError, ReadWarning, StoreError
+from ..messages import Message
+from ..readers import detect_format, get_reader
+from ..readers.base import WarningSink, first_json_lines, read_head
+from ..readers.claude_code import is_subagent_file, read_claude_code
+from ..store.base import RetainBatch, Store
+from .model import Cursor, Memory
+from .redact import Redactor
+from .units import Unit, UnitOptions, build_units, content_hash, memory_id
+
+__all__ = ["RetainOptions", "RetainReport", "Retainer", "default_document_id"]
+
+_SAMPLE = 4096
+_ATTEMPTS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class RetainOptions:
+    units: UnitOptions = field(default_factory=UnitOptions)
+    redactor: Redactor = field(default_factory=Redactor)
+    embed: bool = True
+    """Embed new units now (off: vectors are filled later by `lamina reindex`)."""
+
+
+@dataclass
+class RetainReport:
+    bank: str
+    document: str
+    status: str
+    """`unchanged`, `retained`, or `reread` (the file changed before the cursor)."""
+    new_records: int = 0
+    memories_added: int = 0
+    memories_updated: int = 0
+    embedded: int = 0
+    redactions: int = 0
+    warnings: list[ReadWarning] = field(default_factory=list)
+    pending_partial_line: bool = False
+    seconds: float = 0.0
+    attempts: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bank": self.bank,
+            "document": self.document,
+            "status": self.status,
+            "new_records": self.new_records,
+            "memories_added": self.memories_added,
+            "memories_updated": self.memories_updated,
+            "embedded": self.embedded,
+            "redactions": self.redactions,
+            "warnings": [str(w) for w in self.warnings],
+            "pending_partial_line": self.pending_partial_line,
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def _fingerprint(path: str, offset: int) -> str:
+    """Identifies the first `offset` bytes of a file by their length, head and tail."""
+    if offset <= 0:
+        return ""
+    with Path(path).open("rb") as handle:
+        head = handle.read(min(_SAMPLE, offset))
+        handle.seek(max(0, offset - _SAMPLE))
+        tail = handle.read(min(_SAMPLE, offset))
+    return hashlib.sha256(f"{offset}:".encode() + head + b"\x00" + tail).hexdigest()[:32]
+
+
+def _whole_file_hash(path: str) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:32]
+
+
+def default_document_id(path: str, format: str) -> str:
+    """Claude Code transcripts: their session id (subagents: session/agent); else the file
+    name without extension."""
+    if format == "claude-code":
+        for value in first_json_lines(read_head(path), limit=50):
+            if isinstance(value, Mapping) and isinstance(value.get("sessionId"), str):
+                agent = value.get("agentId")
+                session = str(value["sessionId"])
+                return f"{session}/{agent}" if isinstance(agent, str) and agent else session
+    return Path(path).stem
+
+
+class Retainer:
+    """Retains transcripts into a store, embedding with the given embedder."""
+
+    def __init__(
+        self, store: Store, embedder: Embedder | None, options: RetainOptions | None = None
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.options = options or RetainOptions()
+
+    # -- entry points ----------------------------------------------------------------------
+    def retain_file(
+        self,
+        path: str,
+        bank: str,
+        *,
+        document: str | None = None,
+        format: str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetainReport:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such file")
+        reader = get_reader(format, path) if format else detect_format(path)
+        doc = document or default_document_id(path, reader.name)
+        started = time.perf_counter()
+        for attempt in range(1, _ATTEMPTS + 1):
+            if reader.name == "claude-code":
+                report = self._retain_lines(path, bank, doc, tags, metadata)
+            else:
+                report = self._retain_whole(path, bank, doc, reader.name, tags, metadata)
+            if report is not None:
+                report.seconds = time.perf_counter() - started
+                report.attempts = attempt
+                return report
+        raise StoreError(f"{path}: retain kept losing to concurrent writers; try again")
+
+    def retain_messages(
+        self,
+        messages: Sequence[Message],
+        bank: str,
+        document: str,
+        *,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetainReport:
+        """Retain messages given in code (the whole list each time; already-retained records
+        and unchanged units cost nothing but a lookup)."""
+        started = time.perf_counter()
+        fingerprint = hashlib.sha256(
+            "\x00".join(f"{m.id}:{hash_text(m)}" for m in messages).encode()
+        ).hexdigest()[:32]
+        for attempt in range(1, _ATTEMPTS + 1):
+            cursor = self.store.get_cursor(bank, document)
+            if cursor.fingerprint == fingerprint and cursor.version > 0:
+                return RetainReport(bank, document, "unchanged", seconds=_since(started))
+            new_cursor = Cursor(
+                offset=len(messages),
+                open_offset=len(messages),
+                records=len(messages),
+                fingerprint=fingerprint,
+                version=cursor.version,
+            )
+            report = self._commit(
+                bank, document, messages, cursor, new_cursor, tags, metadata, None, None, []
+            )
+            if report is not None:
+                report.seconds = _since(started)
+                report.attempts = attempt
+                return report
+        raise StoreError(f"{document}: retain kept losing to concurrent writers; try again")
+
+    # -- line-based files (Claude Code JSONL) ----------------------------------------------
+    def _retain_lines(
+        self,
+        path: str,
+        bank: str,
+        document: str,
+        tags: Sequence[str],
+        metadata: Mapping[str, Any] | None,
+    ) -> RetainReport | None:
+        cursor = self.store.get_cursor(bank, document)
+        size = Path(path).stat().st_size
+        prefix_ok = cursor.offset <= size and _fingerprint(path, cursor.offset) == (
+            cursor.fingerprint
+        )
+        if cursor.version > 0 and prefix_ok and size == cursor.size:
+            return RetainReport(bank, document, "unchanged")
+        start, first_line = (cursor.open_offset, cursor.open_line) if prefix_ok else (0, 1)
+        if start == 0:
+            first_line = 1
+        warnings: list[ReadWarning] = []
+        messages = list(
+            read_claude_code(
+                path,
+                warnings.append,
+                start=start,
+                stop=size,
+                first_line=first_line,
+                subagent=is_subagent_file(path),
+            )
+        )
+        partial = any(w.reason.startswith("incomplete last line") for w in warnings)
+        warnings = [w for w in warnings if not w.reason.startswith("incomplete last line")]
+        offset = max((m.source.end_offset or 0 for m in messages), default=start)
+        _units, segs = build_units(messages, self.options.units)
+        if segs:
+            opener = messages[segs[-1].start]
+            open_offset = opener.source.offset or start
+            open_line = opener.source.line
+        else:
+            open_offset, open_line = start, first_line
+        new_cursor = Cursor(
+            offset=offset,
+            open_offset=open_offset,
+            open_line=open_line,
+            records=cursor.records,
+            fingerprint=_fingerprint(path, offset),
+            size=max(size, offset),
+            version=cursor.version,
+        )
+        report = self._commit(
+            bank, document, messages, cursor, new_cursor, tags, metadata, path, "claude-code",
+            warnings,
+        )  # fmt: skip
+        if report is not None:
+            report.status = "retained" if prefix_ok or cursor.version == 0 else "reread"
+            report.pending_partial_line = partial
+        return report
+
+    # -- whole-document formats ------------------------------------------------------------
+    def _retain_whole(
+        self,
+        path: str,
+        bank: str,
+        document: str,
+        format: str,
+        tags: Sequence[str],
+        metadata: Mapping[str, Any] | None,
+    ) -> RetainReport | None:
+        cursor = self.store.get_cursor(bank, document)
+        fingerprint = _whole_file_hash(path)
+        if cursor.version > 0 and cursor.fingerprint == fingerprint:
+            return RetainReport(bank, document, "unchanged")
+        warnings: list[ReadWarning] = []
+        sink: WarningSink = warnings.append
+        messages = list(get_reader(format, path).read(path, sink))
+        new_cursor = Cursor(
+            offset=len(messages),
+            open_offset=len(messages),
+            records=len(messages),
+            fingerprint=fingerprint,
+            size=Path(path).stat().st_size,
+            version=cursor.version,
+        )
+        return self._commit(
+            bank, document, messages, cursor, new_cursor, tags, metadata, path, format, warnings
+        )
+
+    # -- the shared part -------------------------------------------------------------------
+    def _commit(
+        self,
+        bank: str,
+        document: str,
+        messages: Sequence[Message],
+        cursor: Cursor,
+        new_cursor: Cursor,
+        tags: Sequence[str],
+        metadata: Mapping[str, Any] | None,
+        source: str | None,
+        format: str | None,
+        warnings: list[ReadWarning],
+    ) -> RetainReport | None:
+        units, _segs = build_units(messages, self.options.units)
+        redactions = 0
+        texts: dict[str, str] = {}
+        for unit in units:
+            text, count = self.options.redactor.redact(unit.text)
+            texts[unit.key] = text
+            redactions += count
+        ids = {unit.key: memory_id(document, unit) for unit in units}
+        hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
+        stored = self.store.content_hashes(bank, ids.values())
+        changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
+        vectors = self._embed(changed, texts)
+        all_tags = tuple(dict.fromkeys(tags))
+        memories = [
+            Memory(
+                id=ids[u.key],
+                bank=bank,
+                document=document,
+                kind=u.kind,
+                text=texts[u.key],
+                record_ids=u.record_ids,
+                occurred_at=u.occurred_at,
+                said_at=u.occurred_at,
+                speakers=u.speakers,
+                tags=all_tags,
+                content_hash=hashes[u.key],
+                embedding=vectors.get(u.key),
+                embedder=self.embedder.name if u.key in vectors and self.embedder else None,
+                first_line=u.first_line,
+                last_line=u.last_line,
+            )
+            for u in changed
+        ]
+        batch = RetainBatch(
+            bank=bank,
+            document=document,
+            expected_version=cursor.version,
+            cursor=replace(new_cursor, records=cursor.records + len(messages)),
+            records=[m.id for m in messages],
+            memories=memories,
+            metadata=metadata,
+            tags=list(tags),
+            source=source,
+            format=format,
+        )
+        outcome = self.store.apply_retain(batch)
+        if not outcome.committed:
+            return None
+        return RetainReport(
+            bank,
+            document,
+            "retained",
+            new_records=outcome.new_records,
+            memories_added=outcome.inserted,
+            memories_updated=outcome.replaced,
+            embedded=len(vectors),
+            redactions=redactions,
+            warnings=warnings,
+        )
+
+    def _embed(self, units: Sequence[Unit], texts: Mapping[str, str]) -> dict[str, Any]:
+        if not self.options.embed or self.embedder is None or not units:
+            return {}
+        turns = [u for u in units if u.kind != "window"]
+        vectors: dict[str, Any] = {}
+        if turns:
+            matrix = self.embedder.embed_documents([texts[u.key] for u in turns])
+            vectors = {u.key: matrix[i] for i, u in enumerate(turns)}
+        for unit in units:
+            if unit.kind == "window":
+                parts = [vectors[p] for p in unit.parts if p in vectors]
+                if len(parts) == len(unit.parts):
+                    # A window's vector is derived from its turns' vectors, not embedded again.
+                    mean = np.mean(np.stack(parts), axis=0)
+                    vectors[unit.key] = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
+                else:
+                    vectors[unit.key] = self.embedder.embed_documents([texts[unit.key]])[0]
+        return vectors
+
+
+def hash_text(message: Message) -> str:
+    return hashlib.sha1(repr(message.blocks).encode()).hexdigest()[:12]
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started

@@ -1,0 +1,175 @@
+"""Move a bank as JSON Lines: `lamina export` and `lamina import`.
+
+One object a line, each with a `type`: `lamina-export` (format version and bank name) first,
+then per document a `document` (metadata, tags, source, cursor, retained record ids) followed by
+its `memory` lines. Vectors are included as base64 float32 with the embedder's name, or left out
+(`--no-embeddings`), in which case import stores the memories without vectors and they are
+embedded again (`lamina reindex`). Importing is idempotent: records and memories merge by id.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..errors import InputError
+from ..store.base import RetainBatch, Store
+from .model import Cursor, Memory
+
+__all__ = ["FORMAT_VERSION", "export_bank", "import_bank"]
+
+FORMAT_VERSION = 1
+
+
+def _memory_json(memory: Memory, with_embeddings: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "type": "memory",
+        "id": memory.id,
+        "document": memory.document,
+        "kind": memory.kind,
+        "text": memory.text,
+        "record_ids": list(memory.record_ids),
+        "occurred_at": memory.occurred_at.isoformat() if memory.occurred_at else None,
+        "said_at": memory.said_at.isoformat() if memory.said_at else None,
+        "speakers": list(memory.speakers),
+        "entities": list(memory.entities),
+        "tags": list(memory.tags),
+        "content_hash": memory.content_hash,
+        "first_line": memory.first_line,
+        "last_line": memory.last_line,
+    }
+    if with_embeddings and memory.embedding is not None:
+        data["embedding"] = base64.b64encode(memory.embedding.astype(np.float32).tobytes()).decode()
+        data["embedder"] = memory.embedder
+    return data
+
+
+def export_bank(store: Store, bank: str, *, with_embeddings: bool = True) -> Iterator[bytes]:
+    """The bank as JSON lines (bytes, newline-terminated)."""
+    if store.get_bank(bank) is None:
+        raise InputError(f"no bank named {bank!r}")
+    yield orjson.dumps({"type": "lamina-export", "version": FORMAT_VERSION, "bank": bank}) + b"\n"
+    by_document: dict[str, list[Memory]] = {}
+    for row in store.iter_memories(bank, with_embeddings=with_embeddings):
+        by_document.setdefault(row.memory.document, []).append(row.memory)
+    for document in store.list_documents(bank):
+        cursor = store.get_cursor(bank, document.id)
+        records = store.record_ids(bank, document.id)
+        yield (
+            orjson.dumps(
+                {
+                    "type": "document",
+                    "id": document.id,
+                    "metadata": dict(document.metadata),
+                    "tags": list(document.tags),
+                    "source": document.source,
+                    "format": document.format,
+                    "cursor": asdict(cursor),
+                    "records": records,
+                }
+            )
+            + b"\n"
+        )
+        for memory in by_document.get(document.id, []):
+            yield orjson.dumps(_memory_json(memory, with_embeddings)) + b"\n"
+
+
+def _dt(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+
+
+def _memory(bank: str, data: Mapping[str, Any]) -> Memory:
+    embedding = None
+    if isinstance(data.get("embedding"), str):
+        embedding = np.frombuffer(base64.b64decode(data["embedding"]), dtype=np.float32)
+    return Memory(
+        id=str(data["id"]),
+        bank=bank,
+        document=str(data["document"]),
+        kind=str(data.get("kind", "turn")),
+        text=str(data["text"]),
+        record_ids=tuple(data.get("record_ids") or ()),
+        occurred_at=_dt(data.get("occurred_at")),
+        said_at=_dt(data.get("said_at")),
+        speakers=tuple(data.get("speakers") or ()),
+        entities=tuple(data.get("entities") or ()),
+        tags=tuple(data.get("tags") or ()),
+        content_hash=str(data.get("content_hash", "")),
+        embedding=embedding,
+        embedder=data.get("embedder") if embedding is not None else None,
+        first_line=data.get("first_line"),
+        last_line=data.get("last_line"),
+    )
+
+
+def import_bank(
+    store: Store, lines: Iterable[bytes], *, bank: str | None = None, source: str = "<input>"
+) -> dict[str, int]:
+    """Load an export into a bank (its own name unless `bank` is given)."""
+    target: str | None = bank
+    pending: dict[str, Any] | None = None
+    memories: list[Memory] = []
+    counts = {"documents": 0, "memories": 0, "records": 0}
+
+    def flush() -> None:
+        nonlocal pending, memories
+        if pending is None:
+            return
+        assert target is not None
+        cursor_data = pending.get("cursor") or {}
+        current = store.get_cursor(target, pending["id"])
+        cursor = Cursor(**{k: v for k, v in cursor_data.items() if k != "version"})
+        outcome = store.apply_retain(
+            RetainBatch(
+                bank=target,
+                document=str(pending["id"]),
+                expected_version=current.version,
+                cursor=cursor,
+                records=[str(r) for r in pending.get("records") or ()],
+                memories=memories,
+                metadata=pending.get("metadata") or {},
+                tags=pending.get("tags") or [],
+                source=pending.get("source"),
+                format=pending.get("format"),
+            )
+        )
+        counts["documents"] += 1
+        counts["memories"] += len(memories)
+        counts["records"] += outcome.new_records
+        pending, memories = None, []
+
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise InputError(f"{source}:{number}: not a JSON line") from None
+        kind = data.get("type") if isinstance(data, dict) else None
+        if number == 1:
+            if kind != "lamina-export":
+                raise InputError(f"{source}:1: not a Lamina export (no lamina-export header)")
+            if data.get("version") != FORMAT_VERSION:
+                raise InputError(f"{source}:1: export format {data.get('version')} not supported")
+            target = target or str(data["bank"])
+            store.ensure_bank(target)
+        elif kind == "document":
+            flush()
+            pending = data
+        elif kind == "memory":
+            if pending is None or data.get("document") != pending["id"]:
+                raise InputError(f"{source}:{number}: memory outside its document")
+            try:
+                memories.append(_memory(target or "", data))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"{source}:{number}: bad memory ({exc})") from None
+        else:
+            raise InputError(f"{source}:{number}: unknown line type {kind!r}")
+    flush()
+    return counts

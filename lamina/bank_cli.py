@@ -1,0 +1,403 @@
+"""The memory-bank commands: retain, recall, banks, documents, forget, reindex.
+
+Each is a thin call into `lamina.bank.MemoryBank`. Without `--bank`, the bank of the current
+directory's project is used (`lamina.config.default_bank`), the same one the Claude Code plugin
+uses there.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from .bank.bank import MemoryBank
+from .bank.recall import RecallOptions
+from .bank.retain import RetainOptions
+from .config import default_bank
+from .errors import InputError
+from .progress import Progress
+
+__all__ = ["register"]
+
+
+def _emit_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
+    sys.stdout.write("\n")
+
+
+def _open(ctx: click.Context, *, embed: bool = True) -> MemoryBank:
+    home = (ctx.obj or {}).get("home")
+    return MemoryBank.open(home, retain_options=RetainOptions(embed=embed))
+
+
+def _bank_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--bank",
+        "-b",
+        default=None,
+        envvar="LAMINA_BANK",
+        help="Bank name (default: this directory's project bank; see `lamina banks`).",
+    )(f)
+
+
+def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
+    )(f)
+
+
+def _date(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"{name}: not a date or date-time: {value!r} (use 2026-03-14)") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
+@_bank_option
+@click.option("--document-id", default=None, help="Document id (default: session id or file name).")
+@click.option("--tag", "tags", multiple=True, help="Tag the document (repeatable).")
+@click.option("--format", "fmt", default=None, metavar="NAME", help="Transcript format.")
+@click.option("--no-embed", is_flag=True, help="Store without vectors (fill later: reindex).")
+@_json_option
+@click.pass_context
+def retain(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    bank: str | None,
+    document_id: str | None,
+    tags: tuple[str, ...],
+    fmt: str | None,
+    no_embed: bool,
+    as_json: bool,
+) -> None:
+    """Add transcripts, or what is new in them, to a bank.
+
+    Retaining again reads only what was added since; an unchanged file costs a few
+    milliseconds. Directories are searched for *.jsonl and *.json files.
+
+    Example: lamina retain ~/.claude/projects/my-project/*.jsonl --bank my-project
+    """
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json"))
+        else:
+            files.append(path)
+    if document_id and len(files) > 1:
+        raise InputError("--document-id names one document; give one file with it")
+    name = bank or default_bank()
+    memory_bank = _open(ctx, embed=not no_embed)
+    reports = []
+    failures = []
+    with Progress("retaining", total=len(files), unit="files") as progress:
+        for number, path in enumerate(files, 1):
+            try:
+                report = memory_bank.retain_file(
+                    path, name, document=document_id, format=fmt, tags=tags
+                )
+            except InputError as exc:
+                click.echo(f"error: {exc}", err=True)
+                failures.append({"path": str(path), "error": str(exc)})
+                continue
+            for warning in report.warnings[:20]:
+                click.echo(f"warning: {warning}", err=True)
+            reports.append({"path": str(path), **report.as_dict()})
+            if not as_json:
+                click.echo(
+                    f"{path}: {report.status}, {report.new_records} new records, "
+                    f"{report.memories_added} memories added, {report.memories_updated} updated"
+                    + (f", {report.redactions} secrets redacted" if report.redactions else "")
+                )
+            progress.update(number)
+    if as_json:
+        _emit_json({"bank": name, "files": reports, "failed": failures})
+    if failures and not reports:
+        sys.exit(2)
+
+
+@click.command()
+@click.argument("query")
+@_bank_option
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Tokens the memories may take.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--document", "documents", multiple=True, help="Only these documents.")
+@click.option("--tag", "tags", multiple=True, help="Only documents with one of these tags.")
+@click.option("--since", default=None, help="Only memories from this date on (ISO 8601).")
+@click.option("--until", default=None, help="Only memories up to this date (ISO 8601).")
+@click.option("--block", is_flag=True, help="Print the <lamina_memories> block for a prompt.")
+@_json_option
+@click.pass_context
+def recall(
+    ctx: click.Context,
+    query: str,
+    bank: str | None,
+    budget: int,
+    limit: int,
+    documents: tuple[str, ...],
+    tags: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    block: bool,
+    as_json: bool,
+) -> None:
+    """The memories that best answer QUERY, within a token budget.
+
+    Example: lamina recall "which database did we pick?" --bank my-project
+    """
+    name = bank or default_bank()
+    options = RecallOptions(
+        budget=budget,
+        limit=limit,
+        documents=frozenset(documents) if documents else None,
+        tags=frozenset(tags) if tags else None,
+        since=_date(since, "--since"),
+        until=_date(until, "--until"),
+    )
+    memory_bank = _open(ctx)
+    if memory_bank.store.get_bank(name) is None:
+        raise InputError(f"no bank named {name!r} (see `lamina banks`)")
+    result = memory_bank.recall(query, name, options)
+    if as_json:
+        _emit_json({"bank": name, **result.as_dict()})
+        return
+    if block:
+        click.echo(result.block())
+        return
+    if not result.hits:
+        click.echo("no memories found", err=True)
+        return
+    for rank, hit in enumerate(result.hits, 1):
+        when = f"{hit.time:%Y-%m-%d %H:%M}" if hit.time else "undated"
+        why = ", ".join(f"{k} #{int(v['rank'])}" for k, v in hit.channels.items())
+        click.echo(f"[{rank}] {when}  {hit.memory.document}  score {hit.score:.4f} ({why})")
+        for line in hit.text.splitlines():
+            click.echo(f"    {line}")
+
+
+@click.command()
+@_json_option
+@click.pass_context
+def banks(ctx: click.Context, as_json: bool) -> None:
+    """The banks in the data directory, with their sizes.
+
+    Example: lamina banks --json
+    """
+    memory_bank = _open(ctx)
+    rows = []
+    for bank in memory_bank.banks():
+        stats = memory_bank.stats(bank.name)
+        rows.append(
+            {
+                "bank": bank.name,
+                "documents": stats.documents,
+                "memories": stats.memories,
+                "records": stats.records,
+                "embedded": stats.embedded,
+                "embedders": dict(stats.embedders),
+                "first_time": stats.first_time.isoformat() if stats.first_time else None,
+                "last_time": stats.last_time.isoformat() if stats.last_time else None,
+            }
+        )
+    if as_json:
+        _emit_json({"default": default_bank(), "banks": rows})
+        return
+    if not rows:
+        click.echo("no banks yet (lamina retain FILE creates one)")
+    for row in rows:
+        mark = " (this directory)" if row["bank"] == default_bank() else ""
+        click.echo(
+            f"{row['bank']}{mark}: {row['documents']} documents, {row['memories']} memories, "
+            f"{row['records']} records"
+        )
+
+
+@click.command()
+@_bank_option
+@_json_option
+@click.pass_context
+def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
+    """The documents retained in a bank.
+
+    Example: lamina documents --bank my-project
+    """
+    name = bank or default_bank()
+    docs = _open(ctx).documents(name)
+    if as_json:
+        _emit_json(
+            {
+                "bank": name,
+                "documents": [
+                    {
+                        "id": d.id,
+                        "source": d.source,
+                        "format": d.format,
+                        "tags": list(d.tags),
+                        "metadata": dict(d.metadata),
+                        "created_at": d.created_at.isoformat(),
+                        "updated_at": d.updated_at.isoformat(),
+                    }
+                    for d in docs
+                ],
+            }
+        )
+        return
+    for d in docs:
+        click.echo(f"{d.id}  {d.updated_at:%Y-%m-%d %H:%M}  {d.source or ''}")
+
+
+@click.command()
+@click.argument("document", required=False)
+@_bank_option
+@click.option("--memory", "memory_id", default=None, help="Forget one memory by id instead.")
+@click.option("--all-of-bank", is_flag=True, help="Delete the whole bank.")
+@_json_option
+@click.pass_context
+def forget(
+    ctx: click.Context,
+    document: str | None,
+    bank: str | None,
+    memory_id: str | None,
+    all_of_bank: bool,
+    as_json: bool,
+) -> None:
+    """Forget a document (its memories and records), one memory, or a whole bank.
+
+    Example: lamina forget 7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17 --bank my-project
+    """
+    chosen = sum([document is not None, memory_id is not None, all_of_bank])
+    if chosen != 1:
+        raise InputError("give exactly one of: DOCUMENT, --memory ID, --all-of-bank")
+    name = bank or default_bank()
+    memory_bank = _open(ctx)
+    if all_of_bank:
+        result: dict[str, Any] = {"bank": name, "deleted_bank": memory_bank.delete_bank(name)}
+    elif memory_id is not None:
+        result = {
+            "bank": name,
+            "memory": memory_id,
+            "forgotten": memory_bank.forget_memory(name, memory_id),
+        }
+    else:
+        assert document is not None
+        result = {
+            "bank": name,
+            "document": document,
+            "memories_forgotten": memory_bank.forget_document(name, document),
+        }
+    if as_json:
+        _emit_json(result)
+    else:
+        click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
+
+
+@click.command()
+@_bank_option
+@click.option("--force", is_flag=True, help="Embed every memory again, not only stale ones.")
+@_json_option
+@click.pass_context
+def reindex(ctx: click.Context, bank: str | None, force: bool, as_json: bool) -> None:
+    """Embed again the memories whose vectors are missing or from another model.
+
+    Example: lamina reindex --bank my-project
+    """
+    name = bank or default_bank()
+    memory_bank = _open(ctx)
+    done = memory_bank.reindex(name, force=force)
+    result = {"bank": name, "embedded": done, "embedder": memory_bank.embedder.name}
+    if as_json:
+        _emit_json(result)
+    else:
+        click.echo(f"{name}: {done} memories embedded with {memory_bank.embedder.name}")
+
+
+@click.command("export")
+@_bank_option
+@click.option("--output", "-o", default="-", help="File to write (default: stdout).")
+@click.option("--no-embeddings", is_flag=True, help="Leave vectors out (recomputed on import).")
+@click.pass_context
+def export_command(ctx: click.Context, bank: str | None, output: str, no_embeddings: bool) -> None:
+    """Write a bank as JSON Lines: documents, cursors, records, memories (and vectors).
+
+    Example: lamina export --bank my-project -o my-project.jsonl
+    """
+    from .bank.transfer import export_bank
+
+    name = bank or default_bank()
+    lines = export_bank(_open(ctx).store, name, with_embeddings=not no_embeddings)
+    if output == "-":
+        for line in lines:
+            sys.stdout.buffer.write(line)
+        sys.stdout.flush()
+        return
+    with Path(output).open("wb") as handle:
+        for line in lines:
+            handle.write(line)
+    click.echo(f"exported {name} to {output}", err=True)
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.option("--bank", "-b", default=None, help="Import into this bank (default: its own name).")
+@click.option("--no-reindex", is_flag=True, help="Do not embed memories that came without vectors.")
+@_json_option
+@click.pass_context
+def import_command(
+    ctx: click.Context, file: str, bank: str | None, no_reindex: bool, as_json: bool
+) -> None:
+    """Load a bank written by `lamina export` (merging by id; safe to repeat).
+
+    Example: lamina import my-project.jsonl --bank my-project
+    """
+    from .bank.transfer import import_bank
+
+    memory_bank = _open(ctx)
+    path = Path(file)
+    if not path.is_file():
+        raise InputError(f"{file}: no such file")
+    with path.open("rb") as handle:
+        counts = import_bank(memory_bank.store, handle, bank=bank, source=file)
+    name = bank or _export_bank_name(path)
+    embedded = 0 if no_reindex else memory_bank.reindex(name)
+    result = {"bank": name, **counts, "embedded": embedded}
+    if as_json:
+        _emit_json(result)
+    else:
+        click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
+
+
+def _export_bank_name(path: Path) -> str:
+    with path.open("rb") as handle:
+        header = orjson.loads(handle.readline())
+    return str(header["bank"])
+
+
+def register(group: click.Group) -> None:
+    for command in (
+        retain,
+        recall,
+        banks,
+        documents,
+        forget,
+        reindex,
+        export_command,
+        import_command,
+    ):
+        group.add_command(command)

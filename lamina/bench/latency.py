@@ -1,0 +1,183 @@
+"""`lamina bench latency`: recall latency at 10k and 100k memories, against exact brute force.
+
+The bank is built from the shared data: real turns (LoCoMo and Claude Code) embedded once, then
+varied into N memories (texts recombined from two real turns, vectors the normalised mean of
+theirs plus a little noise), so building 100k memories does not take an hour of embedding. The
+queries are LoCoMo questions, embedded at query time (the timing includes query embedding). The
+baseline scores every memory with a plain BM25 loop and a full dense sort, with no index and no
+partial selection.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import statistics
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from ..bank.bank import MemoryBank
+from ..bank.model import Cursor, Memory
+from ..bank.recall import RecallOptions
+from ..errors import InputError
+from ..readers import read_transcript
+from ..readers.locomo import read_locomo_samples
+from ..store.base import RetainBatch
+from ..store.sqlite import SQLiteStore
+from ..turns import conversational_text
+from .common import emit, shared_data_dir
+
+__all__ = ["latency_bench"]
+
+BATCH = 5_000
+
+
+def _base_texts() -> tuple[list[str], list[str]]:
+    locomo = shared_data_dir("locomo")
+    claude = shared_data_dir("claude-code")
+    if locomo is None or claude is None:
+        raise InputError("../shared/data (locomo and claude-code) is needed for this benchmark")
+    samples = read_locomo_samples(str(locomo / "locomo-dev.json"))
+    texts = [f"{m.speaker}: {m.text}" for s in samples for x in s.sessions for m in x.messages]
+    for path in sorted(claude.glob("*.jsonl")):
+        for message in read_transcript(str(path)).messages:
+            text = conversational_text(message)
+            if text:
+                texts.append(f"{message.role.value}: {text[:1500]}")
+    questions = [q.question for s in samples for q in s.questions if q.category in (1, 2, 3, 4)]
+    return texts, questions
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+    }
+
+
+def build(bank: MemoryBank, name: str, n: int, texts: list[str], vectors: np.ndarray) -> None:
+    rng = np.random.default_rng(7)
+    picks = random.Random(7)
+    start = datetime(2023, 1, 1, tzinfo=UTC)
+    made = 0
+    while made < n:
+        memories: list[Memory] = []
+        for _ in range(min(BATCH, n - made)):
+            a, b = picks.randrange(len(texts)), picks.randrange(len(texts))
+            vec = vectors[a] + vectors[b] + rng.normal(0, 0.02, vectors.shape[1])
+            vec = (vec / np.linalg.norm(vec)).astype(np.float32)
+            when = start + timedelta(minutes=made * 7)
+            memories.append(
+                Memory(
+                    id=f"m{made}",
+                    bank=name,
+                    document=f"doc{made // 500}",
+                    kind="turn",
+                    text=f"{texts[a]}\n{texts[b]}",
+                    record_ids=(f"r{made}",),
+                    occurred_at=when,
+                    said_at=when,
+                    content_hash=str(made),
+                    embedding=vec,
+                    embedder=bank.embedder.name,
+                )
+            )
+            made += 1
+        by_doc: dict[str, list[Memory]] = {}
+        for memory in memories:
+            by_doc.setdefault(memory.document, []).append(memory)
+        for doc, group in by_doc.items():
+            current = bank.store.get_cursor(name, doc)
+            records = [m.record_ids[0] for m in group]
+            bank.store.apply_retain(
+                RetainBatch(name, doc, current.version, Cursor(), records, group)
+            )
+
+
+def _baseline(bank: MemoryBank, name: str, query: str, depth: int = 10) -> list[str]:
+    """Exact search without the index's shortcuts: dense over all, full sort, then fuse."""
+    index = bank.index(name)
+    qv = bank.embedder.embed_query(query)
+    dense = index.matrix @ qv
+    lexical = index.lexical.scores(query)
+    dense_rank = np.argsort(-dense)[:200]
+    lexical_rank = np.argsort(-lexical)[:200]
+    fused: dict[int, float] = {}
+    for ranking in (dense_rank, lexical_rank):
+        for r, slot in enumerate(ranking):
+            fused[int(slot)] = fused.get(int(slot), 0.0) + 1 / (61 + r)
+    return [index.ids[s] for s in sorted(fused, key=lambda s: -fused[s])[:depth]]
+
+
+@click.command("latency")
+@click.option(
+    "--memories",
+    "sizes",
+    multiple=True,
+    type=int,
+    default=(10_000, 100_000),
+    show_default=True,
+    help="Bank sizes to measure.",
+)
+@click.option("--queries", type=int, default=200, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def latency_bench(sizes: tuple[int, ...], queries: int, as_json: bool) -> None:
+    """Recall latency (query embedding included) and memory at 10k and 100k memories."""
+    texts, questions = _base_texts()
+    picks = random.Random(3)
+    asked = [questions[picks.randrange(len(questions))] for _ in range(queries)]
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="lamina-latency-") as tmp:
+        db = Path(tmp) / "lamina.db"
+        bank = MemoryBank(SQLiteStore(db))
+        started = time.perf_counter()
+        vectors = bank.embedder.embed_documents(texts)
+        embed_s = time.perf_counter() - started
+        for n in sizes:
+            name = f"bench-{n}"
+            started = time.perf_counter()
+            build(bank, name, n, texts, vectors)
+            build_s = time.perf_counter() - started
+            started = time.perf_counter()
+            bank.index(name)
+            index_s = time.perf_counter() - started
+            options = RecallOptions(budget=1024)
+            ours: list[float] = []
+            embed_only: list[float] = []
+            base: list[float] = []
+            agree = 0
+            for query in asked:
+                t0 = time.perf_counter()
+                result = bank.recall(query, name, options)
+                ours.append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                bank.embedder.embed_query(query)
+                embed_only.append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                exact = _baseline(bank, name, query)
+                base.append((time.perf_counter() - t0) * 1000)
+                got = [h.memory.id for h in result.hits[:10]]
+                agree += len(set(got) & set(exact[: len(got)])) == len(got)
+            results[str(n)] = {
+                "memories": n,
+                "lamina_recall_ms": _percentiles(ours),
+                "query_embedding_ms": _percentiles(embed_only),
+                "baseline_exact_ms": _percentiles(base),
+                "top_results_agree_with_exact": round(agree / len(asked), 3),
+                "build_s": round(build_s, 1),
+                "index_load_s": round(index_s, 2),
+            }
+        results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        results["database_mb"] = round(sum(p.stat().st_size for p in Path(tmp).iterdir()) / 1e6, 1)
+        results["base_texts"] = len(texts)
+        results["base_embedding_s"] = round(embed_s, 1)
+        results["embedder"] = bank.embedder.name
+        bank.close()
+    emit({"benchmark": "latency", **results}, as_json)

@@ -1,0 +1,173 @@
+"""`lamina bench locomo`: recall quality on LoCoMo, against BM25-only and dense-only baselines.
+
+Each conversation goes into its own bank, its session dates as times. For every question of
+categories 1-4 with at least one valid evidence id, recall runs and its ranked memories are
+expanded into dialog turns: a memory spanning several turns contributes them in order, with
+turns already seen skipped, and the top k are the first k turns of that expansion. A question
+scores any@k when at least one evidence turn is in its top k and all@k when every one is;
+session level does the same with the sessions of those turns. Scores are micro-averaged over
+questions, per category and overall. The generated fields (`observation`, `session_summary`,
+`event_summary`) are never read. The baselines rank the same units with one channel each.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..bank.bank import MemoryBank
+from ..bank.recall import RecallOptions
+from ..errors import InputError
+from ..progress import Progress
+from ..readers.locomo import LocomoSample, read_locomo_samples
+from ..store.sqlite import SQLiteStore
+from .common import emit, shared_data_dir
+
+__all__ = ["evaluate", "locomo_bench"]
+
+KS = (5, 10, 20)
+CATEGORIES = (1, 2, 3, 4)
+VARIANTS: dict[str, dict[str, float]] = {
+    "lamina": {"dense": 1.0, "lexical": 1.0},
+    "bm25": {"lexical": 1.0, "dense": 0.0},
+    "dense": {"dense": 1.0, "lexical": 0.0},
+}
+
+
+def _session_of(turn: str) -> str:
+    return turn.split(":", 1)[0]
+
+
+def expand(record_lists: Sequence[Sequence[str]], sample_id: str) -> list[str]:
+    """Dialog ids of ranked memories, in order, each once."""
+    seen: dict[str, None] = {}
+    prefix = f"{sample_id}:"
+    for records in record_lists:
+        for record in records:
+            if record.startswith(prefix):
+                seen.setdefault(record[len(prefix) :], None)
+    return list(seen)
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.hits: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.count: dict[str, int] = defaultdict(int)
+
+    def add(self, category: int, ranked: Sequence[str], evidence: Sequence[str]) -> None:
+        for key in ("overall", f"category_{category}"):
+            self.count[key] += 1
+            for k in KS:
+                top = ranked[:k]
+                tops = set(top)
+                sessions = {_session_of(t) for t in top}
+                ev_sessions = {_session_of(e) for e in evidence}
+                self.hits[key][f"turn_any@{k}"] += any(e in tops for e in evidence)
+                self.hits[key][f"turn_all@{k}"] += all(e in tops for e in evidence)
+                self.hits[key][f"session_any@{k}"] += bool(ev_sessions & sessions)
+                self.hits[key][f"session_all@{k}"] += ev_sessions <= sessions
+
+    def scores(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key in sorted(self.count, key=lambda k: (k != "overall", k)):
+            n = self.count[key]
+            figures = {name: round(v / n, 4) for name, v in sorted(self.hits[key].items())}
+            out[key] = {"questions": n, **figures}
+        return out
+
+
+def evaluate(
+    bank: MemoryBank, samples: Sequence[LocomoSample], variants: Sequence[str]
+) -> dict[str, Any]:
+    tallies = {v: Tally() for v in variants}
+    latencies: list[float] = []
+    questions = [
+        (s, q) for s in samples for q in s.questions if q.category in CATEGORIES and q.evidence
+    ]
+    with Progress("recall", total=len(questions) * len(variants), unit="q") as progress:
+        done = 0
+        for sample, question in questions:
+            for variant in variants:
+                options = RecallOptions(
+                    budget=1_000_000, limit=40, channel_weights=VARIANTS[variant]
+                )
+                started = time.perf_counter()
+                result = bank.recall(question.question, _bank_name(sample), options)
+                if variant == "lamina":
+                    latencies.append((time.perf_counter() - started) * 1000)
+                ranked = expand([h.memory.record_ids for h in result.hits], sample.sample_id)
+                tallies[variant].add(question.category, ranked, question.evidence)
+                done += 1
+                progress.update(done)
+    out: dict[str, Any] = {}
+    for variant in variants:
+        scores = tallies[variant].scores()
+        out[variant] = {
+            **scores["overall"],
+            "by_category": {k: v for k, v in scores.items() if k != "overall"},
+        }
+    if latencies and "lamina" in out:
+        ordered = sorted(latencies)
+        out["lamina"]["recall_ms"] = {
+            "p50": round(statistics.median(ordered), 2),
+            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+        }
+    return out
+
+
+def _bank_name(sample: LocomoSample) -> str:
+    return f"locomo-{sample.sample_id}"
+
+
+@click.command("locomo")
+@click.option("--data", default=None, help="LoCoMo JSON file (default: the shared dev set).")
+@click.option(
+    "--variant",
+    "variants",
+    multiple=True,
+    type=click.Choice(sorted(VARIANTS)),
+    help="Only these variants (default: all).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def locomo_bench(data: str | None, variants: tuple[str, ...], as_json: bool) -> None:
+    """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency."""
+    if data is None:
+        folder = shared_data_dir("locomo")
+        if folder is None:
+            raise InputError("no --data given and ../shared/data/locomo not found")
+        data = str(folder / "locomo-dev.json")
+    samples = read_locomo_samples(data)
+    chosen = list(variants) or list(VARIANTS)
+    with tempfile.TemporaryDirectory(prefix="lamina-locomo-") as tmp:
+        bank = MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"))
+        turns = sum(len(s.messages) for x in samples for s in x.sessions)
+        bank.embedder.embed_query("warm up")  # load the model outside the timing
+        started = time.perf_counter()
+        for sample in samples:
+            messages = [m for session in sample.sessions for m in session.messages]
+            bank.retain_messages(messages, _bank_name(sample), sample.sample_id)
+        retain_s = time.perf_counter() - started
+        results = evaluate(bank, samples, chosen)
+        units = sum(bank.stats(_bank_name(s)).memories for s in samples)
+        bank.close()
+    if "lamina" in results:
+        results["lamina"]["retain_turns_per_s"] = round(turns / retain_s, 1)
+    emit(
+        {
+            "benchmark": "locomo",
+            "data": data,
+            "conversations": len(samples),
+            "turns": turns,
+            "memories": units,
+            "embedder": bank.embedder.name,
+            **results,
+        },
+        as_json,
+    )

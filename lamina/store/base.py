@@ -1,0 +1,126 @@
+"""The Store protocol: everything the memory bank asks of a database, and nothing more.
+
+Retain and recall logic never write SQL; they call these methods. The embedded default is
+`SQLiteStore`; a PostgreSQL store implements the same protocol and runs the same contract tests
+(tests/test_store_contract.py).
+
+Writes that belong together arrive as one `RetainBatch` and are applied in one transaction,
+guarded by the document cursor's version (compare and swap): two processes retaining the same
+growing transcript cannot both commit what they read from the same cursor, so each record is
+stored once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+
+__all__ = ["MemoryRow", "RetainBatch", "RetainOutcome", "Store"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetainBatch:
+    """All the writes of one retain of one document."""
+
+    bank: str
+    document: str
+    expected_version: int
+    """The cursor version the batch was computed from; the batch fails if it moved."""
+    cursor: Cursor
+    records: Sequence[str]
+    """Ids of the source records this retain covers (stored once; repeats are ignored)."""
+    memories: Sequence[Memory]
+    """Memories to insert or replace (by id)."""
+    delete_memories: Sequence[str] = ()
+    metadata: Mapping[str, Any] | None = None
+    tags: Sequence[str] | None = None
+    source: str | None = None
+    format: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetainOutcome:
+    committed: bool
+    """False when the cursor had moved (another retain won); nothing was written."""
+    new_records: int = 0
+    inserted: int = 0
+    replaced: int = 0
+    deleted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRow:
+    """What recall's in-memory index needs of a memory, in storage order."""
+
+    seq: int
+    memory: Memory
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    """A memory store. Implementations are safe to share between threads of one process and
+    between processes using the same database."""
+
+    # lifecycle
+    def migrate(self) -> list[str]:
+        """Apply pending migrations; return the names applied."""
+        ...
+
+    def close(self) -> None: ...
+
+    # banks
+    def ensure_bank(self, name: str) -> Bank: ...
+
+    def get_bank(self, name: str) -> Bank | None: ...
+
+    def list_banks(self) -> list[Bank]: ...
+
+    def delete_bank(self, name: str) -> bool: ...
+
+    def bank_stats(self, name: str) -> BankStats: ...
+
+    def generation(self, bank: str) -> tuple[int, int]:
+        """(changes, deletions): the first grows with every change to the bank's memories, the
+        second only when memories were removed or changed in place (an index built earlier must
+        then be rebuilt rather than extended). Cheap to read."""
+        ...
+
+    # documents
+    def get_document(self, bank: str, document: str) -> Document | None: ...
+
+    def list_documents(self, bank: str) -> list[Document]: ...
+
+    def delete_document(self, bank: str, document: str) -> int:
+        """Forget a document: its memories, records and cursor. Returns memories removed."""
+        ...
+
+    def get_cursor(self, bank: str, document: str) -> Cursor: ...
+
+    def content_hashes(self, bank: str, ids: Iterable[str]) -> dict[str, str]:
+        """The stored content hash of each memory id that exists."""
+        ...
+
+    def count_records(self, bank: str, document: str | None = None) -> int: ...
+
+    def record_ids(self, bank: str, document: str) -> list[str]:
+        """Ids of the records retained for a document (sorted)."""
+        ...
+
+    # retain
+    def apply_retain(self, batch: RetainBatch) -> RetainOutcome: ...
+
+    # memories
+    def get_memories(self, bank: str, ids: Sequence[str]) -> list[Memory]: ...
+
+    def delete_memory(self, bank: str, memory_id: str) -> bool: ...
+
+    def iter_memories(
+        self, bank: str, *, after_seq: int = 0, with_embeddings: bool = True
+    ) -> Iterator[MemoryRow]:
+        """Memories in storage order, those stored after `after_seq` only."""
+        ...
+
+    def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int: ...

@@ -1,0 +1,528 @@
+"""The embedded default store: one SQLite file, WAL mode, safe for several processes.
+
+Each thread gets its own connection. Writes take the write lock up front (`BEGIN IMMEDIATE`)
+and wait for it (busy timeout), so two hooks, a server and a CLI sharing one bank never see
+"database is locked" under normal load. A retain is one transaction, guarded by the document
+cursor's version: it commits whole, or not at all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+from ..errors import StoreError
+from .base import MemoryRow, RetainBatch, RetainOutcome
+from .sqlite_migrations import MIGRATIONS
+
+__all__ = ["SQLiteStore"]
+
+BUSY_TIMEOUT_MS = 60_000
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _dt(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+class SQLiteStore:
+    """A `Store` on one SQLite database file (or `:memory:` for a single connection)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._migrated = False
+
+    # -- connections -----------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the database ({exc})") from None
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if self.path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        if not self._migrated:
+            self._migrated = True
+            self.migrate()
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding the write lock from its start."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+    # -- migrations ------------------------------------------------------------------------
+    def migrate(self) -> list[str]:
+        self._migrated = True
+        conn = getattr(self._local, "conn", None) or self.conn
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations"
+            " (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+        )
+        done = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+        pending = [(n, sql) for n, sql in MIGRATIONS if n not in done]
+        if not pending:
+            return []
+        applied: list[str] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the lock.
+            done = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+            for name, sql in pending:
+                if name in done:
+                    continue
+                for statement in (s for s in sql.split(";") if s.strip()):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
+                    (name, _now()),
+                )
+                applied.append(name)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return applied
+
+    # -- banks -----------------------------------------------------------------------------
+    def _bank_id(self, conn: sqlite3.Connection, name: str) -> int | None:
+        row = conn.execute("SELECT id FROM banks WHERE name = ?", (name,)).fetchone()
+        return int(row[0]) if row else None
+
+    def ensure_bank(self, name: str) -> Bank:
+        existing = self.get_bank(name)
+        if existing is not None:
+            return existing
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO banks (name, created_at) VALUES (?, ?)", (name, _now())
+            )
+        bank = self.get_bank(name)
+        assert bank is not None
+        return bank
+
+    def get_bank(self, name: str) -> Bank | None:
+        row = self.conn.execute(
+            "SELECT name, created_at, metadata FROM banks WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            return None
+        return Bank(row[0], datetime.fromisoformat(row[1]), orjson.loads(row[2]))
+
+    def list_banks(self) -> list[Bank]:
+        rows = self.conn.execute("SELECT name, created_at, metadata FROM banks ORDER BY name")
+        return [Bank(r[0], datetime.fromisoformat(r[1]), orjson.loads(r[2])) for r in rows]
+
+    def delete_bank(self, name: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM banks WHERE name = ?", (name,))
+        return cur.rowcount > 0
+
+    def bank_stats(self, name: str) -> BankStats:
+        conn = self.conn
+        bank_id = self._bank_id(conn, name)
+        if bank_id is None:
+            return BankStats(name, 0, 0, 0, 0, {}, None, None)
+        documents = conn.execute(
+            "SELECT count(*) FROM documents WHERE bank_id = ?", (bank_id,)
+        ).fetchone()[0]
+        memories, embedded, first, last = conn.execute(
+            "SELECT count(*), count(embedding), min(coalesce(occurred_at, said_at)),"
+            " max(coalesce(occurred_at, said_at)) FROM memories WHERE bank_id = ?",
+            (bank_id,),
+        ).fetchone()
+        embedders = dict(
+            conn.execute(
+                "SELECT embedder, count(*) FROM memories WHERE bank_id = ? AND embedder"
+                " IS NOT NULL GROUP BY embedder",
+                (bank_id,),
+            ).fetchall()
+        )
+        records = self.count_records(name)
+        return BankStats(
+            name, documents, memories, records, embedded, embedders, _dt(first), _dt(last)
+        )
+
+    def generation(self, bank: str) -> tuple[int, int]:
+        row = self.conn.execute(
+            "SELECT generation, deletions FROM banks WHERE name = ?", (bank,)
+        ).fetchone()
+        return (-1, -1) if row is None else (int(row[0]), int(row[1]))
+
+    # -- documents -------------------------------------------------------------------------
+    def _doc_row(self, conn: sqlite3.Connection, bank: str, document: str) -> Any:
+        return conn.execute(
+            "SELECT d.id, d.name, d.created_at, d.updated_at, d.metadata, d.tags, d.source,"
+            " d.format, d.cursor_offset, d.cursor_open_offset, d.cursor_records,"
+            " d.cursor_fingerprint, d.cursor_size, d.cursor_version, d.cursor_open_line"
+            " FROM documents d JOIN banks b ON b.id = d.bank_id"
+            " WHERE b.name = ? AND d.name = ?",
+            (bank, document),
+        ).fetchone()
+
+    @staticmethod
+    def _document(bank: str, row: Any) -> Document:
+        return Document(
+            bank=bank,
+            id=row[1],
+            created_at=datetime.fromisoformat(row[2]),
+            updated_at=datetime.fromisoformat(row[3]),
+            metadata=orjson.loads(row[4]),
+            tags=tuple(orjson.loads(row[5])),
+            source=row[6],
+            format=row[7],
+        )
+
+    def get_document(self, bank: str, document: str) -> Document | None:
+        row = self._doc_row(self.conn, bank, document)
+        return None if row is None else self._document(bank, row)
+
+    def list_documents(self, bank: str) -> list[Document]:
+        rows = self.conn.execute(
+            "SELECT d.id, d.name, d.created_at, d.updated_at, d.metadata, d.tags, d.source,"
+            " d.format FROM documents d JOIN banks b ON b.id = d.bank_id WHERE b.name = ?"
+            " ORDER BY d.updated_at, d.name",
+            (bank,),
+        )
+        return [self._document(bank, r) for r in rows]
+
+    def delete_document(self, bank: str, document: str) -> int:
+        with self._write() as conn:
+            row = self._doc_row(conn, bank, document)
+            if row is None:
+                return 0
+            removed = conn.execute(
+                "SELECT count(*) FROM memories WHERE document_id = ?", (row[0],)
+            ).fetchone()[0]
+            conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
+            conn.execute(
+                "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                " WHERE name = ?",
+                (bank,),
+            )
+        return int(removed)
+
+    def get_cursor(self, bank: str, document: str) -> Cursor:
+        row = self._doc_row(self.conn, bank, document)
+        if row is None:
+            return Cursor()
+        return Cursor(
+            offset=row[8],
+            open_offset=row[9],
+            records=row[10],
+            fingerprint=row[11],
+            size=row[12],
+            version=row[13],
+            open_line=row[14],
+        )
+
+    def content_hashes(self, bank: str, ids: Iterable[str]) -> dict[str, str]:
+        conn = self.conn
+        bank_id = self._bank_id(conn, bank)
+        wanted = list(ids)
+        if bank_id is None or not wanted:
+            return {}
+        out: dict[str, str] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                f"SELECT id, content_hash FROM memories WHERE bank_id = ? AND id IN ({marks})",
+                (bank_id, *part),
+            )
+            out.update({r[0]: r[1] for r in rows})
+        return out
+
+    def count_records(self, bank: str, document: str | None = None) -> int:
+        query = (
+            "SELECT count(*) FROM records r JOIN documents d ON d.id = r.document_id"
+            " JOIN banks b ON b.id = d.bank_id WHERE b.name = ?"
+        )
+        args: tuple[str, ...] = (bank,)
+        if document is not None:
+            query += " AND d.name = ?"
+            args = (bank, document)
+        return int(self.conn.execute(query, args).fetchone()[0])
+
+    def record_ids(self, bank: str, document: str) -> list[str]:
+        rows = self.conn.execute(
+            "SELECT r.record_id FROM records r JOIN documents d ON d.id = r.document_id"
+            " JOIN banks b ON b.id = d.bank_id WHERE b.name = ? AND d.name = ?"
+            " ORDER BY r.record_id",
+            (bank, document),
+        )
+        return [r[0] for r in rows]
+
+    # -- retain ----------------------------------------------------------------------------
+    def apply_retain(self, batch: RetainBatch) -> RetainOutcome:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO banks (name, created_at) VALUES (?, ?)", (batch.bank, now)
+            )
+            bank_id = self._bank_id(conn, batch.bank)
+            assert bank_id is not None
+            row = self._doc_row(conn, batch.bank, batch.document)
+            version = row[13] if row is not None else 0
+            if version != batch.expected_version:
+                return RetainOutcome(committed=False)
+            c = batch.cursor
+            if row is None:
+                conn.execute(
+                    "INSERT INTO documents (bank_id, name, created_at, updated_at, metadata,"
+                    " tags, source, format, cursor_offset, cursor_open_offset, cursor_records,"
+                    " cursor_fingerprint, cursor_size, cursor_version, cursor_open_line)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        bank_id, batch.document, now, now, _json(batch.metadata or {}),
+                        _json(list(batch.tags or ())), batch.source, batch.format,
+                        c.offset, c.open_offset, c.records, c.fingerprint, c.size, version + 1,
+                        c.open_line,
+                    ),
+                )  # fmt: skip
+                doc_id = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+            else:
+                doc_id = int(row[0])
+                metadata = orjson.loads(row[4])
+                if batch.metadata:
+                    metadata.update(batch.metadata)
+                tags = list(dict.fromkeys([*orjson.loads(row[5]), *(batch.tags or ())]))
+                conn.execute(
+                    "UPDATE documents SET updated_at = ?, metadata = ?, tags = ?,"
+                    " source = coalesce(?, source), format = coalesce(?, format),"
+                    " cursor_offset = ?, cursor_open_offset = ?, cursor_records = ?,"
+                    " cursor_fingerprint = ?, cursor_size = ?, cursor_version = ?,"
+                    " cursor_open_line = ? WHERE id = ?",
+                    (
+                        now, _json(metadata), _json(tags), batch.source, batch.format,
+                        c.offset, c.open_offset, c.records, c.fingerprint, c.size,
+                        version + 1, c.open_line, doc_id,
+                    ),
+                )  # fmt: skip
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO records (document_id, record_id) VALUES (?, ?)",
+                [(doc_id, r) for r in batch.records],
+            )
+            new_records = conn.total_changes - before
+            replaced = deleted = 0
+            if batch.delete_memories:
+                before = conn.total_changes
+                conn.executemany(
+                    "DELETE FROM memories WHERE bank_id = ? AND id = ?",
+                    [(bank_id, m) for m in batch.delete_memories],
+                )
+                deleted = conn.total_changes - before
+            inserted = 0
+            for memory in batch.memories:
+                cur = conn.execute(
+                    "DELETE FROM memories WHERE bank_id = ? AND id = ?", (bank_id, memory.id)
+                )
+                replaced += cur.rowcount
+                conn.execute(
+                    "INSERT INTO memories (id, bank_id, document_id, kind, text, record_ids,"
+                    " occurred_at, said_at, speakers, entities, tags, content_hash, embedding,"
+                    " embedder, first_line, last_line, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    _memory_params(memory, bank_id, doc_id, now),
+                )
+                inserted += 1
+            if batch.memories or deleted:
+                conn.execute(
+                    "UPDATE banks SET generation = generation + 1,"
+                    " deletions = deletions + ? WHERE id = ?",
+                    (1 if deleted else 0, bank_id),
+                )
+        return RetainOutcome(True, new_records, inserted - replaced, replaced, deleted)
+
+    # -- memories --------------------------------------------------------------------------
+    _MEMORY_COLUMNS = (
+        "m.seq, m.id, d.name, m.kind, m.text, m.record_ids, m.occurred_at, m.said_at,"
+        " m.speakers, m.entities, m.tags, m.content_hash, m.embedder, m.first_line,"
+        " m.last_line"
+    )
+
+    @staticmethod
+    def _memory(bank: str, row: Any, embedding: bytes | None) -> Memory:
+        return Memory(
+            id=row[1],
+            bank=bank,
+            document=row[2],
+            kind=row[3],
+            text=row[4],
+            record_ids=tuple(orjson.loads(row[5])),
+            occurred_at=_dt(row[6]),
+            said_at=_dt(row[7]),
+            speakers=tuple(orjson.loads(row[8])),
+            entities=tuple(orjson.loads(row[9])),
+            tags=tuple(orjson.loads(row[10])),
+            content_hash=row[11],
+            embedding=np.frombuffer(embedding, dtype=np.float32) if embedding else None,
+            embedder=row[12],
+            first_line=row[13],
+            last_line=row[14],
+        )
+
+    def get_memories(self, bank: str, ids: Sequence[str]) -> list[Memory]:
+        conn = self.conn
+        found: dict[str, Memory] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                f"SELECT {self._MEMORY_COLUMNS}, m.embedding FROM memories m"
+                " JOIN documents d ON d.id = m.document_id JOIN banks b ON b.id = m.bank_id"
+                f" WHERE b.name = ? AND m.id IN ({marks})",
+                (bank, *part),
+            )
+            for row in rows:
+                found[row[1]] = self._memory(bank, row, row[15])
+        return [found[i] for i in ids if i in found]
+
+    def delete_memory(self, bank: str, memory_id: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM memories WHERE id = ? AND bank_id ="
+                " (SELECT id FROM banks WHERE name = ?)",
+                (memory_id, bank),
+            )
+            if cur.rowcount:
+                conn.execute(
+                    "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                    " WHERE name = ?",
+                    (bank,),
+                )
+        return cur.rowcount > 0
+
+    def iter_memories(
+        self, bank: str, *, after_seq: int = 0, with_embeddings: bool = True
+    ) -> Iterator[MemoryRow]:
+        embedding = "m.embedding" if with_embeddings else "NULL"
+        rows = self.conn.execute(
+            f"SELECT {self._MEMORY_COLUMNS}, {embedding} FROM memories m"
+            " JOIN documents d ON d.id = m.document_id JOIN banks b ON b.id = m.bank_id"
+            " WHERE b.name = ? AND m.seq > ? ORDER BY m.seq",
+            (bank, after_seq),
+        )
+        for row in rows:
+            yield MemoryRow(int(row[0]), self._memory(bank, row, row[15]))
+
+    def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
+        with self._write() as conn:
+            bank_id = self._bank_id(conn, bank)
+            if bank_id is None:
+                return 0
+            before = conn.total_changes
+            conn.executemany(
+                "UPDATE memories SET embedding = ?, embedder = ? WHERE bank_id = ? AND id = ?",
+                [
+                    (np.asarray(v, dtype=np.float32).tobytes(), embedder, bank_id, mid)
+                    for mid, v in vectors.items()
+                ],
+            )
+            changed = conn.total_changes - before
+            # Vectors changed in place: readers must rebuild their index.
+            conn.execute(
+                "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                " WHERE id = ?",
+                (bank_id,),
+            )
+        return changed
+
+    # -- maintenance -----------------------------------------------------------------------
+    def size_bytes(self) -> int | None:
+        if self.path == ":memory:":
+            return None
+        return sum(
+            p.stat().st_size
+            for p in Path(self.path).parent.glob(Path(self.path).name + "*")
+            if p.is_file()
+        )
+
+    def schema(self) -> list[str]:
+        """The schema's SQL, normalised, for the pin test."""
+        rows = self.conn.execute(
+            "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'"
+            " ORDER BY type, name"
+        )
+        return [" ".join(r[0].split()) for r in rows]
+
+
+def _memory_params(memory: Memory, bank_id: int, doc_id: int, now: str) -> tuple[Any, ...]:
+    vector = memory.embedding
+    return (
+        memory.id,
+        bank_id,
+        doc_id,
+        memory.kind,
+        memory.text,
+        _json(list(memory.record_ids)),
+        _iso(memory.occurred_at),
+        _iso(memory.said_at),
+        _json(list(memory.speakers)),
+        _json(list(memory.entities)),
+        _json(list(memory.tags)),
+        memory.content_hash,
+        None if vector is None else np.asarray(vector, dtype=np.float32).tobytes(),
+        memory.embedder if vector is not None else None,
+        memory.first_line,
+        memory.last_line,
+        now,
+    )

@@ -1,0 +1,74 @@
+"""Ordered, named schema migrations of the SQLite store. Append; never edit a released one.
+
+tests/test_store_sqlite.py pins the schema a fresh database ends up with.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_initial",
+        """
+        CREATE TABLE banks (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            generation INTEGER NOT NULL DEFAULT 0,
+            deletions INTEGER NOT NULL DEFAULT 0
+        );
+
+        CREATE TABLE documents (
+            id INTEGER PRIMARY KEY,
+            bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            tags TEXT NOT NULL DEFAULT '[]',
+            source TEXT,
+            format TEXT,
+            cursor_offset INTEGER NOT NULL DEFAULT 0,
+            cursor_open_offset INTEGER NOT NULL DEFAULT 0,
+            cursor_open_line INTEGER,
+            cursor_records INTEGER NOT NULL DEFAULT 0,
+            cursor_fingerprint TEXT NOT NULL DEFAULT '',
+            cursor_size INTEGER NOT NULL DEFAULT 0,
+            cursor_version INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (bank_id, name)
+        );
+
+        CREATE TABLE records (
+            document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            record_id TEXT NOT NULL,
+            PRIMARY KEY (document_id, record_id)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE memories (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL,
+            bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            text TEXT NOT NULL,
+            record_ids TEXT NOT NULL,
+            occurred_at TEXT,
+            said_at TEXT,
+            speakers TEXT NOT NULL DEFAULT '[]',
+            entities TEXT NOT NULL DEFAULT '[]',
+            tags TEXT NOT NULL DEFAULT '[]',
+            content_hash TEXT NOT NULL,
+            embedding BLOB,
+            embedder TEXT,
+            first_line INTEGER,
+            last_line INTEGER,
+            created_at TEXT NOT NULL,
+            UNIQUE (bank_id, id)
+        );
+
+        CREATE INDEX memories_by_document ON memories(document_id);
+        """,
+    ),
+]

@@ -1,0 +1,135 @@
+"""Recall on a small known bank: the right memories, filters and budgets hold, reasons given."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lamina.bank.bank import MemoryBank
+from lamina.bank.recall import RecallOptions
+from lamina.embed import HashEmbedder
+from lamina.messages import Kind, Message, Role, TextBlock
+from lamina.store.sqlite import SQLiteStore
+from lamina.tokens import count_text
+
+FACTS = [
+    ("We picked SQLite over PostgreSQL because there is one small server.", "2026-03-01"),
+    ("The pagination limit is 50 items per page, larger limits are clamped.", "2026-03-02"),
+    ("Timestamps without a timezone are read as UTC in the CSV importer.", "2026-03-03"),
+    ("Deploy with a systemd unit on the existing VPS, not on Fly.io.", "2026-03-04"),
+    ("The environment variable for the database path is INKWELL_DB_PATH.", "2026-03-05"),
+    ("Rate limiting waits until the service is exposed publicly.", "2026-03-06"),
+]
+
+
+def conversation(doc: str, facts: list[tuple[str, str]]) -> list[Message]:
+    out: list[Message] = []
+    for n, (fact, day) in enumerate(facts):
+        when = datetime.fromisoformat(day).replace(tzinfo=UTC)
+        out.append(
+            Message(
+                id=f"{doc}-q{n}",
+                role=Role.USER,
+                blocks=(TextBlock(f"note {n}?"),),
+                kind=Kind.PROMPT,
+                timestamp=when,
+                session_id=doc,
+            )
+        )
+        out.append(
+            Message(
+                id=f"{doc}-a{n}",
+                role=Role.ASSISTANT,
+                blocks=(TextBlock(fact),),
+                kind=Kind.REPLY,
+                timestamp=when,
+                session_id=doc,
+            )
+        )
+    return out
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> MemoryBank:
+    b = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+    b.retain_messages(conversation("doc-a", FACTS[:3]), "proj", "doc-a", tags=["backend"])
+    b.retain_messages(conversation("doc-b", FACTS[3:]), "proj", "doc-b", tags=["ops"])
+    return b
+
+
+def test_the_right_memory_comes_first_with_its_reasons(bank: MemoryBank) -> None:
+    result = bank.recall("which database did we pick, SQLite or PostgreSQL?", "proj")
+    top = result.hits[0]
+    assert "SQLite over PostgreSQL" in top.text
+    assert top.memory.document == "doc-a"
+    assert top.time == datetime(2026, 3, 1, tzinfo=UTC)
+    assert set(top.channels) <= {"dense", "lexical"} and "lexical" in top.channels
+    assert top.channels["lexical"]["rank"] == 1
+    data = result.as_dict()["results"][0]
+    assert {"text", "score", "time", "document", "source", "channels"} <= set(data)
+    assert data["source"]["first_record"] == "doc-a-q0"
+    assert data["source"]["last_record"] == "doc-a-a0"
+
+
+def test_filters_by_document_tag_and_time(bank: MemoryBank) -> None:
+    q = "systemd deploy pagination database timezone"
+    only_b = bank.recall(q, "proj", RecallOptions(documents=frozenset({"doc-b"})))
+    assert only_b.hits and {h.memory.document for h in only_b.hits} == {"doc-b"}
+    ops = bank.recall(q, "proj", RecallOptions(tags=frozenset({"ops"})))
+    assert {h.memory.document for h in ops.hits} == {"doc-b"}
+    window = bank.recall(
+        q,
+        "proj",
+        RecallOptions(
+            since=datetime(2026, 3, 2, tzinfo=UTC), until=datetime(2026, 3, 4, tzinfo=UTC)
+        ),
+    )
+    days = sorted(h.time.day for h in window.hits if h.time)
+    assert days and set(days) <= {2, 3, 4}
+
+
+def test_budget_is_never_exceeded(bank: MemoryBank) -> None:
+    for budget in (5, 20, 40, 1000):
+        result = bank.recall(
+            "database pagination deploy timezone rate limit", "proj", RecallOptions(budget=budget)
+        )
+        assert sum(count_text(h.text) for h in result.hits) <= budget
+        assert result.tokens <= budget
+    small = bank.recall("database", "proj", RecallOptions(budget=1))
+    assert small.hits == []
+
+
+def test_the_memory_block_renders_and_is_stripped_from_later_retains(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    result = bank.recall("what is the database path variable?", "proj")
+    block = result.block(now=datetime(2026, 11, 29, tzinfo=UTC))
+    assert block.startswith("<lamina_memories>") and "INKWELL_DB_PATH" in block
+    echo = [
+        Message(
+            id="e1",
+            role=Role.USER,
+            blocks=(TextBlock(f"{block}\n\nthanks, and the port?"),),
+            kind=Kind.PROMPT,
+        ),
+    ]
+    bank.retain_messages(echo, "proj", "doc-c")
+    (memory,) = [m for m in bank.memories("proj") if m.document == "doc-c"]
+    assert memory.text == "user: thanks, and the port?"
+
+
+def test_index_follows_changes_made_by_another_process(bank: MemoryBank, tmp_path: Path) -> None:
+    before = bank.recall("kubernetes helm chart", "proj")  # builds the in-process index
+    assert all("Helm" not in h.text for h in before.hits)
+    other = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+    other.retain_messages(
+        conversation("doc-k", [("We will ship a Helm chart for Kubernetes later.", "2026-03-09")]),
+        "proj",
+        "doc-k",
+    )
+    hits = bank.recall("kubernetes helm chart", "proj").hits
+    assert hits and hits[0].memory.document == "doc-k"
+    other.forget_document("proj", "doc-k")
+    assert all(h.memory.document != "doc-k" for h in bank.recall("kubernetes helm", "proj").hits)

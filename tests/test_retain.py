@@ -1,0 +1,289 @@
+"""Retain: incremental, idempotent, crash-safe, concurrent; memory blocks and secrets never
+stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lamina.bank.bank import MemoryBank
+from lamina.bank.redact import Redactor
+from lamina.bank.retain import RetainOptions
+from lamina.embed import HashEmbedder
+from lamina.readers import read_transcript
+from lamina.store.sqlite import SQLiteStore
+
+from .conftest import CC, CLAUDE_CODE, EXAMPLE, needs_shared
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def,override]
+        self.texts.extend(texts)
+        return super().embed_documents(texts)
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> MemoryBank:
+    return MemoryBank(SQLiteStore(tmp_path / "db" / "lamina.db"), CountingEmbedder())
+
+
+def session_lines(turns: int) -> list[str]:
+    cc = CC()
+    for n in range(turns):
+        cc.user(f"question {n} about the parser")
+        cc.assistant(f"Looking at it {n}.", msg_id=f"m{n}")
+        cc.tool_use(f"t{n}", "Read", msg_id=f"m{n}", file_path=f"src/mod{n}.py")
+        cc.tool_result(f"t{n}", f"contents {n}")
+        cc.assistant(f"Answer {n}: use a cache.")
+    return cc.lines()
+
+
+def per_turn(lines: list[str]) -> list[int]:
+    """Line counts at which each turn (and its reply) is complete."""
+    return [i for i in range(1, len(lines) + 1) if i % 5 == 0]
+
+
+def test_growing_transcript_retained_after_every_turn_stores_each_record_once(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    lines = session_lines(50)
+    path = tmp_path / "s.jsonl"
+    for cut in per_turn(lines):
+        path.write_text("\n".join(lines[:cut]) + "\n")
+        report = bank.retain_file(path, "proj")
+        assert report.status == "retained"
+        assert bank.retain_file(path, "proj").status == "unchanged"
+    messages = read_transcript(str(path)).messages
+    assert bank.store.count_records("proj", "sess-1") == len(messages)
+    memories = list(bank.memories("proj"))
+    assert len(memories) == 50
+    assert sorted(m.text.split("\n")[0] for m in memories) == sorted(
+        f"user: question {n} about the parser" for n in range(50)
+    )
+    embedder = bank.embedder
+    assert isinstance(embedder, CountingEmbedder)
+    assert len(embedder.texts) == 50  # each turn embedded once
+
+
+def test_a_turn_continued_after_the_cursor_is_completed_not_duplicated(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    lines = session_lines(2)
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines[:7]) + "\n")  # stops inside turn 1's response
+    bank.retain_file(path, "proj")
+    path.write_text("\n".join(lines) + "\n")
+    report = bank.retain_file(path, "proj")
+    assert report.memories_updated == 1 and report.memories_added == 0
+    memories = sorted(bank.memories("proj"), key=lambda m: m.first_line or 0)
+    assert len(memories) == 2
+    assert "Answer 1: use a cache." in memories[1].text
+    assert bank.store.count_records("proj") == len(read_transcript(str(path)).messages)
+
+
+def test_a_partly_written_last_line_is_left_for_the_next_retain(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    lines = session_lines(2)
+    path = tmp_path / "s.jsonl"
+    half = lines[5][: len(lines[5]) // 2]
+    path.write_text("\n".join(lines[:5]) + "\n" + half)
+    first = bank.retain_file(path, "proj")
+    assert first.pending_partial_line and first.warnings == []
+    assert bank.retain_file(path, "proj").status == "unchanged"
+    path.write_text("\n".join(lines) + "\n")
+    bank.retain_file(path, "proj")
+    assert bank.store.count_records("proj") == len(read_transcript(str(path)).messages)
+    assert len(list(bank.memories("proj"))) == 2
+
+
+def test_a_transcript_rewritten_in_place_is_reread_without_loss_or_duplicates(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    lines = session_lines(6)
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    bank.retain_file(path, "proj")
+    # Compacted in place: the first two turns dropped, a new turn appended.
+    extra = session_lines(7)[30:]
+    path.write_text("\n".join(lines[10:] + extra) + "\n")
+    report = bank.retain_file(path, "proj")
+    assert report.status == "reread"
+    texts = sorted(m.text.split("\n")[0] for m in bank.memories("proj"))
+    assert texts == sorted(f"user: question {n} about the parser" for n in range(7))
+
+
+def test_unchanged_file_costs_almost_nothing(bank: MemoryBank, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(session_lines(30)) + "\n")
+    bank.retain_file(path, "proj")
+    report = bank.retain_file(path, "proj")
+    assert report.status == "unchanged" and report.new_records == 0
+
+
+def test_memory_blocks_and_secrets_are_never_stored(bank: MemoryBank, tmp_path: Path) -> None:
+    cc = CC()
+    cc.user(
+        "<lamina_memories>\n- [2026-01-01] the deploy key is in vault\n</lamina_memories>\n"
+        "connect with postgres://admin:hunter2secret@db.internal/app and key sk-ant-api03-"
+        + "a"
+        * 40
+    )
+    cc.assistant("Use OPENAI_API_KEY=sk-proj-" + "b" * 30 + " from the environment.")
+    path = cc.write(tmp_path / "s.jsonl")
+    report = bank.retain_file(path, "proj")
+    assert report.redactions == 3
+    (memory,) = bank.memories("proj")
+    assert "vault" not in memory.text and "lamina_memories" not in memory.text
+    assert "hunter2secret" not in memory.text and "aaaa" not in memory.text
+    assert "bbbb" not in memory.text
+    assert "[REDACTED:url_password]" in memory.text and "db.internal" in memory.text
+    plain = MemoryBank(
+        bank.store, HashEmbedder(), retain_options=RetainOptions(redactor=Redactor(enabled=False))
+    )
+    plain.retain_file(path, "raw")
+    (raw,) = plain.memories("raw")
+    assert "hunter2secret" in raw.text
+
+
+def test_tool_activity_is_condensed_into_action_lines(bank: MemoryBank, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(session_lines(1)) + "\n")
+    bank.retain_file(path, "proj")
+    (memory,) = bank.memories("proj")
+    assert memory.text.splitlines() == [
+        "user: question 0 about the parser",
+        "assistant: Looking at it 0.",
+        "assistant: Answer 0: use a cache.",
+        "actions: Read: src/mod0.py",
+    ]
+    assert memory.speakers == ("user", "assistant")
+    assert memory.first_line == 1 and memory.last_line == 5
+
+
+@needs_shared
+def test_every_shared_transcript_retains_each_record_once(bank: MemoryBank) -> None:
+    for path in sorted(CLAUDE_CODE.glob("*.jsonl")):
+        report = bank.retain_file(path, "shared")
+        assert report.status == "retained"
+        again = bank.retain_file(path, "shared")
+        assert again.status == "unchanged"
+    total = sum(len(read_transcript(str(p)).messages) for p in CLAUDE_CODE.glob("*.jsonl"))
+    assert bank.store.count_records("shared") == total
+    docs = {d.id for d in bank.documents("shared")}
+    assert "258c7280-ae70-4798-800f-63464d01a85d" in docs
+    assert "258c7280-ae70-4798-800f-63464d01a85d/a881341" in docs
+
+
+RETAIN_SCRIPT = """
+import sys
+from lamina.bank.bank import MemoryBank
+from lamina.embed import HashEmbedder
+from lamina.store.sqlite import SQLiteStore
+bank = MemoryBank(SQLiteStore(sys.argv[1]), HashEmbedder())
+for path in sys.argv[3:]:
+    bank.retain_file(path, sys.argv[2])
+print("done", flush=True)
+"""
+
+
+def test_two_processes_retaining_into_one_bank_at_once(tmp_path: Path) -> None:
+    files = []
+    for n in range(6):
+        cc = CC(session=f"s{n}")
+        for t in range(40):
+            cc.user(f"session {n} question {t}")
+            cc.assistant(f"session {n} answer {t}")
+        files.append(str(cc.write(tmp_path / f"s{n}.jsonl")))
+    db = str(tmp_path / "lamina.db")
+    # Both processes retain every file (same documents!), in different orders.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RETAIN_SCRIPT, db, "proj", *order],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for order in (files, list(reversed(files)))
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out.strip() == "done"
+    store = SQLiteStore(db)
+    assert store.count_records("proj") == 6 * 80
+    assert store.bank_stats("proj").memories == 6 * 40
+
+
+def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(tmp_path: Path) -> None:
+    cc = CC()
+    for t in range(2000):
+        cc.user(f"question {t} " + "word " * 40)
+        cc.assistant(f"answer {t} " + "text " * 40)
+    path = str(cc.write(tmp_path / "big.jsonl"))
+    db = str(tmp_path / "lamina.db")
+    expected_records = len(read_transcript(path).messages)
+    # How long a whole retain takes here, so the kills land inside it.
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-c", RETAIN_SCRIPT, str(tmp_path / "timing.db"), "proj", path],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    duration = time.monotonic() - started
+    rng = random.Random(11)
+    killed = 0
+    for _trial in range(4):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RETAIN_SCRIPT, db, "proj", path],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(rng.uniform(0.4, 0.95) * duration)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            killed += 1
+        proc.wait(timeout=60)
+        store = SQLiteStore(db)
+        records = store.count_records("proj")
+        memories = store.bank_stats("proj").memories
+        store.close()
+        # All or nothing: a retain either fully landed or left no trace.
+        assert (records, memories) in ((0, 0), (expected_records, 2000))
+    assert killed >= 1
+    done = subprocess.run(
+        [sys.executable, "-c", RETAIN_SCRIPT, db, "proj", path],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    store = SQLiteStore(db)
+    assert store.count_records("proj") == expected_records
+    assert store.bank_stats("proj").memories == 2000
+
+
+def test_retain_from_code_is_idempotent(bank: MemoryBank) -> None:
+    if not EXAMPLE.exists():
+        pytest.skip("example missing")
+    messages = read_transcript(str(EXAMPLE)).messages
+    first = bank.retain_messages(messages, "proj", "example")
+    assert first.status == "retained" and first.new_records == len(messages)
+    again = bank.retain_messages(messages, "proj", "example")
+    assert again.status == "unchanged"
+    more = bank.retain_messages(messages[:-3], "proj", "example")
+    assert more.new_records == 0 and more.memories_added == 0
+    assert json.dumps(first.as_dict())
