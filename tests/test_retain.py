@@ -67,14 +67,16 @@ def test_growing_transcript_retained_after_every_turn_stores_each_record_once(
         assert bank.retain_file(path, "proj").status == "unchanged"
     messages = read_transcript(str(path)).messages
     assert bank.store.count_records("proj", "sess-1") == len(messages)
-    memories = list(bank.memories("proj"))
+    memories = [m for m in bank.memories("proj") if m.kind == "turn"]
     assert len(memories) == 50
+    windows = [m for m in bank.memories("proj") if m.kind == "window"]
+    assert len(windows) == 49  # every pair of consecutive turns, once
     assert sorted(m.text.split("\n")[0] for m in memories) == sorted(
         f"user: question {n} about the parser" for n in range(50)
     )
     embedder = bank.embedder
     assert isinstance(embedder, CountingEmbedder)
-    assert len(embedder.texts) == 50  # each turn embedded once
+    assert len(embedder.texts) == 50  # each turn embedded once; windows derive theirs
 
 
 def test_a_turn_continued_after_the_cursor_is_completed_not_duplicated(
@@ -86,8 +88,10 @@ def test_a_turn_continued_after_the_cursor_is_completed_not_duplicated(
     bank.retain_file(path, "proj")
     path.write_text("\n".join(lines) + "\n")
     report = bank.retain_file(path, "proj")
-    assert report.memories_updated == 1 and report.memories_added == 0
-    memories = sorted(bank.memories("proj"), key=lambda m: m.first_line or 0)
+    assert report.memories_updated == 2 and report.memories_added == 0  # the turn, its window
+    memories = sorted(
+        (m for m in bank.memories("proj") if m.kind == "turn"), key=lambda m: m.first_line or 0
+    )
     assert len(memories) == 2
     assert "Answer 1: use a cache." in memories[1].text
     assert bank.store.count_records("proj") == len(read_transcript(str(path)).messages)
@@ -106,7 +110,7 @@ def test_a_partly_written_last_line_is_left_for_the_next_retain(
     path.write_text("\n".join(lines) + "\n")
     bank.retain_file(path, "proj")
     assert bank.store.count_records("proj") == len(read_transcript(str(path)).messages)
-    assert len(list(bank.memories("proj"))) == 2
+    assert len([m for m in bank.memories("proj") if m.kind == "turn"]) == 2
 
 
 def test_a_transcript_rewritten_in_place_is_reread_without_loss_or_duplicates(
@@ -121,7 +125,7 @@ def test_a_transcript_rewritten_in_place_is_reread_without_loss_or_duplicates(
     path.write_text("\n".join(lines[10:] + extra) + "\n")
     report = bank.retain_file(path, "proj")
     assert report.status == "reread"
-    texts = sorted(m.text.split("\n")[0] for m in bank.memories("proj"))
+    texts = sorted(m.text.split("\n")[0] for m in bank.memories("proj") if m.kind == "turn")
     assert texts == sorted(f"user: question {n} about the parser" for n in range(7))
 
 
@@ -145,7 +149,7 @@ def test_memory_blocks_and_secrets_are_never_stored(bank: MemoryBank, tmp_path: 
     path = cc.write(tmp_path / "s.jsonl")
     report = bank.retain_file(path, "proj")
     assert report.redactions == 3
-    (memory,) = bank.memories("proj")
+    (memory,) = bank.memories("proj")  # one turn: no window
     assert "vault" not in memory.text and "lamina_memories" not in memory.text
     assert "hunter2secret" not in memory.text and "aaaa" not in memory.text
     assert "bbbb" not in memory.text
@@ -224,7 +228,7 @@ def test_two_processes_retaining_into_one_bank_at_once(tmp_path: Path) -> None:
         assert out.strip() == "done"
     store = SQLiteStore(db)
     assert store.count_records("proj") == 6 * 80
-    assert store.bank_stats("proj").memories == 6 * 40
+    assert store.bank_stats("proj").memories == 6 * (40 + 39)  # turns and 2-turn windows
 
 
 def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(tmp_path: Path) -> None:
@@ -262,7 +266,7 @@ def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(tmp_path: P
         memories = store.bank_stats("proj").memories
         store.close()
         # All or nothing: a retain either fully landed or left no trace.
-        assert (records, memories) in ((0, 0), (expected_records, 2000))
+        assert (records, memories) in ((0, 0), (expected_records, 2000 + 1999))
     assert killed >= 1
     done = subprocess.run(
         [sys.executable, "-c", RETAIN_SCRIPT, db, "proj", path],
@@ -273,7 +277,7 @@ def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(tmp_path: P
     assert done.returncode == 0, done.stderr
     store = SQLiteStore(db)
     assert store.count_records("proj") == expected_records
-    assert store.bank_stats("proj").memories == 2000
+    assert store.bank_stats("proj").memories == 2000 + 1999
 
 
 def test_retain_from_code_is_idempotent(bank: MemoryBank) -> None:

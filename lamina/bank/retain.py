@@ -217,7 +217,10 @@ class Retainer:
         offset = max((m.source.end_offset or 0 for m in messages), default=start)
         _units, segs = build_units(messages, self.options.units)
         if segs:
-            opener = messages[segs[-1].start]
+            # Re-read from the first turn the next retain may still change: the open (last)
+            # turn, and the turns that share a window with it.
+            reopen = min(len(segs), max(1, self.options.units.windows))
+            opener = messages[segs[-reopen].start]
             open_offset = opener.source.offset or start
             open_line = opener.source.line
         else:
@@ -294,7 +297,7 @@ class Retainer:
         hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
         stored = self.store.content_hashes(bank, ids.values())
         changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
-        vectors = self._embed(changed, texts)
+        vectors = self._embed(changed, texts, bank, ids)
         all_tags = tuple(dict.fromkeys(tags))
         memories = [
             Memory(
@@ -343,7 +346,13 @@ class Retainer:
             warnings=warnings,
         )
 
-    def _embed(self, units: Sequence[Unit], texts: Mapping[str, str]) -> dict[str, Any]:
+    def _embed(
+        self,
+        units: Sequence[Unit],
+        texts: Mapping[str, str],
+        bank: str,
+        ids: Mapping[str, str],
+    ) -> dict[str, Any]:
         if not self.options.embed or self.embedder is None or not units:
             return {}
         turns = [u for u in units if u.kind != "window"]
@@ -351,16 +360,23 @@ class Retainer:
         if turns:
             matrix = self.embedder.embed_documents([texts[u.key] for u in turns])
             vectors = {u.key: matrix[i] for i, u in enumerate(turns)}
-        for unit in units:
-            if unit.kind == "window":
-                parts = [vectors[p] for p in unit.parts if p in vectors]
-                if len(parts) == len(unit.parts):
-                    # A window's vector is derived from its turns' vectors, not embedded again.
-                    mean = np.mean(np.stack(parts), axis=0)
-                    vectors[unit.key] = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
-                else:
-                    vectors[unit.key] = self.embedder.embed_documents([texts[unit.key]])[0]
-        return vectors
+        windows = [u for u in units if u.kind == "window"]
+        # A window's vector is derived from its turns' vectors, not embedded again; turns
+        # retained earlier lend theirs from the store.
+        missing = {p for w in windows for p in w.parts if p not in vectors and p in ids}
+        if missing:
+            key_of = {ids[p]: p for p in missing}
+            for memory in self.store.get_memories(bank, list(key_of)):
+                if memory.embedding is not None and memory.embedder == self.embedder.name:
+                    vectors[key_of[memory.id]] = memory.embedding
+        for unit in windows:
+            parts = [vectors[p] for p in unit.parts if p in vectors]
+            if len(parts) == len(unit.parts):
+                mean = np.mean(np.stack(parts), axis=0)
+                vectors[unit.key] = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
+            else:
+                vectors[unit.key] = self.embedder.embed_documents([texts[unit.key]])[0]
+        return {k: v for k, v in vectors.items() if k in {u.key for u in units}}
 
 
 def hash_text(message: Message) -> str:
