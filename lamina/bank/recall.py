@@ -1,7 +1,8 @@
 """Recall: the best memories for a query, within a token budget, with the reasons why.
 
 Channels rank the bank's memories independently: **dense** (cosine between the query's and the
-memories' vectors) and **lexical** (BM25). Their rankings are fused by weighted reciprocal-rank
+memories' vectors), **lexical** (BM25) and, when the query names a time ("last May", "two weeks
+ago", "in 2023"), **time** (closeness to that time, resolved against `RecallOptions.now`). Their rankings are fused by weighted reciprocal-rank
 fusion. Near-duplicates collapse (a result whose records are all covered by a better one is
 dropped), and the budget is filled in rank order. Every result carries its score and, per
 channel, its rank and raw score, so a user can see why it was recalled.
@@ -22,6 +23,7 @@ from ..tags import format_memory_block
 from ..tokens import count_text
 from .index import BankIndex
 from .model import Memory
+from .when import TimeRange, resolve_time_expressions
 
 __all__ = ["RecallHit", "RecallOptions", "RecallResult", "recall_from_index"]
 
@@ -37,8 +39,10 @@ class RecallOptions:
     kinds: frozenset[str] | None = None
     since: datetime | None = None
     until: datetime | None = None
+    now: datetime | None = None
+    """Reference time for relative expressions ("last May", "two weeks ago"); default: now."""
     channel_weights: Mapping[str, float] = field(
-        default_factory=lambda: {"dense": 1.0, "lexical": 1.0}
+        default_factory=lambda: {"dense": 1.0, "lexical": 1.0, "time": 1.0}
     )
     rrf_k: int = 60
     depth: int = 200
@@ -114,15 +118,33 @@ def _top(scores: npt.NDArray[np.float32], keep: npt.NDArray[np.bool_], depth: in
     return [int(i) for i in candidates[order]]
 
 
+def time_scores(index: BankIndex, ranges: Sequence[TimeRange]) -> npt.NDArray[np.float32]:
+    """1 inside a range, decaying with the distance to it in units of the range's length."""
+    times = index.times
+    best = np.zeros(len(times), dtype=np.float64)
+    known = ~np.isnan(times)
+    for r in ranges:
+        start, end = r.start.timestamp(), r.end.timestamp()
+        distance = np.where(times < start, start - times, np.where(times >= end, times - end, 0))
+        scale = max(r.days, 1.0) * 86400
+        best = np.maximum(best, np.where(known, np.exp(-distance / scale), 0.0))
+    best[best < 0.05] = 0.0
+    return best.astype(np.float32)
+
+
 def channel_rankings(
     index: BankIndex,
     query: str,
     query_vector: npt.NDArray[np.float32] | None,
     keep: npt.NDArray[np.bool_],
     depth: int,
+    ranges: Sequence[TimeRange] = (),
 ) -> dict[str, tuple[list[int], npt.NDArray[np.float32]]]:
     """Each channel's ranking (slots, best first) and its raw scores."""
     out: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
+    if ranges and len(index):
+        scores = time_scores(index, ranges)
+        out["time"] = (_top(scores, keep, depth), scores)
     lexical = index.lexical.scores(query)
     out["lexical"] = (_top(lexical, keep, depth), lexical)
     if query_vector is not None and index.dim == query_vector.shape[0] and len(index):
@@ -163,7 +185,8 @@ def recall_from_index(
     vector = None
     if embedder is not None and index.dim is not None and query.strip():
         vector = embedder.embed_query(query)
-    channels = channel_rankings(index, query, vector, keep, options.depth)
+    ranges = resolve_time_expressions(query, options.now)
+    channels = channel_rankings(index, query, vector, keep, options.depth, ranges)
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
     fused = fuse(rankings, options.channel_weights, options.rrf_k)
     order = sorted(fused, key=lambda s: (-fused[s], s))

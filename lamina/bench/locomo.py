@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,9 @@ __all__ = ["evaluate", "locomo_bench"]
 KS = (5, 10, 20)
 CATEGORIES = (1, 2, 3, 4)
 VARIANTS: dict[str, dict[str, float]] = {
-    "lamina": {"dense": 1.0, "lexical": 1.0},
-    "bm25": {"lexical": 1.0, "dense": 0.0},
-    "dense": {"dense": 1.0, "lexical": 0.0},
+    "lamina": {"dense": 1.0, "lexical": 1.0, "time": 1.0},
+    "bm25": {"lexical": 1.0, "dense": 0.0, "time": 0.0},
+    "dense": {"dense": 1.0, "lexical": 0.0, "time": 0.0},
 }
 
 
@@ -96,7 +97,10 @@ def evaluate(
         for sample, question in questions:
             for variant in variants:
                 options = RecallOptions(
-                    budget=1_000_000, limit=40, channel_weights=VARIANTS[variant]
+                    budget=1_000_000,
+                    limit=40,
+                    channel_weights=VARIANTS[variant],
+                    now=_now(sample),
                 )
                 started = time.perf_counter()
                 result = bank.recall(question.question, _bank_name(sample), options)
@@ -120,6 +124,12 @@ def evaluate(
             "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
         }
     return out
+
+
+def _now(sample: LocomoSample) -> datetime | None:
+    """ "Now" for a conversation's questions: the date of its last session."""
+    dates = [s.date_time for s in sample.sessions if s.date_time is not None]
+    return max(dates) if dates else None
 
 
 def _bank_name(sample: LocomoSample) -> str:

@@ -1,0 +1,65 @@
+"""Time expressions resolve against a reference time; the time channel ranks by closeness."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from lamina.bank.bank import MemoryBank
+from lamina.bank.recall import RecallOptions
+from lamina.bank.when import resolve_time_expressions
+from lamina.embed import HashEmbedder
+from lamina.messages import Kind, Message, Role, TextBlock
+from lamina.store.sqlite import SQLiteStore
+
+NOW = datetime(2023, 10, 20, 15, 0, tzinfo=UTC)  # a Friday
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("what did we do yesterday?", "2023-10-19", "2023-10-20"),
+        ("the trip last May", "2023-05-01", "2023-06-01"),
+        ("back in 2022", "2022-01-01", "2023-01-01"),
+        ("on 8 May, 2023", "2023-05-08", "2023-05-09"),
+        ("around May 8th", "2023-05-08", "2023-05-09"),
+        ("three weeks ago", "2023-09-25", "2023-10-02"),
+        ("last weekend", "2023-10-14", "2023-10-16"),
+        ("earlier this month", "2023-10-01", "2023-11-01"),
+        ("notes from 2023-05-08", "2023-05-08", "2023-05-09"),
+        ("last week", "2023-10-09", "2023-10-16"),
+        ("last friday", "2023-10-13", "2023-10-14"),
+        ("in December", "2022-12-01", "2023-01-01"),
+    ],
+)
+def test_expressions_resolve_against_now(query: str, start: str, end: str) -> None:
+    (found,) = resolve_time_expressions(query, NOW)
+    assert found.start.date().isoformat() == start
+    assert found.end.date().isoformat() == end
+
+
+def test_no_time_and_impossible_dates_resolve_to_nothing() -> None:
+    assert resolve_time_expressions("which database did we choose?", NOW) == []
+    assert resolve_time_expressions("on 31 February", NOW) == []
+
+
+def test_time_channel_brings_the_right_period_forward(tmp_path: Path) -> None:
+    bank = MemoryBank(SQLiteStore(tmp_path / "db"), HashEmbedder())
+    messages = []
+    for n, day in enumerate(["2023-03-03", "2023-05-12", "2023-08-20"]):
+        when = datetime.fromisoformat(day).replace(tzinfo=UTC)
+        messages.append(
+            Message(
+                id=f"q{n}",
+                role=Role.USER,
+                blocks=(TextBlock("went hiking again"),),
+                kind=Kind.PROMPT,
+                timestamp=when,
+            )
+        )
+    bank.retain_messages(messages, "p", "d")
+    result = bank.recall("the hike last May", "p", RecallOptions(now=NOW))
+    assert result.hits[0].time == datetime(2023, 5, 12, tzinfo=UTC)
+    assert "time" in result.hits[0].channels and result.hits[0].channels["time"]["rank"] == 1
