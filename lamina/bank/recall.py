@@ -2,10 +2,11 @@
 
 Channels rank the bank's memories independently: **dense** (cosine between the query's and the
 memories' vectors), **lexical** (BM25) and, when the query names a time ("last May", "two weeks
-ago", "in 2023"), **time** (closeness to that time, resolved against `RecallOptions.now`). Their rankings are fused by weighted reciprocal-rank
-fusion. Near-duplicates collapse (a result whose records are all covered by a better one is
-dropped), and the budget is filled in rank order. Every result carries its score and, per
-channel, its rank and raw score, so a user can see why it was recalled.
+ago", "in 2023"), **time** (closeness to that time, resolved against `RecallOptions.now`).
+Their rankings are fused by weighted reciprocal-rank fusion. Near-duplicates collapse (a result
+whose records are all covered by a better one is dropped), and the budget is filled in rank
+order. Every result carries its score and, per channel, its rank and raw score, so a user can
+see why it was recalled.
 """
 
 from __future__ import annotations

@@ -164,7 +164,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("ago", re.compile(rf"\b({_NUMBER})\s+({_UNIT})s?\s+ago\b", re.I)),
     ("relative_unit", re.compile(rf"\b(last|this|next|past|previous)\s+({_UNIT})\b", re.I)),
     ("weekday", re.compile(rf"\b(last|this|on|next)\s+({_WEEKDAY})\b", re.I)),
-    ("named_day", re.compile(r"\b(today|tonight|yesterday|tomorrow|this (?:morning|evening|afternoon))\b", re.I)),
+    ("named_day", re.compile(
+        r"\b(today|tonight|yesterday|tomorrow|this (?:morning|evening|afternoon))\b", re.I
+    )),
     ("year", re.compile(r"\b(?:in|during|since|of|from)\s+((?:19|20)\d{2})\b", re.I)),
 ]  # fmt: skip
 
@@ -189,8 +191,8 @@ def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, date
         word = g[0].lower()
         year = now.year
         if (
-            word == "last"
-            and number >= now.month
+            (word == "last"
+            and number >= now.month)
             or (word in ("in", "during", "since") and number > now.month)
         ):
             year -= 1
