@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..store.base import Store
+from ..tokens import count_text
 from .lexical import BM25Index
 from .model import Memory
 
@@ -36,6 +37,9 @@ class BankIndex:
     _matrix: npt.NDArray[np.float32] | None = None
     _has_vector: npt.NDArray[np.bool_] | None = None
     _times: npt.NDArray[np.float64] | None = None
+    _alive_array: npt.NDArray[np.bool_] | None = None
+    _embedders: set[str] = field(default_factory=set)
+    _tokens: dict[int, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __len__(self) -> int:
@@ -62,6 +66,8 @@ class BankIndex:
         self.lexical = BM25Index()
         self._alive.clear()
         self._vector_rows.clear()
+        self._embedders.clear()
+        self._tokens.clear()
         self.last_seq = 0
         self._matrix = None
 
@@ -80,6 +86,8 @@ class BankIndex:
             if vector.shape[0] != self.dim:
                 vector = None  # a vector of another embedder: treated as missing
         self._vector_rows.append(vector)
+        if vector is not None and memory.embedder:
+            self._embedders.add(memory.embedder)
         self.lexical.add(memory.text)
 
     def _build(self) -> None:
@@ -93,6 +101,7 @@ class BankIndex:
                 has[i] = True
         self._matrix = matrix
         self._has_vector = has
+        self._alive_array = np.array(self._alive, dtype=bool)
         self._times = np.array(
             [m.time.timestamp() if m.time is not None else np.nan for m in self.memories],
             dtype=np.float64,
@@ -120,14 +129,21 @@ class BankIndex:
         return self._times
 
     def alive(self) -> npt.NDArray[np.bool_]:
-        return np.array(self._alive, dtype=bool)
+        if self._matrix is None:
+            self._build()
+        assert self._alive_array is not None
+        return self._alive_array.copy()
 
     def embedders(self) -> set[str]:
-        return {
-            m.embedder
-            for m, ok in zip(self.memories, self._alive, strict=True)
-            if ok and m.embedder
-        }
+        """The embedders whose vectors the index holds."""
+        return set(self._embedders)
+
+    def tokens(self, slot: int) -> int:
+        """Tokens of a memory's text (counted once per process)."""
+        count = self._tokens.get(slot)
+        if count is None:
+            count = self._tokens[slot] = count_text(self.memories[slot].text)
+        return count
 
     def mask(
         self,

@@ -21,12 +21,15 @@ import numpy.typing as npt
 
 from ..embed import Embedder
 from ..tags import format_memory_block
-from ..tokens import count_text
 from .index import BankIndex
 from .model import Memory
 from .when import TimeRange, resolve_time_expressions
 
 __all__ = ["RecallHit", "RecallOptions", "RecallResult", "recall_from_index"]
+
+_MAX_SKIPPED = 25
+"""Results too large for what is left of the budget that are passed over before giving up."""
+_MIN_USEFUL_TOKENS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +111,21 @@ class RecallResult:
         }
 
 
-def _top(scores: npt.NDArray[np.float32], keep: npt.NDArray[np.bool_], depth: int) -> list[int]:
-    candidates = np.flatnonzero(keep & (scores > 0))
-    if candidates.size == 0:
+def _top(
+    scores: npt.NDArray[np.floating[Any]], candidates: npt.NDArray[np.bool_], depth: int
+) -> list[int]:
+    """The best `depth` candidates by score, best first (ties: lower slot first)."""
+    masked = np.where(candidates, scores, -np.inf)
+    count = int(candidates.sum())
+    if count == 0:
         return []
-    if candidates.size > depth:
-        part = np.argpartition(-scores[candidates], depth - 1)[:depth]
-        candidates = candidates[part]
-    order = np.argsort(-scores[candidates], kind="stable")
-    return [int(i) for i in candidates[order]]
+    depth = min(depth, count)
+    if depth < len(masked):
+        part = np.argpartition(-masked, depth - 1)[:depth]
+    else:
+        part = np.arange(len(masked))
+    order = part[np.lexsort((part, -masked[part]))]
+    return [int(i) for i in order if np.isfinite(masked[i])]
 
 
 def time_scores(index: BankIndex, ranges: Sequence[TimeRange]) -> npt.NDArray[np.float32]:
@@ -145,14 +154,12 @@ def channel_rankings(
     out: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
     if ranges and len(index):
         scores = time_scores(index, ranges)
-        out["time"] = (_top(scores, keep, depth), scores)
+        out["time"] = (_top(scores, keep & (scores > 0), depth), scores)
     lexical = index.lexical.scores(query)
-    out["lexical"] = (_top(lexical, keep, depth), lexical)
+    out["lexical"] = (_top(lexical, keep & (lexical > 0), depth), lexical)
     if query_vector is not None and index.dim == query_vector.shape[0] and len(index):
         dense = index.matrix @ query_vector
-        # Cosine may be negative; shift so that "has a vector" is what makes a candidate.
-        shifted = np.where(index.has_vector, dense + 2.0, 0.0).astype(np.float32)
-        out["dense"] = (_top(shifted, keep, depth), dense.astype(np.float32))
+        out["dense"] = (_top(dense, keep & index.has_vector, depth), dense)
     return out
 
 
@@ -197,7 +204,7 @@ def recall_from_index(
 
     hits: list[RecallHit] = []
     covered: set[str] = set()
-    used = 0
+    used = skipped = 0
     for slot in order:
         if len(hits) >= options.limit:
             break
@@ -205,8 +212,11 @@ def recall_from_index(
         records = set(memory.record_ids)
         if options.collapse and records and records <= covered:
             continue
-        tokens = count_text(memory.text)
+        tokens = index.tokens(slot)
         if used + tokens > options.budget:
+            skipped += 1
+            if skipped >= _MAX_SKIPPED or options.budget - used < _MIN_USEFUL_TOKENS:
+                break  # the budget is as full as it usefully gets
             continue
         detail: dict[str, dict[str, float]] = {}
         for name, (_ranking, scores) in channels.items():

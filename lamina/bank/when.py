@@ -190,10 +190,8 @@ def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, date
         number = MONTHS[g[1].lower()]
         word = g[0].lower()
         year = now.year
-        if (
-            (word == "last"
-            and number >= now.month)
-            or (word in ("in", "during", "since") and number > now.month)
+        if (word == "last" and number >= now.month) or (
+            word in ("in", "during", "since") and number > now.month
         ):
             year -= 1
         if word == "next" and number <= now.month:
