@@ -1,0 +1,246 @@
+"""Embedders: the bundled model (shapes, unit norms, determinism, meaning, batching, truncation,
+lazy loading, no network) and the hash fallback."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from lamina.embed import (
+    DEFAULT_MODEL,
+    Embedder,
+    HashEmbedder,
+    MiniLMEmbedder,
+    default_embedder,
+    embedder_names,
+    get_embedder,
+)
+from lamina.errors import ConfigError
+
+TEXTS = [
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: That's great! I painted a lake at sunrise last week.",
+    "",
+    "ok",
+    "Melanie: My kids loved the camping trip. [shares an image: a tent by a river]",
+    "user: which database did we pick for the notes API, and why?",
+    "assistant: SQLite: one file, no server, and FTS5 for search.",
+]
+
+
+def run_python(code: str, *prefix: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def model() -> Embedder:
+    return default_embedder()
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b)
+
+
+def test_shapes_dtype_and_unit_norms(model: Embedder) -> None:
+    matrix = model.embed_documents(TEXTS)
+    assert matrix.shape == (len(TEXTS), model.dim) == (7, 384)
+    assert matrix.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    query = model.embed_query("who went to a support group?")
+    assert query.shape == (384,)
+    assert query.dtype == np.float32
+    assert abs(float(np.linalg.norm(query)) - 1.0) < 1e-5
+    empty = model.embed_documents([])
+    assert empty.shape == (0, 384)
+    assert empty.dtype == np.float32
+
+
+def test_name_and_registry(model: Embedder) -> None:
+    assert model.name == DEFAULT_MODEL == "paraphrase-minilm-l3-v2-int8@1"
+    assert isinstance(model, Embedder)
+    assert get_embedder("default") is model
+    assert get_embedder(DEFAULT_MODEL) is model
+    assert default_embedder() is model
+    hashed = get_embedder("hash")
+    assert isinstance(hashed, HashEmbedder)
+    assert hashed.name == "hash-ngram@1"
+    assert set(embedder_names()) >= {"default", DEFAULT_MODEL, "hash"}
+    with pytest.raises(ConfigError, match="no embedder named"):
+        get_embedder("word2vec")
+
+
+def test_deterministic_and_query_equals_document(model: Embedder) -> None:
+    first = model.embed_documents(TEXTS)
+    second = model.embed_documents(TEXTS)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(model.embed_query(TEXTS[0]), first[0], atol=1e-6)
+
+
+def test_paraphrases_are_closer_than_unrelated_text(model: Embedder) -> None:
+    pairs = [
+        ("How old is your daughter?", "What age is your kid?", "The train leaves at noon."),
+        (
+            "I adopted a puppy last month.",
+            "A few weeks ago I got a new dog.",
+            "The quarterly report is due on Friday.",
+        ),
+        (
+            "We chose PostgreSQL for the database.",
+            "The team picked Postgres to store the data.",
+            "She paints landscapes in the evening.",
+        ),
+    ]
+    for anchor, paraphrase, unrelated in pairs:
+        a, p, u = model.embed_documents([anchor, paraphrase, unrelated])
+        assert cosine(a, p) > cosine(a, u) + 0.2, (anchor, cosine(a, p), cosine(a, u))
+
+
+def test_batching_does_not_change_vectors(model: Embedder) -> None:
+    texts = [*TEXTS, "word " * 300, "a much longer turn about hiking, lakes and dogs " * 3]
+    batched = model.embed_documents(texts)
+    one_by_one = np.stack([model.embed_query(t) for t in texts])
+    np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
+    for batch_size in (1, 2, 5):
+        small = MiniLMEmbedder(batch_size=batch_size).embed_documents(texts)
+        np.testing.assert_allclose(small, batched, atol=1e-5)
+
+
+def test_long_text_is_truncated_to_the_model_length(model: Embedder) -> None:
+    long, longer = model.embed_documents(["lake " * 200, "lake " * 5_000 + "mountain"])
+    np.testing.assert_allclose(long, longer, atol=1e-6)  # both past 128 tokens
+
+
+def test_rejects_a_bare_string_and_bad_options(model: Embedder) -> None:
+    with pytest.raises(TypeError):
+        model.embed_documents("one text")
+    with pytest.raises(ValueError):
+        MiniLMEmbedder(batch_size=0)
+    with pytest.raises(ValueError):
+        MiniLMEmbedder(threads=0)
+
+
+def test_loads_once_under_concurrent_first_use() -> None:
+    from lamina import embed
+
+    embed._LOADED.pop(1, None)
+    embedders = [MiniLMEmbedder(threads=1) for _ in range(4)]
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def work(e: MiniLMEmbedder) -> None:
+        try:
+            results.append(e.embed_documents(TEXTS))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(e,)) for e in embedders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(results) == 4
+    for r in results[1:]:
+        np.testing.assert_allclose(r, results[0], atol=1e-6)
+    loaded = embed._LOADED[1]
+    embedders[0].embed_query("again")
+    assert embed._LOADED[1] is loaded
+
+
+def test_precise_int8_mode_gives_the_same_vectors(
+    model: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Processors without VNNI run onnxruntime's precise uint8 kernels; the vectors agree."""
+    from lamina import embed
+
+    monkeypatch.setattr(embed, "_x86_without_vnni", lambda: True)
+    monkeypatch.setattr(embed, "_LOADED", {})
+    precise = MiniLMEmbedder(threads=1).embed_documents(TEXTS)
+    np.testing.assert_allclose(precise, model.embed_documents(TEXTS), atol=1e-4)
+
+
+def test_importing_and_constructing_loads_nothing() -> None:
+    code = (
+        "import json, sys\n"
+        "import lamina.embed as e\n"
+        "m = e.default_embedder(); e.get_embedder('default'); e.MiniLMEmbedder(); m.name; m.dim\n"
+        "print(json.dumps({k: k in sys.modules for k in ('onnxruntime', 'tokenizers')}))\n"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"onnxruntime": False, "tokenizers": False}
+
+
+def _no_network_prefix() -> list[str]:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare is not available")
+    probe = subprocess.run([unshare, "-n", "true"], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip("unshare -n is not permitted here")
+    return [unshare, "-n"]
+
+
+def test_embeds_with_no_network_at_all() -> None:
+    prefix = _no_network_prefix()
+    code = (
+        "import json\n"
+        "from lamina.embed import default_embedder\n"
+        "v = default_embedder().embed_documents(['no network here', ''])\n"
+        "print(json.dumps({'shape': list(v.shape), 'norm': float((v * v).sum(1).min())}))\n"
+    )
+    done = run_python(code, *prefix)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["shape"] == [2, 384]
+    assert abs(result["norm"] - 1.0) < 1e-4
+
+
+# The hash embedder.
+
+
+def test_hash_embedder_shapes_norms_and_name() -> None:
+    h = HashEmbedder()
+    assert (h.name, h.dim) == ("hash-ngram@1", 256)
+    assert isinstance(h, Embedder)
+    m = h.embed_documents([*TEXTS, "🙂🙂", "   ", "!!!"])
+    assert m.shape == (10, 256)
+    assert m.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(m, axis=1), 1.0, atol=1e-5)
+    assert h.embed_query("x").shape == (256,)
+    assert h.embed_documents([]).shape == (0, 256)
+    other = HashEmbedder(dim=64)
+    assert (other.name, other.dim) == ("hash-ngram-64@1", 64)
+    with pytest.raises(ValueError):
+        HashEmbedder(dim=2)
+    with pytest.raises(TypeError):
+        h.embed_documents("one text")
+
+
+def test_hash_embedder_matches_spelling() -> None:
+    h = HashEmbedder()
+    base, variant, unrelated = h.embed_documents(
+        ["embedding models for memory", "Embeddings model for memories!", "the cat sat on a mat"]
+    )
+    assert cosine(base, variant) > 0.5
+    assert cosine(base, variant) > cosine(base, unrelated) + 0.3
+    np.testing.assert_allclose(h.embed_query("Same Words"), h.embed_query("same words"))
+
+
+def test_hash_embedder_is_the_same_in_every_process() -> None:
+    code = (
+        "from lamina.embed import HashEmbedder\n"
+        "print(HashEmbedder().embed_query('stable across processes').tobytes().hex())\n"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    here = HashEmbedder().embed_query("stable across processes").tobytes().hex()
+    assert done.stdout.strip() == here
