@@ -3,7 +3,8 @@
 Channels rank the bank's memories independently: **dense** (cosine between the query's and the
 memories' vectors), **lexical** (BM25) and, when the query names a time ("last May", "two weeks
 ago", "in 2023"), **time** (closeness to that time, resolved against `RecallOptions.now`).
-Their rankings are fused by weighted reciprocal-rank fusion. Near-duplicates collapse (a result
+Their scores are fused (CombSUM over min-max normalised scores by default; weighted
+reciprocal-rank fusion on request). Near-duplicates collapse (a result
 whose records are all covered by a better one is dropped), and the budget is filled in rank
 order. Every result carries its score and, per channel, its rank and raw score, so a user can
 see why it was recalled.
@@ -48,6 +49,11 @@ class RecallOptions:
     channel_weights: Mapping[str, float] = field(
         default_factory=lambda: {"dense": 1.0, "lexical": 1.0, "time": 1.0}
     )
+    fusion: str = "combsum"
+    """`combsum`: each channel's scores min-max normalised over the candidates, weighted and
+    added; `rrf`: weighted reciprocal-rank fusion. CombSUM is the default because it measured
+    better: on LoCoMo, any@10 / all@10 0.801 / 0.687 against 0.768 / 0.659 for RRF with the
+    same, equal weights (`lamina bench locomo`)."""
     rrf_k: int = 60
     depth: int = 200
     """How deep each channel's ranking goes into the fusion."""
@@ -177,6 +183,31 @@ def fuse(
     return fused
 
 
+def combsum(
+    channels: Mapping[str, tuple[Sequence[int], npt.NDArray[np.floating[Any]]]],
+    weights: Mapping[str, float],
+) -> dict[int, float]:
+    """Weighted sum of each channel's scores, min-max normalised over that channel's
+    candidates, for every memory any channel proposed."""
+    pool = sorted({slot for ranking, _scores in channels.values() for slot in ranking})
+    if not pool:
+        return {}
+    slots = np.array(pool, dtype=np.int64)
+    total = np.zeros(len(slots), dtype=np.float64)
+    for name, (ranking, scores) in channels.items():
+        weight = weights.get(name, 1.0)
+        if weight <= 0 or not ranking:
+            continue
+        top = scores[list(ranking)].astype(np.float64)
+        low, high = float(top.min()), float(top.max())
+        if high <= low:
+            normalised = (scores[slots] >= high).astype(np.float64)
+        else:
+            normalised = np.clip((scores[slots] - low) / (high - low), 0.0, None)
+        total += weight * normalised
+    return {int(slot): float(score) for slot, score in zip(slots, total, strict=True)}
+
+
 def recall_from_index(
     index: BankIndex,
     query: str,
@@ -196,7 +227,10 @@ def recall_from_index(
     ranges = resolve_time_expressions(query, options.now)
     channels = channel_rankings(index, query, vector, keep, options.depth, ranges)
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
-    fused = fuse(rankings, options.channel_weights, options.rrf_k)
+    if options.fusion == "rrf":
+        fused = fuse(rankings, options.channel_weights, options.rrf_k)
+    else:
+        fused = combsum(channels, options.channel_weights)
     order = sorted(fused, key=lambda s: (-fused[s], s))
     ranks = {
         name: {slot: r for r, slot in enumerate(ranking)} for name, ranking in rankings.items()

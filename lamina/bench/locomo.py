@@ -7,7 +7,9 @@ turns already seen skipped, and the top k are the first k turns of that expansio
 scores any@k when at least one evidence turn is in its top k and all@k when every one is;
 session level does the same with the sessions of those turns. Scores are micro-averaged over
 questions, per category and overall. The generated fields (`observation`, `session_summary`,
-`event_summary`) are never read. The baselines rank the same units with one channel each.
+`event_summary`) are never read. The baselines rank the same units with one channel each;
+`rrf` is Lamina with reciprocal-rank fusion instead of its default CombSUM, to show what the
+fusion choice is worth.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ __all__ = ["evaluate", "locomo_bench"]
 
 KS = (5, 10, 20)
 CATEGORIES = (1, 2, 3, 4)
-VARIANTS: dict[str, dict[str, float]] = {
-    "lamina": {"dense": 1.0, "lexical": 1.0, "time": 1.0},
-    "bm25": {"lexical": 1.0, "dense": 0.0, "time": 0.0},
-    "dense": {"dense": 1.0, "lexical": 0.0, "time": 0.0},
+VARIANTS: dict[str, dict[str, Any]] = {
+    "lamina": {},
+    "bm25": {"channel_weights": {"lexical": 1.0, "dense": 0.0, "time": 0.0}},
+    "dense": {"channel_weights": {"dense": 1.0, "lexical": 0.0, "time": 0.0}},
+    "rrf": {"fusion": "rrf"},
 }
 
 
@@ -97,10 +100,7 @@ def evaluate(
         for sample, question in questions:
             for variant in variants:
                 options = RecallOptions(
-                    budget=1_000_000,
-                    limit=40,
-                    channel_weights=VARIANTS[variant],
-                    now=_now(sample),
+                    budget=1_000_000, limit=40, now=_now(sample), **VARIANTS[variant]
                 )
                 started = time.perf_counter()
                 result = bank.recall(question.question, _bank_name(sample), options)
