@@ -62,4 +62,6 @@ def test_time_channel_brings_the_right_period_forward(tmp_path: Path) -> None:
     bank.retain_messages(messages, "p", "d")
     result = bank.recall("the hike last May", "p", RecallOptions(now=NOW))
     assert result.hits[0].time == datetime(2023, 5, 12, tzinfo=UTC)
-    assert "time" in result.hits[0].channels and result.hits[0].channels["time"]["rank"] == 1
+    assert result.hits[0].channels["time"]["score"] == 1.0  # inside the resolved range
+    march = [h for h in result.hits if h.time == datetime(2023, 3, 3, tzinfo=UTC)]
+    assert all(h.channels.get("time", {"score": 0.0})["score"] < 1.0 for h in march)
