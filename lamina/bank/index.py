@@ -60,6 +60,7 @@ class BankIndex:
             self._matrix = None
 
     def _reset(self) -> None:
+        self.dim = None
         self.ids.clear()
         self.memories.clear()
         self.slot.clear()

@@ -5,7 +5,7 @@ memories' vectors), **lexical** (BM25) and, when the query names a time ("last M
 ago", "in 2023"), **time** (closeness to that time, resolved against `RecallOptions.now`).
 Their scores are fused (CombSUM over min-max normalised scores by default; weighted
 reciprocal-rank fusion on request). Near-duplicates collapse (a result
-whose records are all covered by a better one is dropped), and the budget is filled in rank
+most of whose records better results already show is dropped), and the budget is filled in rank
 order. Every result carries its score and, per channel, its rank and raw score, so a user can
 see why it was recalled.
 """
@@ -58,6 +58,8 @@ class RecallOptions:
     depth: int = 200
     """How deep each channel's ranking goes into the fusion."""
     collapse: bool = True
+    """Drop a result when more than half of its records are already in better results (a
+    window that repeats a turn shown above, say)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +246,7 @@ def recall_from_index(
             break
         memory = index.memories[slot]
         records = set(memory.record_ids)
-        if options.collapse and records and records <= covered:
+        if options.collapse and records and len(records & covered) * 2 > len(records):
             continue
         tokens = index.tokens(slot)
         if used + tokens > options.budget:
