@@ -31,9 +31,15 @@ def _emit_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def _open(ctx: click.Context, *, embed: bool = True) -> MemoryBank:
+def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = None) -> MemoryBank:
     home = (ctx.obj or {}).get("home")
-    return MemoryBank.open(home, retain_options=RetainOptions(embed=embed))
+    extractor = None
+    if facts_model:
+        from .bank.extract import FactExtractor
+        from .llm import get_llm
+
+        extractor = FactExtractor(get_llm(facts_model))
+    return MemoryBank.open(home, retain_options=RetainOptions(embed=embed, extractor=extractor))
 
 
 def _bank_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -69,6 +75,14 @@ def _date(value: str | None, name: str) -> datetime | None:
 @click.option("--tag", "tags", multiple=True, help="Tag the document (repeatable).")
 @click.option("--format", "fmt", default=None, metavar="NAME", help="Transcript format.")
 @click.option("--no-embed", is_flag=True, help="Store without vectors (fill later: reindex).")
+@click.option(
+    "--facts",
+    "facts_model",
+    default=None,
+    envvar="LAMINA_FACTS_MODEL",
+    metavar="PROVIDER:MODEL",
+    help="Also extract facts with a model, e.g. anthropic:claude-haiku-4-5 (optional).",
+)
 @_json_option
 @click.pass_context
 def retain(
@@ -79,6 +93,7 @@ def retain(
     tags: tuple[str, ...],
     fmt: str | None,
     no_embed: bool,
+    facts_model: str | None,
     as_json: bool,
 ) -> None:
     """Add transcripts, or what is new in them, to a bank.
@@ -98,7 +113,7 @@ def retain(
     if document_id and len(files) > 1:
         raise InputError("--document-id names one document; give one file with it")
     name = bank or default_bank()
-    memory_bank = _open(ctx, embed=not no_embed)
+    memory_bank = _open(ctx, embed=not no_embed, facts_model=facts_model)
     reports = []
     failures = []
     with Progress("retaining", total=len(files), unit="files") as progress:
@@ -119,7 +134,10 @@ def retain(
                     f"{path}: {report.status}, {report.new_records} new records, "
                     f"{report.memories_added} memories added, {report.memories_updated} updated"
                     + (f", {report.redactions} secrets redacted" if report.redactions else "")
+                    + (f", {report.facts} facts" if facts_model else "")
                 )
+            for error in report.fact_errors[:5]:
+                click.echo(f"warning: fact extraction failed for {error}", err=True)
             progress.update(number)
     if as_json:
         _emit_json({"bank": name, "files": reports, "failed": failures})

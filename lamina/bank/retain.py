@@ -24,11 +24,13 @@ import numpy as np
 
 from ..embed import Embedder
 from ..errors import InputError, ReadWarning, StoreError
+from ..llm import LLMError
 from ..messages import Message
 from ..readers import detect_format, get_reader
 from ..readers.base import WarningSink, first_json_lines, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
 from ..store.base import RetainBatch, Store
+from .extract import MAX_FACTS, FactExtractor
 from .model import Cursor, Memory
 from .redact import Redactor
 from .units import Unit, UnitOptions, build_units, content_hash, memory_id
@@ -45,6 +47,8 @@ class RetainOptions:
     redactor: Redactor = field(default_factory=Redactor)
     embed: bool = True
     """Embed new units now (off: vectors are filled later by `lamina reindex`)."""
+    extractor: FactExtractor | None = None
+    """Extract facts from each new turn with a model (optional; none by default)."""
 
 
 @dataclass
@@ -58,6 +62,8 @@ class RetainReport:
     memories_updated: int = 0
     embedded: int = 0
     redactions: int = 0
+    facts: int = 0
+    fact_errors: list[str] = field(default_factory=list)
     warnings: list[ReadWarning] = field(default_factory=list)
     pending_partial_line: bool = False
     seconds: float = 0.0
@@ -73,6 +79,8 @@ class RetainReport:
             "memories_updated": self.memories_updated,
             "embedded": self.embedded,
             "redactions": self.redactions,
+            "facts": self.facts,
+            "fact_errors": self.fact_errors,
             "warnings": [str(w) for w in self.warnings],
             "pending_partial_line": self.pending_partial_line,
             "seconds": round(self.seconds, 4),
@@ -297,6 +305,14 @@ class Retainer:
         hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
         stored = self.store.content_hashes(bank, ids.values())
         changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
+        facts, stale, fact_errors = self._facts(bank, document, changed)
+        for unit in facts:
+            text, count = self.options.redactor.redact(unit.text)
+            texts[unit.key] = text
+            redactions += count
+            ids[unit.key] = memory_id(document, unit)
+            hashes[unit.key] = content_hash(unit, text)
+        changed += facts
         vectors = self._embed(changed, texts, bank, ids)
         all_tags = tuple(dict.fromkeys(tags))
         memories = [
@@ -308,7 +324,7 @@ class Retainer:
                 text=texts[u.key],
                 record_ids=u.record_ids,
                 occurred_at=u.occurred_at,
-                said_at=u.occurred_at,
+                said_at=u.said_at or u.occurred_at,
                 speakers=u.speakers,
                 tags=all_tags,
                 content_hash=hashes[u.key],
@@ -326,6 +342,7 @@ class Retainer:
             cursor=replace(new_cursor, records=cursor.records + len(messages)),
             records=[m.id for m in messages],
             memories=memories,
+            delete_memories=stale,
             metadata=metadata,
             tags=list(tags),
             source=source,
@@ -343,8 +360,49 @@ class Retainer:
             memories_updated=outcome.replaced,
             embedded=len(vectors),
             redactions=redactions,
+            facts=len(facts),
+            fact_errors=fact_errors,
             warnings=warnings,
         )
+
+    def _facts(
+        self, bank: str, document: str, changed: Sequence[Unit]
+    ) -> tuple[list[Unit], list[str], list[str]]:
+        """Fact units of the changed turns, ids of their facts from before that no longer
+        exist, and the errors of turns whose extraction failed (those turns keep no facts)."""
+        extractor = self.options.extractor
+        if extractor is None:
+            return [], [], []
+        facts: list[Unit] = []
+        errors: list[str] = []
+        candidates: list[str] = []
+        for unit in changed:
+            if unit.kind != "turn":
+                continue
+            try:
+                found = extractor.extract(unit.text, unit.occurred_at)
+            except LLMError as exc:
+                errors.append(f"{unit.key}: {exc}")
+                found = []
+            for n in range(MAX_FACTS):
+                key = f"{unit.key}#fact{n}"
+                if n < len(found):
+                    fact = found[n]
+                    facts.append(
+                        replace(
+                            unit,
+                            key=key,
+                            kind="fact",
+                            text=fact.text,
+                            occurred_at=fact.occurred_at or unit.occurred_at,
+                            said_at=unit.occurred_at,
+                            parts=(),
+                        )
+                    )
+                else:
+                    candidates.append(memory_id(document, replace(unit, key=key, kind="fact")))
+        stale = list(self.store.content_hashes(bank, candidates)) if candidates else []
+        return facts, stale, errors
 
     def _embed(
         self,

@@ -68,6 +68,8 @@ class Unit:
     last_line: int | None
     parts: tuple[str, ...] = ()
     """For a window: the keys of the turn units it joins."""
+    said_at: datetime | None = None
+    """When it was said, where that differs from when it happened (a fact about last May)."""
 
 
 def segments(messages: Sequence[Message], rules: TurnRules = DEFAULT_RULES) -> list[Segment]:
