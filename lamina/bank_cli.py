@@ -407,6 +407,39 @@ def _export_bank_name(path: Path) -> str:
     return str(header["bank"])
 
 
+@click.command("hook")
+@click.pass_context
+def hook_command(ctx: click.Context) -> None:
+    """Serve a Claude Code hook: reads the event's JSON on stdin (any event).
+
+    Install it as the command of every Lamina hook in Claude Code's settings. It fails open:
+    errors print one line on stderr, exit 0 and are logged under the data directory.
+
+    Example: echo '{"hook_event_name": "SessionStart"}' | lamina hook
+    """
+    from .integrations.claude_code import run_hook
+
+    output = run_hook(sys.stdin.read(), home=(ctx.obj or {}).get("home"))
+    if output:
+        sys.stdout.write(output + "\n")
+
+
+@click.command("hook-worker", hidden=True)
+@click.option("--transcript", required=True)
+@click.option("--session", required=True)
+@click.option("--bank", required=True)
+@click.option("--event", default="")
+@click.pass_context
+def hook_worker_command(
+    ctx: click.Context, transcript: str, session: str, bank: str, event: str
+) -> None:
+    """The detached retain a Stop hook starts (internal)."""
+    from .integrations.claude_code import run_worker
+
+    code = run_worker(transcript, session, bank, home=(ctx.obj or {}).get("home"), event=event)
+    sys.exit(code)
+
+
 def register(group: click.Group) -> None:
     for command in (
         retain,
@@ -417,5 +450,7 @@ def register(group: click.Group) -> None:
         reindex,
         export_command,
         import_command,
+        hook_command,
+        hook_worker_command,
     ):
         group.add_command(command)

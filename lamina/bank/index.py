@@ -8,6 +8,7 @@ replaces its old slot), and only deletions or in-place changes force a rebuild.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -20,6 +21,14 @@ from .lexical import BM25Index
 from .model import Memory
 
 __all__ = ["BankIndex"]
+
+
+def _excluded(memory: Memory, exclude: Mapping[str, datetime | None]) -> bool:
+    if memory.document not in exclude:
+        return False
+    cutoff = exclude[memory.document]
+    said = memory.said_at or memory.time
+    return cutoff is None or said is None or said >= cutoff
 
 
 @dataclass
@@ -153,8 +162,11 @@ class BankIndex:
         kinds: set[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        exclude: Mapping[str, datetime | None] | None = None,
     ) -> npt.NDArray[np.bool_]:
         keep = self.alive()
+        if exclude:
+            keep &= np.array([not _excluded(m, exclude) for m in self.memories], dtype=bool)
         if documents is not None:
             keep &= np.array([m.document in documents for m in self.memories], dtype=bool)
         if tags:

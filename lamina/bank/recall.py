@@ -44,6 +44,9 @@ class RecallOptions:
     kinds: frozenset[str] | None = None
     since: datetime | None = None
     until: datetime | None = None
+    exclude: Mapping[str, datetime | None] = field(default_factory=dict)
+    """Documents left out: wholly (None), or only what was said at or after a time (the part
+    of a live session still in the model's context; what was compacted away stays)."""
     now: datetime | None = None
     """Reference time for relative expressions ("last May", "two weeks ago"); default: now."""
     channel_weights: Mapping[str, float] = field(
@@ -222,6 +225,7 @@ def recall_from_index(
         kinds=set(options.kinds) if options.kinds is not None else None,
         since=options.since,
         until=options.until,
+        exclude=options.exclude,
     )
     vector = None
     if embedder is not None and index.dim is not None and query.strip():

@@ -1,0 +1,1 @@
+"""Thin layers over the library: the Claude Code plugin (hooks), later MCP and HTTP."""

@@ -1,0 +1,205 @@
+"""`lamina hook` run the way Claude Code runs it: a subprocess with the event's JSON on stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lamina.readers import read_transcript
+from lamina.store.sqlite import SQLiteStore
+
+from .conftest import EXAMPLE
+
+pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+
+SESSION = "7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17"
+
+
+def hook(home: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[str]:
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    environ = {**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "proj", **env}
+    return subprocess.run(
+        [sys.executable, "-m", "lamina", "hook"],
+        input=text,
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+    )
+
+
+def wait_for_records(home: Path, count: int, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    seen = -1
+    while time.monotonic() < deadline:
+        db = home / "lamina.db"
+        if db.exists():
+            store = SQLiteStore(db)
+            seen = store.count_records("proj")
+            store.close()
+            if seen >= count:
+                # Let any worker still running finish before the caller looks further.
+                time.sleep(0.5)
+                return seen
+        time.sleep(0.2)
+    return seen
+
+
+def test_stop_after_every_turn_retains_each_record_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    live = tmp_path / "live.jsonl"
+    messages = read_transcript(str(EXAMPLE)).messages
+    cuts = [m.source.end_line for m in messages if m.kind.value == "reply" and m.source.end_line]
+    for cut in [*cuts[::3], len(lines)]:
+        live.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
+        result = hook(
+            home,
+            {
+                "hook_event_name": "Stop",
+                "session_id": SESSION,
+                "transcript_path": str(live),
+                "cwd": str(tmp_path),
+            },
+        )
+        assert result.returncode == 0 and result.stdout == "", result.stderr
+    assert wait_for_records(home, len(messages)) == len(messages)
+    store = SQLiteStore(home / "lamina.db")
+    assert store.count_records("proj", SESSION) == len(messages)
+    turns = [m for m in store.iter_memories("proj") if m.memory.kind == "turn"]
+    assert len(turns) == 9
+    log = (home / "logs" / "hooks.log").read_text()
+    assert "retain" in log and "failed" not in log
+
+
+def test_prompt_gets_memories_of_other_sessions_only(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    hook(
+        home,
+        {
+            "hook_event_name": "Stop",
+            "session_id": SESSION,
+            "transcript_path": str(EXAMPLE),
+            "cwd": str(tmp_path),
+        },
+    )
+    wait_for_records(home, 83)
+    prompt = "Remind me: which environment variable holds the database path?"
+    other = hook(
+        home,
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "another-session",
+            "transcript_path": str(tmp_path / "new.jsonl"),
+            "prompt": prompt,
+            "cwd": str(tmp_path),
+        },
+    )
+    assert other.returncode == 0, other.stderr
+    output = json.loads(other.stdout)
+    context = output["hookSpecificOutput"]["additionalContext"]
+    assert output["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert context.startswith("<lamina_memories>") and "INKWELL_DB_PATH" in context
+    # The same session still has all of this in its context: nothing is injected.
+    same = hook(
+        home,
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": SESSION,
+            "transcript_path": str(EXAMPLE),
+            "prompt": prompt,
+            "cwd": str(tmp_path),
+        },
+    )
+    assert same.returncode == 0 and same.stdout == ""
+
+
+@pytest.mark.parametrize("prompt", ["ok", "/clear", "   "])
+def test_trivial_prompts_are_skipped(tmp_path: Path, prompt: str) -> None:
+    result = hook(
+        tmp_path / "home",
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": prompt,
+            "session_id": "s",
+            "cwd": str(tmp_path),
+        },
+    )
+    assert result.returncode == 0 and result.stdout == ""
+
+
+def test_the_time_limit_returns_nothing_rather_than_stall(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    hook(
+        home,
+        {
+            "hook_event_name": "Stop",
+            "session_id": SESSION,
+            "transcript_path": str(EXAMPLE),
+            "cwd": str(tmp_path),
+        },
+    )
+    wait_for_records(home, 83)
+    result = hook(
+        home,
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": "x",
+            "prompt": "which database did we choose?",
+            "cwd": str(tmp_path),
+        },
+        LAMINA_HOOK_TIME_LIMIT="0.01",
+    )
+    assert result.returncode == 0 and result.stdout == ""
+    assert "over the 0.01s limit" in (home / "logs" / "hooks.log").read_text()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "not json at all",
+        "[1, 2]",
+        {"hook_event_name": "Stop", "session_id": "s", "transcript_path": "/nope/t.jsonl"},
+        {"hook_event_name": "Stop"},
+    ],
+)
+def test_broken_input_fails_open_with_one_line(tmp_path: Path, payload: Any) -> None:
+    home = tmp_path / "home"
+    result = hook(home, payload)
+    assert result.returncode == 0
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("lamina: ") and "Traceback" not in result.stderr
+    assert "failed" in (home / "logs" / "hooks.log").read_text()
+
+
+def test_corrupt_transcript_is_retained_as_far_as_it_reads(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    broken = tmp_path / "broken.jsonl"
+    good = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    broken.write_text("\n".join([*good[:20], "{garbage", *good[20:]]) + "\n", encoding="utf-8")
+    result = hook(
+        home,
+        {
+            "hook_event_name": "SessionEnd",
+            "session_id": SESSION,
+            "transcript_path": str(broken),
+            "cwd": str(tmp_path),
+        },
+    )
+    assert result.returncode == 0
+    assert wait_for_records(home, 83) == 83
+
+
+def test_session_start_prepares_the_database(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    result = hook(home, {"hook_event_name": "SessionStart", "session_id": "s"})
+    assert result.returncode == 0 and result.stdout == ""
+    assert (home / "lamina.db").exists()
