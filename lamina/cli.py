@@ -261,9 +261,10 @@ def recall_query(
 
 
 def _register_bank_commands() -> None:
-    from .bank_cli import register
+    from . import admin_cli, bank_cli
 
-    register(cli)
+    bank_cli.register(cli)
+    admin_cli.register(cli)
 
 
 _register_bank_commands()

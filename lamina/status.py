@@ -1,0 +1,82 @@
+"""What `lamina status` reports: where the data lives, which hooks are installed, the banks and
+their sizes, the last retain of each session and what is not retained yet, and the tail of the
+hook log, so a hook that failed open does not fail unseen."""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from .config import data_home, database_path, default_bank
+from .integrations.claude_code.install import installed_scopes, settings_path
+from .store.sqlite import SQLiteStore
+
+__all__ = ["status_report"]
+
+LOG_TAIL = 15
+RECENT_DOCUMENTS = 10
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return [line.rstrip("\n") for line in deque(handle, maxlen=lines)]
+
+
+def status_report(
+    home: str | Path | None = None, directory: str | Path | None = None
+) -> dict[str, Any]:
+    base = data_home(home)
+    db = database_path(home)
+    report: dict[str, Any] = {
+        "data_dir": str(base),
+        "database": str(db),
+        "database_exists": db.exists(),
+        "default_bank": default_bank(directory),
+        "hooks": {
+            scope: {"installed": installed, "settings": str(settings_path(scope, directory))}
+            for scope, installed in installed_scopes(directory).items()
+        },
+        "banks": [],
+        "hook_log": str(base / "logs" / "hooks.log"),
+        "hook_log_tail": _tail(base / "logs" / "hooks.log", LOG_TAIL),
+    }
+    if not db.exists():
+        return report
+    store = SQLiteStore(db)
+    try:
+        report["database_bytes"] = store.size_bytes()
+        for bank in store.list_banks():
+            stats = store.bank_stats(bank.name)
+            documents = sorted(
+                store.list_documents(bank.name), key=lambda d: d.updated_at, reverse=True
+            )
+            recent = []
+            for document in documents[:RECENT_DOCUMENTS]:
+                cursor = store.get_cursor(bank.name, document.id)
+                pending = None
+                if document.source and Path(document.source).is_file():
+                    pending = max(0, Path(document.source).stat().st_size - cursor.size)
+                recent.append(
+                    {
+                        "document": document.id,
+                        "last_retain": document.updated_at.isoformat(),
+                        "source": document.source,
+                        "bytes_not_retained": pending,
+                    }
+                )
+            report["banks"].append(
+                {
+                    "bank": bank.name,
+                    "documents": stats.documents,
+                    "memories": stats.memories,
+                    "records": stats.records,
+                    "embedded": stats.embedded,
+                    "recent_documents": recent,
+                }
+            )
+    finally:
+        store.close()
+    return report
