@@ -116,6 +116,19 @@ def retain(
     memory_bank = _open(ctx, embed=not no_embed, facts_model=facts_model)
     reports = []
     failures = []
+    stages: dict[str, Progress] = {}
+
+    def tell(stage: str, done: int, total: int) -> None:
+        bar = stages.get(stage)
+        if bar is None or bar.total != total:
+            for old in stages.values():
+                old.close()
+            bar = stages[stage] = Progress(
+                stage, total=total, unit="B" if stage == "reading" else "units"
+            )
+        bar.update(done)
+
+    memory_bank.progress = tell
     with Progress("retaining", total=len(files), unit="files") as progress:
         for number, path in enumerate(files, 1):
             try:
@@ -139,6 +152,8 @@ def retain(
             for error in report.fact_errors[:5]:
                 click.echo(f"warning: fact extraction failed for {error}", err=True)
             progress.update(number)
+    for bar in stages.values():
+        bar.close()
     if as_json:
         _emit_json({"bank": name, "files": reports, "failed": failures})
     if failures and not reports:

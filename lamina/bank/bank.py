@@ -25,7 +25,7 @@ from ..store.sqlite import SQLiteStore
 from .index import BankIndex
 from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index
-from .retain import Retainer, RetainOptions, RetainReport
+from .retain import ProgressSink, Retainer, RetainOptions, RetainReport
 
 __all__ = ["MemoryBank"]
 
@@ -51,6 +51,8 @@ class MemoryBank:
         self.retain_options = retain_options or RetainOptions()
         self._indexes: dict[str, BankIndex] = {}
         self._lock = threading.Lock()
+        self.progress: ProgressSink | None = None
+        """Told (stage, done, total) during long retains (see Retainer)."""
 
     @classmethod
     def open(
@@ -75,7 +77,7 @@ class MemoryBank:
     # -- retain ----------------------------------------------------------------------------
     def _retainer(self) -> Retainer:
         embedder = self.embedder if self.retain_options.embed else None
-        return Retainer(self.store, embedder, self.retain_options)
+        return Retainer(self.store, embedder, self.retain_options, progress=self.progress)
 
     def retain_file(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,10 @@ __all__ = ["RetainOptions", "RetainReport", "Retainer", "default_document_id"]
 
 _SAMPLE = 4096
 _ATTEMPTS = 8
+_EMBED_STEP = 256
+"""Units embedded per call, so progress can be told during a long ingest."""
+
+ProgressSink = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +126,22 @@ class Retainer:
     """Retains transcripts into a store, embedding with the given embedder."""
 
     def __init__(
-        self, store: Store, embedder: Embedder | None, options: RetainOptions | None = None
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        options: RetainOptions | None = None,
+        *,
+        progress: ProgressSink | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.options = options or RetainOptions()
+        self.progress = progress
+        """Told (stage, done, total) while reading (bytes) and embedding (units)."""
+
+    def _tell(self, stage: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(stage, done, total)
 
     # -- entry points ----------------------------------------------------------------------
     def retain_file(
@@ -210,16 +225,18 @@ class Retainer:
         if start == 0:
             first_line = 1
         warnings: list[ReadWarning] = []
-        messages = list(
-            read_claude_code(
-                path,
-                warnings.append,
-                start=start,
-                stop=size,
-                first_line=first_line,
-                subagent=is_subagent_file(path),
-            )
-        )
+        messages: list[Message] = []
+        for message in read_claude_code(
+            path,
+            warnings.append,
+            start=start,
+            stop=size,
+            first_line=first_line,
+            subagent=is_subagent_file(path),
+        ):
+            messages.append(message)
+            if message.source.end_offset is not None:
+                self._tell("reading", message.source.end_offset, size)
         partial = any(w.reason.startswith("incomplete last line") for w in warnings)
         warnings = [w for w in warnings if not w.reason.startswith("incomplete last line")]
         offset = max((m.source.end_offset or 0 for m in messages), default=start)
@@ -415,9 +432,11 @@ class Retainer:
             return {}
         turns = [u for u in units if u.kind != "window"]
         vectors: dict[str, Any] = {}
-        if turns:
-            matrix = self.embedder.embed_documents([texts[u.key] for u in turns])
-            vectors = {u.key: matrix[i] for i, u in enumerate(turns)}
+        for start in range(0, len(turns), _EMBED_STEP):
+            part = turns[start : start + _EMBED_STEP]
+            matrix = self.embedder.embed_documents([texts[u.key] for u in part])
+            vectors.update({u.key: matrix[i] for i, u in enumerate(part)})
+            self._tell("embedding", start + len(part), len(turns))
         windows = [u for u in units if u.kind == "window"]
         # A window's vector is derived from its turns' vectors, not embedded again; turns
         # retained earlier lend theirs from the store.
