@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
 import click
-import orjson
 
+from .cli_common import emit_json
 from .errors import InputError
 
 __all__ = ["register"]
-
-
-def _emit_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
 
 
 def _scope(project: bool, user: bool) -> str:
@@ -69,7 +62,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     report = status_report((ctx.obj or {}).get("home"))
     if as_json:
-        _emit_json(report)
+        emit_json(report)
         return
     click.echo(f"data        {report['data_dir']}")
     size = report.get("database_bytes")

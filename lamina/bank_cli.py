@@ -19,16 +19,12 @@ import orjson
 from .bank.bank import MemoryBank
 from .bank.recall import RecallOptions
 from .bank.retain import RetainOptions
+from .cli_common import emit_json, json_option
 from .config import default_bank
 from .errors import InputError
 from .progress import Progress
 
 __all__ = ["register"]
-
-
-def _emit_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
-    sys.stdout.write("\n")
 
 
 def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = None) -> MemoryBank:
@@ -49,12 +45,6 @@ def _bank_option(f: Callable[..., Any]) -> Callable[..., Any]:
         default=None,
         envvar="LAMINA_BANK",
         help="Bank name (default: this directory's project bank; see `lamina banks`).",
-    )(f)
-
-
-def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
     )(f)
 
 
@@ -83,7 +73,7 @@ def _date(value: str | None, name: str) -> datetime | None:
     metavar="PROVIDER:MODEL",
     help="Also extract facts with a model, e.g. anthropic:claude-haiku-4-5 (optional).",
 )
-@_json_option
+@json_option
 @click.pass_context
 def retain(
     ctx: click.Context,
@@ -155,7 +145,7 @@ def retain(
     for bar in stages.values():
         bar.close()
     if as_json:
-        _emit_json({"bank": name, "files": reports, "failed": failures})
+        emit_json({"bank": name, "files": reports, "failed": failures})
     if failures and not reports:
         sys.exit(2)
 
@@ -176,7 +166,7 @@ def retain(
 @click.option("--since", default=None, help="Only memories from this date on (ISO 8601).")
 @click.option("--until", default=None, help="Only memories up to this date (ISO 8601).")
 @click.option("--block", is_flag=True, help="Print the <lamina_memories> block for a prompt.")
-@_json_option
+@json_option
 @click.pass_context
 def recall(
     ctx: click.Context,
@@ -209,7 +199,7 @@ def recall(
         raise InputError(f"no bank named {name!r} (see `lamina banks`)")
     result = memory_bank.recall(query, name, options)
     if as_json:
-        _emit_json({"bank": name, **result.as_dict()})
+        emit_json({"bank": name, **result.as_dict()})
         return
     if block:
         click.echo(result.block())
@@ -226,7 +216,7 @@ def recall(
 
 
 @click.command()
-@_json_option
+@json_option
 @click.pass_context
 def banks(ctx: click.Context, as_json: bool) -> None:
     """The banks in the data directory, with their sizes.
@@ -250,7 +240,7 @@ def banks(ctx: click.Context, as_json: bool) -> None:
             }
         )
     if as_json:
-        _emit_json({"default": default_bank(), "banks": rows})
+        emit_json({"default": default_bank(), "banks": rows})
         return
     if not rows:
         click.echo("no banks yet (lamina retain FILE creates one)")
@@ -264,7 +254,7 @@ def banks(ctx: click.Context, as_json: bool) -> None:
 
 @click.command()
 @_bank_option
-@_json_option
+@json_option
 @click.pass_context
 def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
     """The documents retained in a bank.
@@ -274,7 +264,7 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
     name = bank or default_bank()
     docs = _open(ctx).documents(name)
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "bank": name,
                 "documents": [
@@ -301,7 +291,7 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
 @_bank_option
 @click.option("--memory", "memory_id", default=None, help="Forget one memory by id instead.")
 @click.option("--all-of-bank", is_flag=True, help="Delete the whole bank.")
-@_json_option
+@json_option
 @click.pass_context
 def forget(
     ctx: click.Context,
@@ -336,7 +326,7 @@ def forget(
             "memories_forgotten": memory_bank.forget_document(name, document),
         }
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
 
@@ -344,7 +334,7 @@ def forget(
 @click.command()
 @_bank_option
 @click.option("--force", is_flag=True, help="Embed every memory again, not only stale ones.")
-@_json_option
+@json_option
 @click.pass_context
 def reindex(ctx: click.Context, bank: str | None, force: bool, as_json: bool) -> None:
     """Embed again the memories whose vectors are missing or from another model.
@@ -356,7 +346,7 @@ def reindex(ctx: click.Context, bank: str | None, force: bool, as_json: bool) ->
     done = memory_bank.reindex(name, force=force)
     result = {"bank": name, "embedded": done, "embedder": memory_bank.embedder.name}
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         click.echo(f"{name}: {done} memories embedded with {memory_bank.embedder.name}")
 
@@ -390,7 +380,7 @@ def export_command(ctx: click.Context, bank: str | None, output: str, no_embeddi
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--bank", "-b", default=None, help="Import into this bank (default: its own name).")
 @click.option("--no-reindex", is_flag=True, help="Do not embed memories that came without vectors.")
-@_json_option
+@json_option
 @click.pass_context
 def import_command(
     ctx: click.Context, file: str, bank: str | None, no_reindex: bool, as_json: bool
@@ -411,7 +401,7 @@ def import_command(
     embedded = 0 if no_reindex else memory_bank.reindex(name)
     result = {"bank": name, **counts, "embedded": embedded}
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-import orjson
 
 from .bank.query import QueryOptions, recall_query_for_file
+from .cli_common import emit_json, json_option
 from .errors import InputError, LaminaError, ReadWarning
 from .messages import Message
 from .progress import Progress
@@ -44,11 +44,6 @@ class WarningPrinter:
             click.echo(f"warning: … and {self.count - self.limit} more warnings", err=True)
 
 
-def _emit_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
-    sys.stdout.write("\n")
-
-
 def _format_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--format",
@@ -56,12 +51,6 @@ def _format_option(f: Callable[..., Any]) -> Callable[..., Any]:
         metavar="NAME",
         default=None,
         help="Transcript format (claude-code, anthropic, openai, locomo); detected when omitted.",
-    )(f)
-
-
-def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
     )(f)
 
 
@@ -104,7 +93,7 @@ def cli(ctx: click.Context, home: str | None) -> None:
 @cli.command()
 @_file_argument
 @_format_option
-@_json_option
+@json_option
 def show(file: str, fmt: str | None, as_json: bool) -> None:
     """What a transcript holds: records by type and kind, turns, tokens, time span, tools.
 
@@ -116,7 +105,7 @@ def show(file: str, fmt: str | None, as_json: bool) -> None:
     warn.summary()
     data = {"file": file, "format": fmt_name, **stats.as_dict(), "warnings": warn.count}
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     span = ""
     if stats.first_time and stats.last_time:
@@ -153,7 +142,7 @@ def show(file: str, fmt: str | None, as_json: bool) -> None:
     "--width", type=click.IntRange(min=20), default=100, help="Text width per turn (text output)."
 )
 @_format_option
-@_json_option
+@json_option
 def turns(file: str, last: int | None, width: int, fmt: str | None, as_json: bool) -> None:
     """The conversational turns of a transcript: where each starts and what was said.
 
@@ -169,7 +158,7 @@ def turns(file: str, last: int | None, width: int, fmt: str | None, as_json: boo
     if last is not None:
         found = found[-last:]
     if as_json:
-        _emit_json(
+        emit_json(
             [
                 {
                     "turn": t.index,
@@ -220,7 +209,7 @@ def turns(file: str, last: int | None, width: int, fmt: str | None, as_json: boo
     help="Cap on the whole query, labels included; oldest context is dropped first.",
 )
 @_format_option
-@_json_option
+@json_option
 def recall_query(
     file: str,
     prompt: str | None,
@@ -238,7 +227,7 @@ def recall_query(
     result = recall_query_for_file(file, prompt, options, format=fmt, warn=warn)
     warn.summary()
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "query": result.query,
                 "prompt": result.prompt,

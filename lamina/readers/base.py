@@ -90,6 +90,15 @@ class Line:
     value: Any
 
 
+def _open_failure(path: str, exc: OSError) -> ReadError:
+    """The one-line error for a source that cannot be opened."""
+    if isinstance(exc, FileNotFoundError):
+        return ReadError(path, "no such file")
+    if isinstance(exc, IsADirectoryError):
+        return ReadError(path, "is a directory, not a transcript file")
+    return ReadError(path, exc.strerror or str(exc))
+
+
 def _describe_json_error(raw: bytes, exc: Exception) -> str:
     try:
         raw.decode("utf-8")
@@ -117,12 +126,8 @@ def iter_json_lines(
     """
     try:
         handle = Path(path).open("rb")  # noqa: SIM115  (closed in finally; generator)
-    except FileNotFoundError:
-        raise ReadError(path, "no such file") from None
-    except IsADirectoryError:
-        raise ReadError(path, "is a directory, not a transcript file") from None
     except OSError as exc:
-        raise ReadError(path, exc.strerror or str(exc)) from None
+        raise _open_failure(path, exc) from None
     try:
         if start:
             handle.seek(start)
@@ -156,12 +161,8 @@ def read_head(path: str) -> bytes:
     try:
         with Path(path).open("rb") as handle:
             return handle.read(HEAD_BYTES)
-    except FileNotFoundError:
-        raise ReadError(path, "no such file") from None
-    except IsADirectoryError:
-        raise ReadError(path, "is a directory, not a transcript file") from None
     except OSError as exc:
-        raise ReadError(path, exc.strerror or str(exc)) from None
+        raise _open_failure(path, exc) from None
 
 
 def first_json_lines(head: bytes, limit: int = 20) -> list[Any]:
@@ -187,12 +188,8 @@ def load_json_document(path: str) -> Any:
     """Parse a whole-file JSON document, raising ReadError with the reason when it is not one."""
     try:
         data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ReadError(path, "no such file") from None
-    except IsADirectoryError:
-        raise ReadError(path, "is a directory, not a transcript file") from None
     except OSError as exc:
-        raise ReadError(path, exc.strerror or str(exc)) from None
+        raise _open_failure(path, exc) from None
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from lamina.calendar_names import MONTHS
 from lamina.errors import ReadError, ReadWarning
 from lamina.messages import Block, Kind, Message, Role, Source, TextBlock
 from lamina.turns import classify
@@ -47,28 +48,6 @@ __all__ = [
     "read_locomo_samples",
 ]
 
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ],
-        start=1,
-    )
-    for name in names
-}
-
 _DATE_TIME = re.compile(
     r"""^\s*(?:(?P<hour>\d{1,2})(?::(?P<minute>\d{2}))?\s*(?P<ampm>[ap])\.?\s*m\.?\s*(?:on\s+)?)?
     (?P<day>\d{1,2})(?:st|nd|rd|th)?\s+(?P<month>[a-z]+)\.?,?\s+(?P<year>\d{4})\s*$""",
@@ -84,7 +63,7 @@ def parse_locomo_datetime(text: str) -> datetime | None:
     match = _DATE_TIME.match(text)
     if match is None:
         return None
-    month = _MONTHS.get(match["month"].lower())
+    month = MONTHS.get(match["month"].lower())
     hour, minute = 0, 0
     if match["hour"] is not None:
         hour, minute = int(match["hour"]), int(match["minute"] or 0)
