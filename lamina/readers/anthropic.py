@@ -50,6 +50,7 @@ __all__ = [
     "MessageRecord",
     "RecordContext",
     "iter_message_records",
+    "message_role",
     "read_anthropic",
     "score_message_list",
     "sniff_message_list",
@@ -222,19 +223,31 @@ def _system_message(ctx: RecordContext, record: MessageRecord) -> Message:
     )
 
 
-def _message(ctx: RecordContext, record: MessageRecord) -> Message | None:
-    if record.system_field:
-        return _system_message(ctx, record)
-    value = record.value
+def message_role(
+    ctx: RecordContext, record: MessageRecord, value: Any, roles: Mapping[str, Role]
+) -> tuple[str, Role] | None:
+    """The role of a message record, or None (with a warning naming the record) when the record
+    is not an object or its role is missing or unknown."""
     if not isinstance(value, Mapping):
         ctx.warn(record, f"not a JSON object ({type(value).__name__}); skipped")
         return None
     role_name = value.get("role")
-    role = _ROLES.get(role_name) if isinstance(role_name, str) else None
+    role = roles.get(role_name) if isinstance(role_name, str) else None
     if role is None:
         what = "no role" if role_name is None else f"unknown role {role_name!r}"
         ctx.warn(record, f"{what}; skipped")
         return None
+    return str(role_name), role
+
+
+def _message(ctx: RecordContext, record: MessageRecord) -> Message | None:
+    if record.system_field:
+        return _system_message(ctx, record)
+    value = record.value
+    found = message_role(ctx, record, value, _ROLES)
+    if found is None:
+        return None
+    role_name, role = found
     message = Message(
         id=ctx.message_id(record),
         role=role,

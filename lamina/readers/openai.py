@@ -48,6 +48,7 @@ from .anthropic import (
     MessageRecord,
     RecordContext,
     iter_message_records,
+    message_role,
     optional_str,
     record_timestamp,
     score_message_list,
@@ -167,15 +168,10 @@ class _Builder:
         value = record.value
         if record.system_field:  # a top-level "system" beside "messages"
             value = {"role": "system", "content": value}
-        if not isinstance(value, Mapping):
-            ctx.warn(record, f"not a JSON object ({type(value).__name__}); skipped")
+        found = message_role(ctx, record, value, _ROLES)
+        if found is None:
             return None
-        role_name = value.get("role")
-        role = _ROLES.get(role_name) if isinstance(role_name, str) else None
-        if role is None:
-            what = "no role" if role_name is None else f"unknown role {role_name!r}"
-            ctx.warn(record, f"{what}; skipped")
-            return None
+        role_name, role = found
         message_id = ctx.message_id(record)
         blocks: list[Block]
         if role_name in ("tool", "function"):
