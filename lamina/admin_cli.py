@@ -95,8 +95,30 @@ def status(ctx: click.Context, as_json: bool) -> None:
             click.echo(f"  {line}")
 
 
+@click.command()
+@click.option(
+    "--bank",
+    "-b",
+    default=None,
+    envvar="LAMINA_BANK",
+    help="Default bank for tools called without one (default: this project's).",
+)
+@click.pass_context
+def mcp(ctx: click.Context, bank: str | None) -> None:
+    """Serve the memory banks over MCP on stdio (needs the `mcp` extra).
+
+    Example: claude mcp add lamina -- lamina mcp
+    """
+    try:
+        from .integrations.mcp import build_server
+    except ImportError:
+        raise InputError("the MCP server needs: pip install 'lamina[mcp]'") from None
+    build_server((ctx.obj or {}).get("home"), bank).run("stdio")
+
+
 def register(group: click.Group) -> None:
     group.add_command(install)
     group.add_command(uninstall)
     group.add_command(status)
     group.add_command(status, name="doctor")
+    group.add_command(mcp)

@@ -1,0 +1,162 @@
+"""`lamina mcp`: the memory bank as an MCP server (stdio), built on the official `mcp` SDK.
+
+Tools: `recall`, `retain_text`, `retain_transcript`, `list_banks`, `list_documents`,
+`forget_document`. A tool that fails for a reason the caller can fix (no such bank, a file that
+is not a transcript) answers with an MCP tool error carrying Lamina's one-line message; the
+server never crashes on bad input. Without a `bank` argument, tools use the server's default
+bank (`--bank`, `LAMINA_BANK`, or the project bank of the directory it was started in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from functools import wraps
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from .. import __version__
+from ..bank.bank import MemoryBank
+from ..bank.recall import RecallOptions
+from ..config import default_bank
+from ..errors import InputError, LaminaError
+from ..messages import Kind, Message, Role, TextBlock
+from ..turns import classify
+
+__all__ = ["build_server"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+INSTRUCTIONS = """Lamina keeps a long-term memory of conversations. Call `recall` with a \
+question to get the most relevant memories (with their dates and sources) before answering \
+something earlier sessions may have settled; call `retain_text` to remember a note or a \
+decision, and `retain_transcript` to remember a whole session file."""
+
+
+def _tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Lamina's errors become MCP tool errors with their one-line message."""
+
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except LaminaError as exc:
+            raise ToolError(str(exc)) from None
+
+    return wrapper
+
+
+def build_server(home: str | Path | None = None, bank: str | None = None) -> MCPServer:
+    memory = MemoryBank.open(home)
+    fallback = bank or default_bank()
+    server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
+
+    def pick(name: str | None) -> str:
+        return name or fallback
+
+    @server.tool(
+        description=(
+            "Recall the memories that best answer a question, within a token budget. Returns "
+            "each memory's text, date, source document and a score per search channel."
+        )
+    )
+    @_tool_errors
+    def recall(
+        query: str,
+        bank: str | None = None,
+        budget: int = 1024,
+        documents: list[str] | None = None,
+    ) -> dict[str, Any]:
+        name = pick(bank)
+        if memory.store.get_bank(name) is None:
+            raise InputError(f"no bank named {name!r}")
+        if budget < 1:
+            raise InputError("budget must be at least 1 token")
+        options = RecallOptions(
+            budget=budget, documents=frozenset(documents) if documents else None
+        )
+        result = memory.recall(query, name, options)
+        return {"bank": name, **result.as_dict(), "block": result.block()}
+
+    @server.tool(
+        description=(
+            "Remember a piece of text (a note, a decision, a user's preference). The same text "
+            "retained twice into the same document is stored once."
+        )
+    )
+    @_tool_errors
+    def retain_text(
+        text: str,
+        bank: str | None = None,
+        document: str = "notes",
+        speaker: str | None = None,
+    ) -> dict[str, Any]:
+        if not text.strip():
+            raise InputError("text is empty")
+        digest = hashlib.sha1(f"{document}\x00{text}".encode()).hexdigest()[:20]
+        message = Message(
+            id=f"note:{digest}",
+            role=Role.USER,
+            blocks=(TextBlock(text),),
+            kind=Kind.PROMPT,
+            timestamp=datetime.now(UTC),
+            speaker=speaker,
+        )
+        message = replace(message, kind=classify(message))
+        report = memory.retain_messages([message], pick(bank), document)
+        return report.as_dict()
+
+    @server.tool(
+        description=(
+            "Remember a transcript file (Claude Code JSONL, Anthropic or OpenAI message lists, "
+            "LoCoMo). Only what is new since the last retain of that file is read."
+        )
+    )
+    @_tool_errors
+    def retain_transcript(
+        path: str,
+        bank: str | None = None,
+        document_id: str | None = None,
+        format: str | None = None,
+    ) -> dict[str, Any]:
+        report = memory.retain_file(path, pick(bank), document=document_id, format=format)
+        return report.as_dict()
+
+    @server.tool(description="List the memory banks with their sizes.")
+    @_tool_errors
+    def list_banks() -> dict[str, Any]:
+        banks = []
+        for item in memory.banks():
+            stats = memory.stats(item.name)
+            banks.append(
+                {"bank": item.name, "documents": stats.documents, "memories": stats.memories}
+            )
+        return {"default": fallback, "banks": banks}
+
+    @server.tool(description="List the documents (retained sources) of a bank.")
+    @_tool_errors
+    def list_documents(bank: str | None = None) -> dict[str, Any]:
+        name = pick(bank)
+        return {
+            "bank": name,
+            "documents": [
+                {"id": d.id, "source": d.source, "updated_at": d.updated_at.isoformat()}
+                for d in memory.documents(name)
+            ],
+        }
+
+    @server.tool(description="Forget a document: its memories and records are deleted.")
+    @_tool_errors
+    def forget_document(document: str, bank: str | None = None) -> dict[str, Any]:
+        name = pick(bank)
+        return {"bank": name, "document": document,
+                "memories_forgotten": memory.forget_document(name, document)}  # fmt: skip
+
+    return server
+

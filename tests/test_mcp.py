@@ -1,0 +1,85 @@
+"""An MCP client session from the official SDK against `lamina mcp` over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from .conftest import EXAMPLE
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+
+
+def payload(result: Any) -> dict[str, Any]:
+    if result.structured_content is not None:
+        content = result.structured_content
+        return (
+            content.get("result", content) if "result" in content and len(content) == 1 else content
+        )
+    return json.loads(result.content[0].text)
+
+
+async def session_run(home: Path) -> dict[str, Any]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "lamina", "mcp", "--bank", "mcp-test"],
+        env={**os.environ, "LAMINA_HOME": str(home)},
+    )
+    out: dict[str, Any] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        tools = await session.list_tools()
+        out["tools"] = {t.name: t for t in tools.tools}
+        out["retain"] = payload(
+            await session.call_tool("retain_transcript", {"path": str(EXAMPLE)})
+        )
+        out["note"] = payload(
+            await session.call_tool("retain_text", {"text": "The staging server is called ash."})
+        )
+        out["recall"] = payload(
+            await session.call_tool(
+                "recall", {"query": "which environment variable holds the database path?"}
+            )
+        )
+        out["staging"] = payload(
+            await session.call_tool("recall", {"query": "staging server name"})
+        )
+        out["bad"] = await session.call_tool("recall", {"query": "x", "bank": "missing"})
+        out["bad_file"] = await session.call_tool("retain_transcript", {"path": "/nope.jsonl"})
+        out["docs"] = payload(await session.call_tool("list_documents", {}))
+    return out
+
+
+def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
+    out = anyio.run(session_run, tmp_path / "home")
+    tools = out["tools"]
+    assert {
+        "recall",
+        "retain_text",
+        "retain_transcript",
+        "list_banks",
+        "list_documents",
+        "forget_document",
+    } <= set(tools)
+    assert tools["recall"].description and "query" in tools["recall"].input_schema["properties"]
+    assert out["retain"]["status"] == "retained" and out["retain"]["new_records"] == 83
+    assert out["note"]["status"] == "retained"
+    top = out["recall"]["results"][0]
+    assert "INKWELL_DB_PATH" in top["text"]
+    assert out["recall"]["block"].startswith("<lamina_memories>")
+    assert "ash" in out["staging"]["results"][0]["text"]
+    assert out["bad"].is_error and "no bank named 'missing'" in out["bad"].content[0].text
+    assert out["bad_file"].is_error and "no such file" in out["bad_file"].content[0].text
+    assert {d["id"] for d in out["docs"]["documents"]} == {
+        "7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17",
+        "notes",
+    }
