@@ -159,4 +159,3 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
                 "memories_forgotten": memory.forget_document(name, document)}  # fmt: skip
 
     return server
-
