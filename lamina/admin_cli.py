@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .cli_common import emit_json
+from .cli_common import emit_json, json_option
 from .errors import InputError
 
 __all__ = ["register"]
@@ -116,9 +116,119 @@ def mcp(ctx: click.Context, bank: str | None) -> None:
     build_server((ctx.obj or {}).get("home"), bank).run("stdio")
 
 
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8420, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--max-body",
+    default=16 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1024),
+    help="Largest request body accepted, in bytes.",
+)
+@click.pass_context
+def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
+    """Serve the memory banks over HTTP (needs the `server` extra).
+
+    Loopback only until an API key exists (`lamina keys create`); with keys, every request
+    needs one, and a key only sees the banks it is scoped to.
+
+    Example: lamina serve --port 8420
+    """
+    try:
+        import uvicorn
+
+        from .integrations.http import create_app
+    except ImportError:
+        raise InputError("the HTTP server needs: pip install 'lamina[server]'") from None
+    from .bank.bank import MemoryBank
+
+    home = (ctx.obj or {}).get("home")
+    memory = MemoryBank.open(home)
+    if not _loopback(host) and memory.store.count_api_keys() == 0:
+        raise InputError(
+            f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
+        )
+    uvicorn.run(create_app(memory=memory, max_body=max_body), host=host, port=port,
+                log_level="warning")  # fmt: skip
+
+
+@click.group()
+def keys() -> None:
+    """API keys for `lamina serve` (stored hashed, scoped to banks)."""
+
+
+@keys.command("create")
+@click.argument("name")
+@click.option("--bank", "banks", multiple=True, help="A bank the key may use (repeatable).")
+@click.option("--all-banks", is_flag=True, help="The key may use every bank.")
+@json_option
+@click.pass_context
+def keys_create(
+    ctx: click.Context, name: str, banks: tuple[str, ...], all_banks: bool, as_json: bool
+) -> None:
+    """Create a key; it is shown once, only its hash is kept.
+
+    Example: lamina keys create ci-agent --bank my-project
+    """
+    from .bank.bank import MemoryBank
+    from .integrations.http import hash_key, new_key
+
+    if bool(banks) == all_banks:
+        raise InputError("give --bank (one or more) or --all-banks")
+    key = new_key()
+    scope = ["*"] if all_banks else list(banks)
+    MemoryBank.open((ctx.obj or {}).get("home")).store.create_api_key(name, hash_key(key), scope)
+    if as_json:
+        emit_json({"name": name, "key": key, "banks": scope})
+    else:
+        click.echo(key)
+        click.echo(f"(key {name!r} for {', '.join(scope)}; shown once, keep it safe)", err=True)
+
+
+@keys.command("list")
+@json_option
+@click.pass_context
+def keys_list(ctx: click.Context, as_json: bool) -> None:
+    """The keys (names and scopes; the keys themselves are not stored)."""
+    from .bank.bank import MemoryBank
+
+    rows = MemoryBank.open((ctx.obj or {}).get("home")).store.list_api_keys()
+    if as_json:
+        emit_json([{"name": n, "banks": b, "created_at": c} for n, b, c in rows])
+        return
+    for name, banks, created in rows:
+        click.echo(f"{name}  {', '.join(banks)}  {created}")
+
+
+@keys.command("revoke")
+@click.argument("name")
+@click.pass_context
+def keys_revoke(ctx: click.Context, name: str) -> None:
+    """Delete a key; requests with it fail from now on."""
+    from .bank.bank import MemoryBank
+
+    if not MemoryBank.open((ctx.obj or {}).get("home")).store.delete_api_key(name):
+        raise InputError(f"no API key named {name!r}")
+    click.echo(f"revoked {name}")
+
+
 def register(group: click.Group) -> None:
     group.add_command(install)
     group.add_command(uninstall)
     group.add_command(status)
     group.add_command(status, name="doctor")
     group.add_command(mcp)
+    group.add_command(serve)
+    group.add_command(keys)

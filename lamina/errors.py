@@ -3,7 +3,9 @@
     LaminaError                  anything Lamina raises on purpose
     ├── InputError               the caller gave something unusable
     │   ├── UnknownFormatError   no reader recognises a file (or the named format does not exist)
-    │   └── ReadError            a source cannot be read at all (missing, a directory, unreadable)
+    │   ├── ReadError            a source cannot be read at all (missing, a directory, unreadable)
+    │   └── NotFoundError        a named bank, document, memory or operation does not exist
+    ├── AccessError              the credentials given do not allow this (HTTP, MCP)
     ├── ConfigError              a setting is missing or contradictory
     └── StoreError               the memory store failed (later layers)
 
@@ -18,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "AccessError",
     "ConfigError",
     "InputError",
     "LaminaError",
+    "NotFoundError",
     "ReadError",
     "ReadWarning",
     "StoreError",
@@ -56,6 +60,16 @@ class UnknownFormatError(InputError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+
+class NotFoundError(InputError):
+    """A named bank, document, memory or operation does not exist."""
+
+
+class AccessError(LaminaError):
+    """Missing or wrong credentials, or a key used outside the banks it is scoped to."""
+
+    exit_code = 5
 
 
 class ConfigError(LaminaError):

@@ -486,6 +486,68 @@ class SQLiteStore:
             )
         return changed
 
+    # -- API keys and operations ------------------------------------------------------------
+    def create_api_key(self, name: str, key_hash: str, banks: Sequence[str]) -> None:
+        with self._write() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO api_keys (name, key_hash, banks, created_at) VALUES (?, ?, ?, ?)",
+                    (name, key_hash, _json(list(banks)), _now()),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(f"an API key named {name!r} already exists") from None
+
+    def find_api_key(self, key_hash: str) -> tuple[str, list[str]] | None:
+        row = self.conn.execute(
+            "SELECT name, banks FROM api_keys WHERE key_hash = ?", (key_hash,)
+        ).fetchone()
+        return None if row is None else (row[0], list(orjson.loads(row[1])))
+
+    def list_api_keys(self) -> list[tuple[str, list[str], str]]:
+        rows = self.conn.execute("SELECT name, banks, created_at FROM api_keys ORDER BY name")
+        return [(r[0], list(orjson.loads(r[1])), r[2]) for r in rows]
+
+    def delete_api_key(self, name: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM api_keys WHERE name = ?", (name,))
+        return cur.rowcount > 0
+
+    def count_api_keys(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM api_keys").fetchone()[0])
+
+    def save_operation(
+        self,
+        op_id: str,
+        kind: str,
+        bank: str,
+        status: str,
+        result: Mapping[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO operations (id, kind, bank, status, result, error, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+                " status = excluded.status, result = excluded.result, error = excluded.error,"
+                " updated_at = excluded.updated_at",
+                (op_id, kind, bank, status, None if result is None else _json(result), error,
+                 now, now),
+            )  # fmt: skip
+
+    def get_operation(self, op_id: str) -> dict[str, Any] | None:
+        row = self.conn.execute(
+            "SELECT id, kind, bank, status, result, error, created_at, updated_at"
+            " FROM operations WHERE id = ?",
+            (op_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        keys = ("id", "kind", "bank", "status", "result", "error", "created_at", "updated_at")
+        data = dict(zip(keys, row, strict=True))
+        data["result"] = orjson.loads(data["result"]) if data["result"] else None
+        return data
+
     # -- maintenance -----------------------------------------------------------------------
     def size_bytes(self) -> int | None:
         if self.path == ":memory:":

@@ -71,4 +71,27 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX memories_by_document ON memories(document_id);
         """,
     ),
+    (
+        "0002_api_keys_and_operations",
+        """
+        CREATE TABLE api_keys (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            key_hash TEXT NOT NULL UNIQUE,
+            banks TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+
+        CREATE TABLE operations (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            bank TEXT NOT NULL,
+            status TEXT NOT NULL,
+            result TEXT,
+            error TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        """,
+    ),
 ]

@@ -1,0 +1,313 @@
+"""`lamina serve`: the memory banks over HTTP (FastAPI; the `server` extra).
+
+    GET    /health                               liveness, no key needed
+    GET    /v1/banks                             the banks this key may use, with sizes
+    GET    /v1/banks/{bank}/documents            documents of a bank
+    DELETE /v1/banks/{bank}/documents/{doc}      forget a document
+    DELETE /v1/banks/{bank}/memories/{memory}    forget one memory
+    POST   /v1/banks/{bank}/recall               query, budget, limit, documents, tags, since..
+    POST   /v1/banks/{bank}/retain               document, messages or text, format, tags, async
+    GET    /v1/operations/{id}                   an asynchronous retain's state and result
+    OpenAPI at /openapi.json, docs at /docs.
+
+Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
+neither read nor write another (it gets 404, as if the bank did not exist). Without any key
+configured the server only serves loopback and asks for no key; `lamina serve` refuses to bind
+another address until a key exists. Request bodies over the size limit get 413. Lamina's errors
+map to status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
+the database, so any instance sharing it can answer for them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import tempfile
+import threading
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import __version__
+from ..bank.bank import MemoryBank
+from ..bank.recall import RecallOptions
+from ..errors import (
+    AccessError,
+    ConfigError,
+    InputError,
+    LaminaError,
+    NotFoundError,
+    ReadError,
+    StoreError,
+    UnknownFormatError,
+)
+
+__all__ = ["DEFAULT_MAX_BODY", "create_app", "hash_key", "new_key"]
+
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+KEY_PREFIX = "lam_"
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+_STATUS: list[tuple[type[LaminaError], int]] = [
+    (NotFoundError, 404),
+    (UnknownFormatError, 415),
+    (ReadError, 422),
+    (InputError, 400),
+    (AccessError, 401),
+    (ConfigError, 500),
+    (StoreError, 503),
+]
+
+
+def status_of(exc: LaminaError) -> int:
+    """The one place Lamina's errors become HTTP status codes."""
+    return next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+
+
+def _error(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+
+
+class RecallBody(BaseModel):
+    query: str = Field(max_length=20_000)
+    budget: int = Field(default=1024, ge=1, le=200_000)
+    limit: int = Field(default=50, ge=1, le=1000)
+    documents: list[str] | None = None
+    tags: list[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class RetainBody(BaseModel):
+    document: str = Field(min_length=1, max_length=500)
+    messages: list[Any] | None = None
+    """Messages in the Anthropic or OpenAI shape (or a Claude Code record list)."""
+    text: str | None = None
+    """Or one plain text to remember."""
+    format: Literal["anthropic", "openai", "claude-code"] | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    run_async: bool = Field(default=False, alias="async")
+
+
+def _with_id(document: str, message: Any) -> Any:
+    """Messages without an id get one from their content, so a client may send the whole
+    conversation every time or only what is new: either way each message is stored once."""
+    if not isinstance(message, dict) or message.get("id"):
+        return message
+    digest = hashlib.sha1(
+        document.encode() + b"\x00" + orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    )
+    return {**message, "id": f"m_{digest.hexdigest()[:24]}"}
+
+
+class Access:
+    def __init__(self, banks: list[str] | None) -> None:
+        self.banks = banks  # None: every bank (no keys configured)
+
+    def allows(self, bank: str) -> bool:
+        return self.banks is None or "*" in self.banks or bank in self.banks
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Refuses request bodies over `limit` bytes with 413, whether or not they declare their
+    length, without reading more than the limit."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = _error(413, "too_large", f"request body over {self.limit} bytes")
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await too_large(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await too_large(scope, receive, send)
+
+
+def _access(request: Request) -> Access:
+    """Who is asking: every bank when no key is configured, else the key's banks."""
+    store = request.app.state.memory.store
+    if store.count_api_keys() == 0:
+        return Access(None)
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key:
+        raise AccessError("an API key is required (Authorization: Bearer <key>)")
+    found = store.find_api_key(hash_key(key.strip()))
+    if found is None:
+        raise AccessError("unknown API key")
+    return Access(found[1])
+
+
+Auth = Annotated[Access, Depends(_access)]
+
+
+def create_app(
+    home: str | Path | None = None,
+    *,
+    memory: MemoryBank | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+) -> FastAPI:
+    bank_api = memory or MemoryBank.open(home)
+    store = bank_api.store
+    app = FastAPI(title="Lamina", version=__version__, summary="Memory for LLM agents")
+    app.state.memory = bank_api
+    app.add_middleware(BodyLimit, limit=max_body)
+
+    @app.exception_handler(LaminaError)
+    async def lamina_error(_request: Request, exc: LaminaError) -> JSONResponse:
+        return _error(status_of(exc), type(exc).__name__, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return _error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}")
+
+    def bank_for(auth: Access, bank: str, *, must_exist: bool = True) -> str:
+        if not auth.allows(bank) or (must_exist and store.get_bank(bank) is None):
+            raise NotFoundError(f"no bank named {bank!r}")
+        return bank
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/v1/banks")
+    def list_banks(auth: Auth) -> dict[str, Any]:
+        rows = []
+        for item in bank_api.banks():
+            if auth.allows(item.name):
+                stats = bank_api.stats(item.name)
+                rows.append(
+                    {"bank": item.name, "documents": stats.documents, "memories": stats.memories}
+                )
+        return {"banks": rows}
+
+    @app.get("/v1/banks/{bank}/documents")
+    def list_documents(bank: str, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        return {
+            "bank": name,
+            "documents": [
+                {"id": d.id, "source": d.source, "tags": list(d.tags),
+                 "updated_at": d.updated_at.isoformat()}
+                for d in bank_api.documents(name)
+            ],
+        }  # fmt: skip
+
+    @app.delete("/v1/banks/{bank}/documents/{document}")
+    def forget_document(bank: str, document: str, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        if store.get_document(name, document) is None:
+            raise NotFoundError(f"no document {document!r} in bank {name!r}")
+        return {"bank": name, "document": document,
+                "memories_forgotten": bank_api.forget_document(name, document)}  # fmt: skip
+
+    @app.delete("/v1/banks/{bank}/memories/{memory_id}")
+    def forget_memory(bank: str, memory_id: str, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        if not bank_api.forget_memory(name, memory_id):
+            raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
+        return {"bank": name, "memory": memory_id, "forgotten": True}
+
+    @app.post("/v1/banks/{bank}/recall")
+    def recall(bank: str, body: RecallBody, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        options = RecallOptions(
+            budget=body.budget,
+            limit=body.limit,
+            documents=frozenset(body.documents) if body.documents else None,
+            tags=frozenset(body.tags) if body.tags else None,
+            since=body.since,
+            until=body.until,
+        )
+        return {"bank": name, **bank_api.recall(body.query, name, options).as_dict()}
+
+    def do_retain(name: str, body: RetainBody) -> dict[str, Any]:
+        if body.text is not None:
+            messages: list[Any] = [{"role": "user", "content": body.text}]
+            fmt = "anthropic"
+        elif body.messages:
+            messages, fmt = body.messages, body.format or ""
+        else:
+            raise InputError("give 'messages' or 'text'")
+        if fmt != "claude-code":
+            messages = [_with_id(body.document, m) for m in messages]
+        with tempfile.TemporaryDirectory(prefix="lamina-http-") as tmp:
+            path = Path(tmp) / "messages.jsonl"
+            path.write_bytes(b"\n".join(orjson.dumps(m) for m in messages) + b"\n")
+            report = bank_api.retain_file(
+                path,
+                name,
+                document=body.document,
+                format=fmt or None,
+                tags=body.tags,
+                metadata=body.metadata,
+            )
+        return report.as_dict()
+
+    @app.post("/v1/banks/{bank}/retain")
+    def retain(bank: str, body: RetainBody, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank, must_exist=False)
+        if not body.run_async:
+            return do_retain(name, body)
+        op_id = uuid.uuid4().hex
+        store.save_operation(op_id, "retain", name, "running")
+
+        def run() -> None:
+            try:
+                store.save_operation(op_id, "retain", name, "done", do_retain(name, body))
+            except Exception as exc:
+                store.save_operation(op_id, "retain", name, "failed", error=str(exc))
+
+        threading.Thread(target=run, daemon=True).start()
+        return {"operation": op_id, "status": "running"}
+
+    @app.get("/v1/operations/{op_id}")
+    def operation(op_id: str, auth: Auth) -> dict[str, Any]:
+        found = store.get_operation(op_id)
+        if found is None or not auth.allows(found["bank"]):
+            raise NotFoundError(f"no operation {op_id!r}")
+        return found
+
+    return app
