@@ -1,16 +1,35 @@
-"""Where Lamina keeps its data, and which bank a working directory uses.
+"""Where Lamina keeps its data, which bank a working directory uses, and the user's settings.
 
 Only entry points (the CLI, hooks, servers) call these; the library takes paths and names as
 arguments.
 
-Data directory, first that is set: `--home`, `LAMINA_HOME`, the platform's user data folder
-(`~/.local/share/lamina` on Linux). The SQLite database is `<home>/lamina.db`.
+Order of precedence, first that is set: a command-line option, then an environment variable,
+then the user's config file, then the default.
+
+The config file is TOML at `$LAMINA_CONFIG`, else the platform's user config folder
+(`~/.config/lamina/config.toml` on Linux):
+
+    home = "~/lamina-data"            # data directory
+
+    [banks]                           # project root -> bank, overriding the derived name
+    "~/src/inkwell" = "inkwell"
+
+    [hook]                            # lamina hook settings (see its docs)
+    turns = 3
+    max_chars = 800
+    min_prompt = 5
+    time_limit = 3.0
+    budget = 1024
+
+Data directory: `--home`, `LAMINA_HOME`, `home` in the config file, the platform's user data
+folder (`~/.local/share/lamina` on Linux). The SQLite database is `<home>/lamina.db`.
 
 Default bank for a directory (the rule the Claude Code plugin uses too): the project's root is
 the top of its git repository, and all worktrees of one repository share the main worktree's
 root; outside git it is the directory itself. The bank is named after the root's folder name
 plus a short hash of its absolute path (`inkwell-3f2a91c0`), so two projects called `api` in
-different places never share a bank. `LAMINA_BANK` overrides it.
+different places never share a bank. `LAMINA_BANK`, then the config file's `[banks]`, override
+it.
 """
 
 from __future__ import annotations
@@ -18,14 +37,48 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from platformdirs import user_data_path
+from platformdirs import user_config_path, user_data_path
 
-__all__ = ["DATABASE_NAME", "data_home", "database_path", "default_bank", "project_root"]
+from .errors import ConfigError
+
+__all__ = [
+    "DATABASE_NAME",
+    "config_path",
+    "data_home",
+    "database_path",
+    "default_bank",
+    "load_config",
+    "project_root",
+]
 
 DATABASE_NAME = "lamina.db"
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if env is None else env
+    if environ.get("LAMINA_CONFIG"):
+        return Path(environ["LAMINA_CONFIG"]).expanduser()
+    return user_config_path("lamina", appauthor=False) / "config.toml"
+
+
+def load_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The user's config file as a dict ({} when there is none)."""
+    path = config_path(env)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
+    try:
+        return tomllib.loads(data.decode("utf-8", errors="replace"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
 
 
 def data_home(home: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -34,6 +87,9 @@ def data_home(home: str | Path | None = None, env: Mapping[str, str] | None = No
         return Path(home).expanduser()
     if environ.get("LAMINA_HOME"):
         return Path(environ["LAMINA_HOME"]).expanduser()
+    configured = load_config(environ).get("home")
+    if isinstance(configured, str) and configured:
+        return Path(configured).expanduser()
     return user_data_path("lamina", appauthor=False)
 
 
@@ -73,6 +129,11 @@ def default_bank(directory: str | Path | None = None, env: Mapping[str, str] | N
     if environ.get("LAMINA_BANK"):
         return environ["LAMINA_BANK"]
     root = project_root(directory)
+    configured = load_config(environ).get("banks")
+    if isinstance(configured, dict):
+        for path, bank in configured.items():
+            if isinstance(bank, str) and Path(path).expanduser().resolve() == root:
+                return bank
     slug = re.sub(r"[^a-z0-9]+", "-", root.name.lower()).strip("-") or "root"
     digest = hashlib.sha1(str(root).encode()).hexdigest()[:8]
     return f"{slug}-{digest}"

@@ -203,3 +203,38 @@ def test_session_start_prepares_the_database(tmp_path: Path) -> None:
     result = hook(home, {"hook_event_name": "SessionStart", "session_id": "s"})
     assert result.returncode == 0 and result.stdout == ""
     assert (home / "lamina.db").exists()
+
+
+def test_several_sessions_hooking_at_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    sessions = []
+    for n in range(3):
+        session = f"session-{n}"
+        path = tmp_path / f"{session}.jsonl"
+        path.write_text("\n".join(line.replace(SESSION, session) for line in lines) + "\n")
+        sessions.append((session, path))
+    env = {**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "proj"}
+    procs = []
+    for _round in range(3):  # every session's Stop fires three times, all at once
+        for session, path in sessions:
+            payload = {"hook_event_name": "Stop", "session_id": session,
+                       "transcript_path": str(path), "cwd": str(tmp_path)}  # fmt: skip
+            proc = subprocess.Popen([sys.executable, "-m", "lamina", "hook"], env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)  # fmt: skip
+            proc.stdin.write(json.dumps(payload))  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+            procs.append(proc)
+    for proc in procs:
+        assert proc.wait(timeout=60) == 0
+        assert proc.stderr.read() == ""  # type: ignore[union-attr]
+    # Each transcript's message ids are the same across sessions (copied file), but each
+    # session is its own document: 83 records each.
+    assert wait_for_records(home, 3 * 83) == 3 * 83
+    time.sleep(2)  # workers that were told to go again finish
+    store = SQLiteStore(home / "lamina.db")
+    for session, _path in sessions:
+        assert store.count_records("proj", session) == 83
+    log = (home / "logs" / "hooks.log").read_text()
+    assert "failed" not in log and "database is locked" not in log

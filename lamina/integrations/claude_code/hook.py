@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 
-from ...config import data_home, default_bank
+from ...config import data_home, default_bank, load_config
 
 __all__ = ["HookSettings", "run_hook", "run_worker"]
 
@@ -60,21 +60,26 @@ class HookSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HookSettings:
+        """Environment first, then the config file's [hook] table, then the defaults."""
         environ = os.environ if env is None else env
+        table = load_config(environ).get("hook")
+        configured = table if isinstance(table, dict) else {}
 
-        def number(name: str, default: float) -> float:
-            raw = environ.get(name)
-            try:
-                return float(raw) if raw else default
-            except ValueError:
-                return default
+        def number(key: str, default: float) -> float:
+            for raw in (environ.get(f"LAMINA_HOOK_{key.upper()}"), configured.get(key)):
+                try:
+                    if raw is not None and raw != "":
+                        return float(raw)
+                except (TypeError, ValueError):
+                    continue
+            return default
 
         return cls(
-            context_turns=int(number("LAMINA_HOOK_TURNS", 3)),
-            max_query_chars=int(number("LAMINA_HOOK_MAX_CHARS", 800)),
-            min_prompt_chars=int(number("LAMINA_HOOK_MIN_PROMPT", 5)),
-            time_limit=number("LAMINA_HOOK_TIME_LIMIT", 3.0),
-            budget=int(number("LAMINA_HOOK_BUDGET", 1024)),
+            context_turns=int(number("turns", 3)),
+            max_query_chars=int(number("max_chars", 800)),
+            min_prompt_chars=int(number("min_prompt", 5)),
+            time_limit=number("time_limit", 3.0),
+            budget=int(number("budget", 1024)),
         )
 
 
@@ -184,12 +189,16 @@ def run_hook(
 ) -> str:
     """Handle one hook event; returns what to print on stdout ("" for nothing). Never raises:
     errors are logged and reported on stderr in one line."""
-    cfg = settings or HookSettings.from_env()
     started = time.monotonic() - process_age()
-    base = data_home(home)
-    log = HookLog(base)
     event = session = ""
     try:
+        base = data_home(home)
+    except Exception as exc:  # a broken config file must not block the user either
+        print(f"lamina: hook failed open: {exc}", file=sys.stderr)
+        return ""
+    log = HookLog(base)
+    try:
+        cfg = settings or HookSettings.from_env()
         payload = orjson.loads(stdin or b"{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook payload is not a JSON object")

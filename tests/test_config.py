@@ -1,0 +1,66 @@
+"""Settings: command line, then environment, then the config file, then defaults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lamina.config import data_home, default_bank, project_root
+from lamina.errors import ConfigError
+from lamina.integrations.claude_code import HookSettings
+
+
+def write_config(tmp_path: Path, text: str) -> dict[str, str]:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return {"LAMINA_CONFIG": str(path)}
+
+
+def test_data_home_precedence(tmp_path: Path) -> None:
+    env = write_config(tmp_path, 'home = "/from/config"\n')
+    assert data_home("/from/flag", env) == Path("/from/flag")
+    assert data_home(None, {**env, "LAMINA_HOME": "/from/env"}) == Path("/from/env")
+    assert data_home(None, env) == Path("/from/config")
+    assert data_home(None, {"LAMINA_CONFIG": str(tmp_path / "none.toml")}).name == "lamina"
+
+
+def test_bank_per_project_with_worktrees_and_overrides(tmp_path: Path) -> None:
+    main = tmp_path / "inkwell"
+    (main / ".git" / "worktrees" / "feature").mkdir(parents=True)
+    worktree = tmp_path / "inkwell-feature"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'feature'}\n")
+    (main / ".git" / "worktrees" / "feature" / "commondir").write_text("../..\n")
+    env = {"LAMINA_CONFIG": str(tmp_path / "none.toml")}
+    assert project_root(worktree) == main.resolve()
+    derived = default_bank(worktree / ".", env)
+    assert derived == default_bank(main, env) and derived.startswith("inkwell-")
+    configured = write_config(tmp_path, f'[banks]\n"{main}" = "notes-api"\n')
+    assert default_bank(worktree, configured) == "notes-api"
+    assert default_bank(worktree, {**configured, "LAMINA_BANK": "forced"}) == "forced"
+
+
+def test_hook_settings_precedence(tmp_path: Path) -> None:
+    env = write_config(tmp_path, "[hook]\nturns = 5\ntime_limit = 1.5\nbudget = 300\n")
+    settings = HookSettings.from_env({**env, "LAMINA_HOOK_TURNS": "2"})
+    assert (settings.context_turns, settings.time_limit, settings.budget) == (2, 1.5, 300)
+    assert settings.max_query_chars == 800  # the default
+
+
+def test_a_broken_config_file_is_one_clear_error(tmp_path: Path) -> None:
+    env = write_config(tmp_path, "home = [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        data_home(None, env)
+    run_env = {**os.environ, **env}
+    run_env.pop("LAMINA_HOME", None)
+    result = subprocess.run([sys.executable, "-m", "lamina", "banks"], capture_output=True,
+                            text=True, env=run_env, timeout=60)  # fmt: skip
+    assert result.returncode == 3 and "not valid TOML" in result.stderr
+    assert "Traceback" not in result.stderr
+    hook = subprocess.run([sys.executable, "-m", "lamina", "hook"], input="{}",
+                          capture_output=True, text=True, env=run_env, timeout=60)  # fmt: skip
+    assert hook.returncode == 0 and "failed open" in hook.stderr
