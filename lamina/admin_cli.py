@@ -103,9 +103,19 @@ def status(ctx: click.Context, as_json: bool) -> None:
     envvar="LAMINA_BANK",
     help="Default bank for tools called without one (default: this project's).",
 )
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "streamable-http"]),
+    default="stdio",
+    show_default=True,
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address to bind.")
+@click.option("--port", default=8421, show_default=True, type=click.IntRange(1, 65535))
 @click.pass_context
-def mcp(ctx: click.Context, bank: str | None) -> None:
-    """Serve the memory banks over MCP on stdio (needs the `mcp` extra).
+def mcp(ctx: click.Context, bank: str | None, transport: str, host: str, port: int) -> None:
+    """Serve the memory banks over MCP, on stdio or streamable HTTP (needs the `mcp` extra).
+
+    Over HTTP, the API keys of `lamina keys` apply, and binding beyond loopback needs one.
 
     Example: claude mcp add lamina -- lamina mcp
     """
@@ -113,7 +123,18 @@ def mcp(ctx: click.Context, bank: str | None) -> None:
         from .integrations.mcp import build_server
     except ImportError:
         raise InputError("the MCP server needs: pip install 'lamina[mcp]'") from None
-    build_server((ctx.obj or {}).get("home"), bank).run("stdio")
+    home = (ctx.obj or {}).get("home")
+    server = build_server(home, bank)
+    if transport == "stdio":
+        server.run("stdio")
+        return
+    from .bank.bank import MemoryBank
+
+    if not _loopback(host) and MemoryBank.open(home).store.count_api_keys() == 0:
+        raise InputError(
+            f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
+        )
+    server.run("streamable-http", host=host, port=port)
 
 
 def _loopback(host: str) -> bool:

@@ -83,3 +83,73 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
         "7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17",
         "notes",
     }
+
+
+async def http_calls(url: str, key: str | None) -> dict[str, Any]:
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    out: dict[str, Any] = {}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as streams,
+        ClientSession(streams[0], streams[1]) as session,
+    ):
+        await session.initialize()
+        out["retain"] = await session.call_tool(
+            "retain_text", {"text": "The alpha team deploys on Tuesdays.", "bank": "alpha"}
+        )
+        out["recall"] = await session.call_tool(
+            "recall", {"query": "when does the team deploy?", "bank": "alpha"}
+        )
+        out["banks"] = await session.call_tool("list_banks", {})
+    return out
+
+
+def test_mcp_over_http_uses_the_api_keys_and_their_banks(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    home = tmp_path / "home"
+    env = {**os.environ, "LAMINA_HOME": str(home)}
+    keys = {}
+    for name, bank in (("a", "alpha"), ("b", "beta")):
+        out = subprocess.run(
+            [sys.executable, "-m", "lamina", "keys", "create", name, "--bank", bank, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        keys[name] = json.loads(out.stdout)["key"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "lamina", "mcp", "--transport",
+                             "streamable-http", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        mine = anyio.run(http_calls, url, keys["a"])
+        assert not mine["retain"].is_error
+        assert "Tuesdays" in payload(mine["recall"])["results"][0]["text"]
+        assert [b["bank"] for b in payload(mine["banks"])["banks"]] == ["alpha"]
+        theirs = anyio.run(http_calls, url, keys["b"])
+        assert (
+            theirs["retain"].is_error
+            and "no bank named 'alpha'" in theirs["retain"].content[0].text
+        )
+        assert theirs["recall"].is_error
+        assert payload(theirs["banks"])["banks"] == []
+        nobody = anyio.run(http_calls, url, None)
+        assert nobody["recall"].is_error and "API key" in nobody["recall"].content[0].text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -1,10 +1,15 @@
-"""`lamina mcp`: the memory bank as an MCP server (stdio), built on the official `mcp` SDK.
+"""`lamina mcp`: the memory bank as an MCP server, built on the official `mcp` SDK, over stdio
+or streamable HTTP.
 
 Tools: `recall`, `retain_text`, `retain_transcript`, `list_banks`, `list_documents`,
 `forget_document`. A tool that fails for a reason the caller can fix (no such bank, a file that
 is not a transcript) answers with an MCP tool error carrying Lamina's one-line message; the
 server never crashes on bad input. Without a `bank` argument, tools use the server's default
 bank (`--bank`, `LAMINA_BANK`, or the project bank of the directory it was started in).
+
+Over HTTP the API keys of `lamina keys` apply as they do for `lamina serve`: once a key exists,
+every call needs `Authorization: Bearer <key>` and sees only the key's banks (others are
+reported as absent). Over stdio the caller is the local user and sees every bank.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .. import __version__
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..config import default_bank
-from ..errors import InputError, LaminaError
+from ..errors import AccessError, InputError, LaminaError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..turns import classify
 
@@ -57,8 +62,29 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
     fallback = bank or default_bank()
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
 
-    def pick(name: str | None) -> str:
-        return name or fallback
+    def allowed(ctx: Context | None) -> list[str] | None:
+        """The banks this caller may use (None: all). HTTP callers show an API key once any
+        exists; stdio callers are the local user."""
+        headers = ctx.headers if ctx is not None else None
+        if headers is None or memory.store.count_api_keys() == 0:
+            return None
+        scheme, _, key = (headers.get("authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not key:
+            raise AccessError("an API key is required (Authorization: Bearer <key>)")
+        from .http import hash_key
+
+        found = memory.store.find_api_key(hash_key(key.strip()))
+        if found is None:
+            raise AccessError("unknown API key")
+        return found[1]
+
+    def pick(name: str | None, ctx: Context | None = None, *, must_exist: bool = False) -> str:
+        chosen = name or fallback
+        banks = allowed(ctx)
+        visible = banks is None or "*" in banks or chosen in banks
+        if not visible or (must_exist and memory.store.get_bank(chosen) is None):
+            raise NotFoundError(f"no bank named {chosen!r}")
+        return chosen
 
     @server.tool(
         description=(
@@ -72,10 +98,9 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
         bank: str | None = None,
         budget: int = 1024,
         documents: list[str] | None = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        name = pick(bank)
-        if memory.store.get_bank(name) is None:
-            raise InputError(f"no bank named {name!r}")
+        name = pick(bank, ctx, must_exist=True)
         if budget < 1:
             raise InputError("budget must be at least 1 token")
         options = RecallOptions(
@@ -96,6 +121,7 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
         bank: str | None = None,
         document: str = "notes",
         speaker: str | None = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         if not text.strip():
             raise InputError("text is empty")
@@ -109,7 +135,7 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
             speaker=speaker,
         )
         message = replace(message, kind=classify(message))
-        report = memory.retain_messages([message], pick(bank), document)
+        report = memory.retain_messages([message], pick(bank, ctx), document)
         return report.as_dict()
 
     @server.tool(
@@ -124,15 +150,20 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
         bank: str | None = None,
         document_id: str | None = None,
         format: str | None = None,
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
-        report = memory.retain_file(path, pick(bank), document=document_id, format=format)
+        name = pick(bank, ctx)
+        report = memory.retain_file(path, name, document=document_id, format=format)
         return report.as_dict()
 
     @server.tool(description="List the memory banks with their sizes.")
     @_tool_errors
-    def list_banks() -> dict[str, Any]:
+    def list_banks(ctx: Context | None = None) -> dict[str, Any]:
+        scope = allowed(ctx)
         banks = []
         for item in memory.banks():
+            if scope is not None and "*" not in scope and item.name not in scope:
+                continue
             stats = memory.stats(item.name)
             banks.append(
                 {"bank": item.name, "documents": stats.documents, "memories": stats.memories}
@@ -141,8 +172,8 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
 
     @server.tool(description="List the documents (retained sources) of a bank.")
     @_tool_errors
-    def list_documents(bank: str | None = None) -> dict[str, Any]:
-        name = pick(bank)
+    def list_documents(bank: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        name = pick(bank, ctx, must_exist=True)
         return {
             "bank": name,
             "documents": [
@@ -153,8 +184,10 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
 
     @server.tool(description="Forget a document: its memories and records are deleted.")
     @_tool_errors
-    def forget_document(document: str, bank: str | None = None) -> dict[str, Any]:
-        name = pick(bank)
+    def forget_document(
+        document: str, bank: str | None = None, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        name = pick(bank, ctx, must_exist=True)
         return {"bank": name, "document": document,
                 "memories_forgotten": memory.forget_document(name, document)}  # fmt: skip
 
