@@ -149,7 +149,11 @@ def test_limits_and_error_shapes(server: Server) -> None:
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda c: st.lists(c, max_size=4) | st.dictionaries(
         st.sampled_from(["query", "budget", "document", "messages", "text", "format", "async",
                          "role", "content", "since", "tags", "limit"]) | st.text(max_size=6),
