@@ -15,7 +15,7 @@ import pytest
 from lamina.readers import read_transcript
 from lamina.store.sqlite import SQLiteStore
 
-from .conftest import EXAMPLE
+from .conftest import CLAUDE_CODE, EXAMPLE
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
 
@@ -238,3 +238,51 @@ def test_several_sessions_hooking_at_once(tmp_path: Path) -> None:
         assert store.count_records("proj", session) == 83
     log = (home / "logs" / "hooks.log").read_text()
     assert "failed" not in log and "database is locked" not in log
+
+
+def test_session_start_digest_is_off_by_default_and_lists_recent_sessions(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    hook(home, {"hook_event_name": "Stop", "session_id": SESSION,
+                "transcript_path": str(EXAMPLE), "cwd": str(tmp_path)})  # fmt: skip
+    wait_for_records(home, 83)
+    start = {"hook_event_name": "SessionStart", "session_id": "new", "cwd": str(tmp_path)}
+    assert hook(home, start).stdout == ""
+    shown = hook(home, start, LAMINA_HOOK_SESSION_DIGEST="1")
+    context = json.loads(shown.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("<lamina_memories>") and "Recent sessions" in context
+    assert "PostgreSQL or SQLite?" in context and "[2026-03-14]" in context
+
+
+@pytest.mark.skipif(not CLAUDE_CODE.is_dir(), reason="../shared/data/claude-code absent")
+def test_shared_sessions_replayed_prompt_by_prompt(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    total = 0
+    for path in sorted(CLAUDE_CODE.glob("*.jsonl")):
+        if ".subagent-" in path.name:
+            continue
+        messages = read_transcript(str(path)).messages
+        lines = path.read_text(encoding="utf-8").splitlines()
+        live = tmp_path / path.name
+        session = path.stem
+        starts = [m for m in messages if m.kind.value == "prompt" and m.source.line]
+        for number, prompt in enumerate(starts):
+            live.write_text("\n".join(lines[: prompt.source.line - 1]) + "\n", encoding="utf-8")
+            asked = hook(home, {"hook_event_name": "UserPromptSubmit", "session_id": session,
+                                "transcript_path": str(live), "cwd": str(tmp_path),
+                                "prompt": prompt.text})  # fmt: skip
+            assert asked.returncode == 0 and "Traceback" not in asked.stderr
+            if asked.stdout:
+                context = json.loads(asked.stdout)["hookSpecificOutput"]["additionalContext"]
+                # One block, and no memory in it holds an injected block itself.
+                assert context.count("<lamina_memories>") == 1
+            end = starts[number + 1].source.line - 1 if number + 1 < len(starts) else len(lines)
+            live.write_text("\n".join(lines[:end]) + "\n", encoding="utf-8")
+            stopped = hook(home, {"hook_event_name": "Stop", "session_id": session,
+                                  "transcript_path": str(live), "cwd": str(tmp_path)})  # fmt: skip
+            assert stopped.returncode == 0
+        total += len(messages)
+        assert wait_for_records(home, total) == total
+    store = SQLiteStore(home / "lamina.db")
+    assert store.count_records("proj") == total
+    assert all("lamina_memories" not in r.memory.text for r in store.iter_memories("proj"))
+    assert "failed" not in (home / "logs" / "hooks.log").read_text()

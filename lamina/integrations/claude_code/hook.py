@@ -57,6 +57,9 @@ class HookSettings:
     min_prompt_chars: int = 5
     time_limit: float = 3.0
     budget: int = 1024
+    session_digest: bool = False
+    """On SessionStart, inject a short digest of the project's recent sessions."""
+    digest_sessions: int = 5
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HookSettings:
@@ -80,7 +83,20 @@ class HookSettings:
             min_prompt_chars=int(number("min_prompt", 5)),
             time_limit=number("time_limit", 3.0),
             budget=int(number("budget", 1024)),
+            session_digest=_flag(
+                environ.get("LAMINA_HOOK_SESSION_DIGEST"), configured.get("session_digest")
+            ),
+            digest_sessions=int(number("digest_sessions", 5)),
         )
+
+
+def _flag(*values: object) -> bool:
+    for value in values:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip():
+            return value.strip().lower() in ("1", "true", "yes", "on")
+    return False
 
 
 def process_age() -> float:
@@ -165,6 +181,38 @@ def _prompt_context(payload: Mapping[str, Any], home: Path, settings: HookSettin
     return result.block() if result.hits else ""
 
 
+def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) -> str:
+    """The project's most recent other sessions: when, and what each opened with."""
+    from ...bank.bank import MemoryBank
+
+    bank_name = os.environ.get("LAMINA_BANK") or default_bank(payload.get("cwd") or None)
+    memory_bank = MemoryBank.open(home)
+    if memory_bank.store.get_bank(bank_name) is None:
+        return ""
+    current = str(payload.get("session_id") or "")
+    documents = [d for d in memory_bank.documents(bank_name) if d.id != current]
+    recent = sorted(documents, key=lambda d: d.updated_at, reverse=True)[: cfg.digest_sessions]
+    if not recent:
+        return ""
+    openers: dict[str, tuple[datetime | None, str]] = {}
+    wanted = {d.id for d in recent}
+    for row in memory_bank.store.iter_memories(bank_name, with_embeddings=False):
+        memory = row.memory
+        if memory.kind != "turn" or memory.document not in wanted:
+            continue
+        known = openers.get(memory.document)
+        if known is None or (memory.time and known[0] and memory.time < known[0]):
+            first = memory.text.split("\n", 1)[0]
+            openers[memory.document] = (memory.time, first[:200])
+    lines = ["<lamina_memories>", "Recent sessions in this project:"]
+    for document in recent:
+        when, opener = openers.get(document.id, (document.updated_at, ""))
+        stamp = f"{(when or document.updated_at):%Y-%m-%d}"
+        lines.append(f"- [{stamp}] {opener}".rstrip())
+    lines.append("</lamina_memories>")
+    return "\n".join(lines)
+
+
 def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
     transcript = str(payload.get("transcript_path") or "")
     session = str(payload.get("session_id") or "")
@@ -215,7 +263,14 @@ def run_hook(
 
             applied = SQLiteStore(base / "lamina.db").migrate()
             log.write(event, session, f"ready (migrations applied: {len(applied)})")
-            return ""
+            if not cfg.session_digest:
+                return ""
+            digest = session_digest(payload, base, cfg)
+            if not digest:
+                return ""
+            output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                             "additionalContext": digest}}  # fmt: skip
+            return orjson.dumps(output).decode()
         log.write(event, session, "ignored (not an event Lamina handles)")
         return ""
     except Exception as exc:
