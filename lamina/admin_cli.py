@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import orjson
 
 from .cli_common import emit_json, json_option
 from .errors import InputError
@@ -245,6 +246,61 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
     click.echo(f"revoked {name}")
 
 
+@click.command("compile")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=str))
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1000),
+    default=32_000,
+    show_default=True,
+    help="Maximum tokens of the request, reply reserve included.",
+)
+@click.option(
+    "--reserve",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens kept free for the reply (default: an eighth of the budget, at most 4000).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["anthropic"]),
+    default="anthropic",
+    show_default=True,
+    help="Request format (OpenAI comes with a later slice).",
+)
+@click.option("--report", "show_report", is_flag=True, help="Print the report (text mode).")
+@json_option
+def compile_command(
+    file: str, budget: int, reserve: int | None, fmt: str, show_report: bool, as_json: bool
+) -> None:
+    """Compile a transcript into a request that fits a token budget, old stretches folded into
+    summaries shown as recall pairs (offline extractive summariser).
+
+    Example: lamina compile examples/session.jsonl --budget 8000 --report
+    """
+    from .context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
+    from .readers import read_transcript
+
+    transcript = read_transcript(file)
+    for warning in transcript.warnings[:20]:
+        click.echo(f"warning: {warning}", err=True)
+    log = ContextLog.from_messages(transcript.messages)
+    options = CompileOptions(
+        budget=budget, reserve=min(4000, budget // 8) if reserve is None else reserve
+    )
+    if options.available < 500:
+        raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
+    result = Compiler(ExtractiveSummariser()).compile(log, options)
+    if as_json:
+        emit_json({"request": result.request, "report": result.report})
+        return
+    click.echo(orjson.dumps(result.request, option=orjson.OPT_INDENT_2).decode())
+    if show_report:
+        for key, value in result.report.items():
+            click.echo(f"{key}: {value}", err=True)
+
+
 def register(group: click.Group) -> None:
     group.add_command(install)
     group.add_command(uninstall)
@@ -253,3 +309,4 @@ def register(group: click.Group) -> None:
     group.add_command(mcp)
     group.add_command(serve)
     group.add_command(keys)
+    group.add_command(compile_command)

@@ -1,0 +1,111 @@
+"""Compile a context log into a request that fits a token budget.
+
+    log = ContextLog.from_messages(read_transcript("session.jsonl").messages)
+    result = Compiler(ExtractiveSummariser()).compile(log, CompileOptions(budget=32_000))
+    result.request   # {"messages": [...]} for the Anthropic Messages API
+    result.report    # what is raw, what is folded to which level, tokens per part
+
+Every message of the log is in the request raw or through a summary that covers it; if the
+budget cannot be met even with everything folded, `OverBudgetError` says by how much.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..errors import LaminaError
+from ..tokens import MESSAGE_OVERHEAD, count_text
+from .frontier import CompileOptions, Forest, Frontier, Summary, choose_frontier
+from .log import ContextLog
+from .render import render_anthropic
+from .summarise import Summariser
+
+__all__ = ["CompileResult", "Compiler", "CoverageError", "request_tokens"]
+
+
+class CoverageError(LaminaError):
+    """A compile left a message of the log out (a bug; never silently)."""
+
+
+def request_tokens(request: dict[str, Any]) -> int:
+    """Tokens of a rendered request: its text, tool calls and results, per-message framing."""
+    total = 0
+    for block in request.get("system") or []:
+        total += count_text(str(block.get("text", "")))
+    for message in request["messages"]:
+        total += MESSAGE_OVERHEAD
+        for block in message["content"]:
+            kind = block.get("type")
+            if kind == "text":
+                total += count_text(block["text"])
+            elif kind == "tool_use":
+                total += (
+                    count_text(block["name"])
+                    + count_text(orjson.dumps(block["input"]).decode())
+                    + 8
+                )
+            elif kind == "tool_result":
+                total += count_text(str(block.get("content", ""))) + 4
+            elif kind == "image":
+                total += 1_600
+    return total
+
+
+@dataclass
+class CompileResult:
+    request: dict[str, Any]
+    frontier: Frontier
+    tokens: int
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+class Compiler:
+    def __init__(self, summariser: Summariser) -> None:
+        self.forest = Forest(summariser)
+
+    def compile(self, log: ContextLog, options: CompileOptions) -> CompileResult:
+        started = time.perf_counter()
+        written_before = self.forest.written
+        frontier = choose_frontier(log, self.forest, options)
+        _check_coverage(log, frontier)
+        request = render_anthropic(log, frontier, options.largest_message)
+        tokens = request_tokens(request)
+        levels = Counter(i.level for i in frontier.items if isinstance(i, Summary))
+        raw_chunks = [i for i in frontier.items if not isinstance(i, Summary)]
+        report = {
+            "budget": options.budget,
+            "reserve": options.reserve,
+            "tokens": tokens,
+            "log_messages": len(log),
+            "log_tokens": sum(log.tokens),
+            "head": {"messages": frontier.head_end,
+                     "tokens": log.span_tokens(0, frontier.head_end)},
+            "raw_chunks": len(raw_chunks),
+            "summaries_by_level": {str(k): v for k, v in sorted(levels.items())},
+            "summary_tokens": sum(i.tokens for i in frontier.items if isinstance(i, Summary)),
+            "tail": {"from_message": frontier.tail_start,
+                     "messages": len(log) - frontier.tail_start,
+                     "tokens": log.span_tokens(frontier.tail_start, len(log))},
+            "folds": frontier.folded,
+            "summaries_written": self.forest.written - written_before,
+            "compile_ms": round((time.perf_counter() - started) * 1000, 2),
+        }  # fmt: skip
+        return CompileResult(request, frontier, tokens, report)
+
+
+def _check_coverage(log: ContextLog, frontier: Frontier) -> None:
+    covered = [False] * len(log)
+    spans: list[tuple[int, int]] = [(0, frontier.head_end), (frontier.tail_start, len(log))]
+    for item in frontier.items:
+        spans.append((item.start, item.end) if isinstance(item, Summary) else item)
+    for start, end in spans:
+        for i in range(start, end):
+            covered[i] = True
+    missing = [i for i, ok in enumerate(covered) if not ok]
+    if missing:
+        raise CoverageError(f"messages {missing[:5]} of the log are not in the compiled context")
