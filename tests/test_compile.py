@@ -140,16 +140,16 @@ def test_a_huge_tool_result_is_cut_with_a_marker_and_stays_paired(tmp_path: Path
 
 
 def test_over_budget_says_by_how_much() -> None:
-    # Five huge messages: each is cut to its largest size, but the head and the recent window
-    # alone still need more than the 500 tokens available.
+    # Huge messages: each is cut to its largest size, but the opening message alone, kept raw,
+    # with the rest folded, still needs more than the 200 tokens available.
     history = [
         msg(n, Role.USER if n % 2 == 0 else Role.ASSISTANT, TextBlock("word " * 3000))
-        for n in range(5)
+        for n in range(3)
     ]
     log = ContextLog.from_messages(history)
-    with pytest.raises(OverBudgetError, match=r"over the 500 available") as caught:
-        Compiler(ExtractiveSummariser()).compile(log, CompileOptions(budget=1_000, reserve=500))
-    assert "head and recent windows alone take" in str(caught.value)
+    with pytest.raises(OverBudgetError, match=r"over the 200 available") as caught:
+        Compiler(ExtractiveSummariser()).compile(log, CompileOptions(budget=1_000, reserve=800))
+    assert "kept raw, alone take" in str(caught.value)
 
 
 def test_compile_command_prints_one_json_document() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from .cache import cache_bench
 from .latency import latency_bench
 from .locomo import locomo_bench
 from .read import read_bench
@@ -27,3 +28,4 @@ bench.add_command(read_bench)
 bench.add_command(tokens_bench)
 bench.add_command(locomo_bench)
 bench.add_command(latency_bench)
+bench.add_command(cache_bench)

@@ -20,7 +20,14 @@ import orjson
 
 from ..errors import LaminaError
 from ..tokens import MESSAGE_OVERHEAD, count_text
-from .frontier import CompileOptions, Forest, Frontier, Summary, choose_frontier
+from .frontier import (
+    CompileOptions,
+    Forest,
+    Frontier,
+    OverBudgetError,
+    Summary,
+    choose_frontier,
+)
 from .log import ContextLog
 from .render import render_anthropic
 from .summarise import Summariser
@@ -67,14 +74,30 @@ class CompileResult:
 class Compiler:
     def __init__(self, summariser: Summariser) -> None:
         self.forest = Forest(summariser)
+        self.previous: Frontier | None = None
+        """The last compile's frontier: its folds are kept while they still fit."""
 
     def compile(self, log: ContextLog, options: CompileOptions) -> CompileResult:
         started = time.perf_counter()
         written_before = self.forest.written
-        frontier = choose_frontier(log, self.forest, options)
+        limit = options.available
+        for _attempt in range(6):
+            frontier = choose_frontier(log, self.forest, options, self.previous, limit)
+            request = render_anthropic(log, frontier, options.largest_message)
+            tokens = request_tokens(request)
+            if tokens <= options.available:
+                break
+            # The rendered request came out above the estimate (separator turns, markers):
+            # fold a little further, keeping what was folded.
+            self.previous = frontier
+            limit -= tokens - options.available + 32
+        else:
+            raise OverBudgetError(
+                f"the request needs {tokens} tokens, {tokens - options.available} over the "
+                f"{options.available} available"
+            )
+        self.previous = frontier
         _check_coverage(log, frontier)
-        request = render_anthropic(log, frontier, options.largest_message)
-        tokens = request_tokens(request)
         levels = Counter(i.level for i in frontier.items if isinstance(i, Summary))
         raw_chunks = [i for i in frontier.items if not isinstance(i, Summary)]
         report = {

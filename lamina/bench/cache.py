@@ -1,0 +1,255 @@
+"""`lamina bench cache`: replay a transcript as a live session and measure the prompt cache.
+
+One compile before every model call (before each assistant API response of the transcript,
+not each JSONL line). A request's cached prefix is its tokens up to the first content block
+that differs from the previous request; the cached share is the sum of those over the sum of
+all request tokens. Its ceiling for the same run is 1 minus the tokens new since the previous
+request over all request tokens: the share if no fold ever broke the prefix. Baselines in the
+same run: a sliding window (drop the oldest messages that do not fit) and compact-at-threshold
+(when over budget, replace everything but the recent window with one summary, as coding
+agents do). When the transcript records the provider's usage, its own cached share is shown
+for context (it includes the agent's fixed system prompt and tools).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from ..context.compile import Compiler, request_tokens
+from ..context.frontier import CompileOptions, Forest, Frontier, Summary
+from ..context.log import ContextLog
+from ..context.render import render_anthropic
+from ..context.summarise import ExtractiveSummariser
+from ..errors import InputError
+from ..messages import Role
+from ..readers import read_transcript
+from .common import emit, transcript_files
+
+__all__ = ["cache_bench"]
+
+Strategy = Callable[[ContextLog], dict[str, Any]]
+
+
+def _blocks(request: Mapping[str, Any]) -> list[tuple[str, bytes, int]]:
+    """The request as (role, block, tokens) in order, cache markers ignored."""
+    out = []
+    for message in request["messages"]:
+        for block in message["content"]:
+            plain = {k: v for k, v in block.items() if k != "cache_control"}
+            tokens = request_tokens({"messages": [{"role": message["role"], "content": [plain]}]})
+            out.append((message["role"], orjson.dumps(plain, option=orjson.OPT_SORT_KEYS), tokens))
+    return out
+
+
+def _prefix(previous: list[tuple[str, bytes, int]], current: list[tuple[str, bytes, int]]) -> int:
+    total = 0
+    for old, new in zip(previous, current, strict=False):
+        if old[:2] != new[:2]:
+            break
+        total += new[2]
+    return total
+
+
+class Lamina:
+    name = "lamina"
+
+    def __init__(self, options: CompileOptions) -> None:
+        self.options = options
+        self.compiler = Compiler(ExtractiveSummariser())
+
+    def __call__(self, log: ContextLog) -> dict[str, Any]:
+        return self.compiler.compile(log, self.options).request
+
+    def summary_tokens(self) -> int:
+        previous = self.compiler.previous
+        return sum(s.tokens for s in previous.summaries.values()) if previous else 0
+
+    def oldest_raw(self) -> int:
+        previous = self.compiler.previous
+        if previous is None:
+            return 0
+        raw = [i[0] for i in previous.items if not isinstance(i, Summary)]
+        return 0 if previous.head_end else min([*raw, previous.tail_start])
+
+    def summariser_calls(self) -> int:
+        return self.compiler.forest.written
+
+
+def _fits_from(log: ContextLog, avail: int, largest: int) -> int:
+    total = 0
+    for i in range(len(log) - 1, -1, -1):
+        total += min(log.tokens[i], largest) + 4
+        if total > avail:
+            return i + 1
+    return 0
+
+
+class SlidingWindow:
+    name = "sliding_window"
+
+    def __init__(self, options: CompileOptions) -> None:
+        self.options = options
+        self.start = 0
+
+    def __call__(self, log: ContextLog) -> dict[str, Any]:
+        avail, largest = self.options.available, self.options.largest_message
+        self.start = _fits_from(log, avail, largest)
+        for _ in range(50):
+            request = render_anthropic(log, Frontier(0, [], self.start, 0), largest)
+            if request_tokens(request) <= avail:
+                return request
+            self.start += 1
+        return request
+
+    def summary_tokens(self) -> int:
+        return 0
+
+    def oldest_raw(self) -> int:
+        return self.start
+
+    def summariser_calls(self) -> int:
+        return 0
+
+
+class CompactAtThreshold:
+    name = "compact_at_threshold"
+
+    def __init__(self, options: CompileOptions) -> None:
+        self.options = options
+        self.forest = Forest(ExtractiveSummariser())
+        self.summary: Summary | None = None
+        self.calls = 0
+
+    def _request(self, log: ContextLog) -> dict[str, Any]:
+        items: list[tuple[int, int] | Summary] = [self.summary] if self.summary else []
+        tail = self.summary.end if self.summary else 0
+        return render_anthropic(log, Frontier(0, items, tail, 0), self.options.largest_message)
+
+    def __call__(self, log: ContextLog) -> dict[str, Any]:
+        request = self._request(log)
+        if request_tokens(request) <= self.options.available:
+            return request
+        keep = int(self.options.available * self.options.recent_share)
+        start = _fits_from(log, keep, self.options.largest_message)
+        while start < len(log) and log.messages[start].role is not Role.USER:
+            start += 1
+        text = self.forest.summariser.summarise(log.slice(0, start), 2_000)
+        self.summary = Summary(f"C{self.calls}", 1, 0, start, text, request_tokens(
+            {"messages": [{"role": "assistant", "content": [{"type": "text", "text": text}]}]}
+        ), (), self.forest.summariser.name)  # fmt: skip
+        self.calls += 1
+        return self._request(log)
+
+    def summary_tokens(self) -> int:
+        return self.summary.tokens if self.summary else 0
+
+    def oldest_raw(self) -> int:
+        return self.summary.end if self.summary else 0
+
+    def summariser_calls(self) -> int:
+        return self.calls
+
+
+def replay(log_messages: Sequence[Any], strategy: Any) -> dict[str, Any]:
+    log = ContextLog()
+    previous: list[tuple[str, bytes, int]] = []
+    total = cached = new = peak = breaks = 0
+    times: list[float] = []
+    pending_new = 0
+    requests = 0
+    for message in log_messages:
+        if message.role is Role.ASSISTANT and len(log):
+            started = time.perf_counter()
+            request = strategy(log)
+            times.append((time.perf_counter() - started) * 1000)
+            blocks = _blocks(request)
+            tokens = sum(b[2] for b in blocks)
+            prefix = _prefix(previous, blocks)
+            if previous and prefix < sum(b[2] for b in previous):
+                breaks += 1
+            total += tokens
+            cached += prefix
+            new += min(tokens, pending_new) if previous else tokens
+            peak = max(peak, tokens)
+            previous = blocks
+            pending_new = 0
+            requests += 1
+        if log.append(message):
+            pending_new += log.tokens[-1]
+    ordered = sorted(times) or [0.0]
+    return {
+        "requests": requests,
+        "cached_share": round(cached / total, 4) if total else None,
+        "ceiling": round(1 - new / total, 4) if total else None,
+        "compile_ms": {
+            "p50": round(statistics.median(ordered), 2),
+            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+        },
+        "prefix_breaks": breaks,
+        "peak_tokens": peak,
+        "summariser_calls": strategy.summariser_calls(),
+        "summary_tokens": strategy.summary_tokens(),
+        "oldest_raw_message": strategy.oldest_raw(),
+        "log_messages": len(log),
+    }
+
+
+def recorded_share(messages: Sequence[Any]) -> float | None:
+    read = total = 0
+    for message in messages:
+        if message.role is not Role.ASSISTANT or message.is_sidechain:
+            continue
+        body = message.records[0].get("message") if message.records else None
+        usage = body.get("usage") if isinstance(body, Mapping) else None
+        if isinstance(usage, Mapping):
+            cache_read = int(usage.get("cache_read_input_tokens") or 0)
+            read += cache_read
+            total += cache_read + int(usage.get("cache_creation_input_tokens") or 0)
+            total += int(usage.get("input_tokens") or 0)
+    return round(read / total, 4) if total else None
+
+
+@click.command("cache")
+@click.option(
+    "--transcript",
+    "transcripts",
+    multiple=True,
+    help="Transcript(s) to replay (default: the shared spotter sessions).",
+)
+@click.option("--budget", type=click.IntRange(min=2000), default=32_000, show_default=True)
+@click.option("--reserve", type=click.IntRange(min=0), default=4_000, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def cache_bench(transcripts: tuple[str, ...], budget: int, reserve: int, as_json: bool) -> None:
+    """Prompt-cache share of compiles replayed before every model call, with baselines."""
+    if transcripts:
+        files = [Path(t) for t in transcripts]
+    else:
+        files = [
+            p
+            for p in transcript_files(None)
+            if p.name.startswith("spotter-") and ".subagent-" not in p.name
+        ]
+    if reserve >= budget:
+        raise InputError("--reserve must be smaller than --budget")
+    options = CompileOptions(budget=budget, reserve=reserve)
+    results: dict[str, Any] = {}
+    for path in files:
+        messages = read_transcript(str(path)).messages
+        results[path.name] = {
+            strategy.name: replay(messages, strategy)
+            for strategy in (Lamina(options), SlidingWindow(options), CompactAtThreshold(options))
+        }
+        results[path.name]["recorded_cached_share"] = recorded_share(messages)
+    out: dict[str, Any] = {"benchmark": "cache", "budget": budget, "reserve": reserve}
+    if len(results) == 1:
+        out.update(next(iter(results.values())))
+    else:
+        out["transcripts"] = results
+    emit(out, as_json)
