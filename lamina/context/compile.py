@@ -90,7 +90,7 @@ class Compiler:
             # The rendered request came out above the estimate (separator turns, markers):
             # fold a little further, keeping what was folded.
             self.previous = frontier
-            limit -= tokens - options.available + 32
+            limit = min(limit, frontier.tokens) - (tokens - options.available) - 32
         else:
             raise OverBudgetError(
                 f"the request needs {tokens} tokens, {tokens - options.available} over the "

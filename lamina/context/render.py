@@ -46,22 +46,41 @@ class _Turn:
 
 
 def _cut(text: str, limit: int) -> str:
+    """The text, or its beginning and end with a marker between, within `limit` tokens."""
     tokens = count_text(text)
     if tokens <= limit:
         return text
-    keep = max(40, int(len(text) * limit / tokens) - 80)
-    head, tail = text[: keep * 2 // 3], text[-(keep // 3) :]
-    return f"{head}\n[… {tokens - limit} tokens cut by Lamina to fit the budget …]\n{tail}"
+    chars = max(40, int(len(text) * limit / tokens) - 80)
+    while True:
+        head, tail = text[: chars * 2 // 3], text[-(chars // 3) :]
+        cut = f"{head}\n[… {tokens - limit} tokens cut by Lamina to fit the budget …]\n{tail}"
+        if count_text(cut) <= limit or chars <= 40:
+            return cut
+        chars = int(chars * 0.8)
 
 
 def _blocks(message: Message, largest: int) -> list[dict[str, Any]]:
+    """The message's blocks for the provider; when the message is over `largest` tokens, each
+    text and tool result is cut in proportion to its size so the whole stays within it."""
+    sizes = {
+        id(b): count_text(b.text)
+        for b in message.blocks
+        if isinstance(b, TextBlock | ToolResultBlock)
+    }
+    total = sum(sizes.values())
+
+    def allowance(block: TextBlock | ToolResultBlock) -> int:
+        if total <= largest:
+            return largest
+        return max(40, largest * sizes[id(block)] // total)
+
     out: list[dict[str, Any]] = []
     for block in message.blocks:
         if isinstance(block, ThinkingBlock):
             continue
         if isinstance(block, TextBlock):
             if block.text.strip():
-                out.append({"type": "text", "text": _cut(block.text, largest)})
+                out.append({"type": "text", "text": _cut(block.text, allowance(block))})
         elif isinstance(block, ToolUseBlock):
             out.append({"type": "tool_use", "id": block.id, "name": block.name,
                         "input": block.input if isinstance(block.input, dict) else {}})  # fmt: skip
@@ -69,7 +88,7 @@ def _blocks(message: Message, largest: int) -> list[dict[str, Any]]:
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": block.tool_use_id,
-                "content": _cut(block.text, largest) or "(no output)",
+                "content": _cut(block.text, allowance(block)) or "(no output)",
             }
             if block.is_error:
                 result["is_error"] = True
