@@ -164,3 +164,23 @@ def test_compile_command_prints_one_json_document() -> None:
     assert set(data) == {"request", "report"}
     assert validate_anthropic(data["request"]) == []
     assert data["report"]["tokens"] <= 7_000
+
+
+@needs_shared
+@pytest.mark.parametrize("budget", [8_000, 32_000])
+def test_replaying_a_real_session_every_call_compiles_valid_and_within_budget(budget: int) -> None:
+    from .conftest import CLAUDE_CODE
+
+    messages = read_transcript(str(CLAUDE_CODE / "spotter-8463c716.jsonl")).messages
+    options = CompileOptions(budget=budget, reserve=budget // 8)
+    compiler = Compiler(ExtractiveSummariser())
+    log = ContextLog()
+    compiles = 0
+    for message in messages:
+        if message.role is Role.ASSISTANT and len(log):
+            result = compiler.compile(log, options)
+            assert validate_anthropic(result.request) == []
+            assert result.tokens <= options.available
+            compiles += 1
+        log.append(message)
+    assert compiles > 100
