@@ -131,6 +131,24 @@ def test_async_retain_is_an_operation_any_instance_can_answer(server: Server) ->
     assert SQLiteStore(server.home / "lamina.db").get_operation(op)["status"] == "done"
 
 
+def test_compile_endpoint_returns_a_valid_request(server: Server) -> None:
+    from lamina.context import validate_anthropic
+
+    conversation = []
+    for n in range(40):  # about 12k tokens in under 64 KB
+        conversation.append({"role": "user", "content": f"question {n} " + "about caching " * 25})
+        conversation.append({"role": "assistant", "content": f"answer {n} " + "cache it " * 40})
+    out = server.call("POST", "/v1/compile", json={"messages": conversation, "budget": 4000,
+                                                   "reserve": 500})  # fmt: skip
+    assert out.status_code == 200, out.text
+    data = out.json()
+    assert validate_anthropic(data["request"]) == []
+    assert data["report"]["tokens"] <= 3500 and data["report"]["summaries_by_level"]
+    bad = server.call("POST", "/v1/compile", json={"messages": conversation, "budget": 1000,
+                                                   "reserve": 900})  # fmt: skip
+    assert bad.status_code == 400
+
+
 def test_limits_and_error_shapes(server: Server) -> None:
     big = server.call(
         "POST", "/v1/banks/alpha/retain", json={"document": "d", "text": "x" * 100_000}
@@ -166,7 +184,7 @@ json_values = st.recursive(
 @given(
     path=st.sampled_from(
         ["/v1/banks/alpha/recall", "/v1/banks/alpha/retain", "/v1/banks/%00/recall",
-         "/v1/banks/alpha/documents/..%2F..", "/v1/operations/x"]
+         "/v1/banks/alpha/documents/..%2F..", "/v1/operations/x", "/v1/compile"]
     ),
     body=json_values,
 )  # fmt: skip

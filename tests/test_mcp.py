@@ -56,6 +56,9 @@ async def session_run(home: Path) -> dict[str, Any]:
         out["bad"] = await session.call_tool("recall", {"query": "x", "bank": "missing"})
         out["bad_file"] = await session.call_tool("retain_transcript", {"path": "/nope.jsonl"})
         out["docs"] = payload(await session.call_tool("list_documents", {}))
+        out["compiled"] = payload(
+            await session.call_tool("compile_transcript", {"path": str(EXAMPLE), "budget": 8000})
+        )
     return out
 
 
@@ -79,6 +82,10 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
     assert "ash" in out["staging"]["results"][0]["text"]
     assert out["bad"].is_error and "no bank named 'missing'" in out["bad"].content[0].text
     assert out["bad_file"].is_error and "no such file" in out["bad_file"].content[0].text
+    from lamina.context import validate_anthropic
+
+    assert validate_anthropic(out["compiled"]["request"]) == []
+    assert out["compiled"]["report"]["tokens"] <= 8000 - 4000
     assert {d["id"] for d in out["docs"]["documents"]} == {
         "7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17",
         "notes",

@@ -8,6 +8,7 @@
     POST   /v1/banks/{bank}/recall               query, budget, limit, documents, tags, since..
     POST   /v1/banks/{bank}/retain               document, messages or text, format, tags, async
     GET    /v1/operations/{id}                   an asynchronous retain's state and result
+    POST   /v1/compile                           messages, budget, reserve -> request, report
     OpenAPI at /openapi.json, docs at /docs.
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
@@ -115,6 +116,14 @@ def _with_id(document: str, message: Any) -> Any:
         document.encode() + b"\x00" + orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
     )
     return {**message, "id": f"m_{digest.hexdigest()[:24]}"}
+
+
+class CompileBody(BaseModel):
+    messages: list[Any] = Field(min_length=1)
+    """The conversation, in the Anthropic or OpenAI shape (or Claude Code records)."""
+    format: Literal["anthropic", "openai", "claude-code"] | None = None
+    budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
+    reserve: int = Field(default=4_000, ge=0)
 
 
 class Access:
@@ -302,6 +311,22 @@ def create_app(
 
         threading.Thread(target=run, daemon=True).start()
         return {"operation": op_id, "status": "running"}
+
+    @app.post("/v1/compile")
+    def compile_request(body: CompileBody, auth: Auth) -> dict[str, Any]:
+        from ..context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
+        from ..readers import read_messages
+
+        if body.budget - body.reserve < 500:
+            raise InputError("budget minus reserve must leave at least 500 tokens")
+        with tempfile.TemporaryDirectory(prefix="lamina-http-") as tmp:
+            path = Path(tmp) / "messages.jsonl"
+            path.write_bytes(b"\n".join(orjson.dumps(m) for m in body.messages) + b"\n")
+            messages = list(read_messages(str(path), format=body.format))
+        log = ContextLog.from_messages(messages)
+        options = CompileOptions(budget=body.budget, reserve=body.reserve)
+        result = Compiler(ExtractiveSummariser()).compile(log, options)
+        return {"request": result.request, "report": result.report}
 
     @app.get("/v1/operations/{op_id}")
     def operation(op_id: str, auth: Auth) -> dict[str, Any]:

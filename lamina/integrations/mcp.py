@@ -2,10 +2,11 @@
 or streamable HTTP.
 
 Tools: `recall`, `retain_text`, `retain_transcript`, `list_banks`, `list_documents`,
-`forget_document`. A tool that fails for a reason the caller can fix (no such bank, a file that
-is not a transcript) answers with an MCP tool error carrying Lamina's one-line message; the
-server never crashes on bad input. Without a `bank` argument, tools use the server's default
-bank (`--bank`, `LAMINA_BANK`, or the project bank of the directory it was started in).
+`forget_document`, `compile_transcript`. A tool that fails for a reason the caller can fix
+(no such bank, a file that is not a transcript) answers with an MCP tool error carrying
+Lamina's one-line message; the server never crashes on bad input. Without a `bank` argument,
+tools use the server's default bank (`--bank`, `LAMINA_BANK`, or the project bank of the
+directory it was started in).
 
 Over HTTP the API keys of `lamina keys` apply as they do for `lamina serve`: once a key exists,
 every call needs `Authorization: Bearer <key>` and sees only the key's banks (others are
@@ -190,5 +191,24 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
         name = pick(bank, ctx, must_exist=True)
         return {"bank": name, "document": document,
                 "memories_forgotten": memory.forget_document(name, document)}  # fmt: skip
+
+    @server.tool(
+        description=(
+            "Compile a transcript file into an Anthropic Messages request that fits a token "
+            "budget: old stretches folded into summaries shown as recall pairs, every provider "
+            "rule respected. Returns the request and a report of what was folded."
+        )
+    )
+    @_tool_errors
+    def compile_transcript(path: str, budget: int = 32_000, reserve: int = 4_000) -> dict[str, Any]:
+        from ..context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
+        from ..readers import read_transcript
+
+        if reserve < 0 or budget - reserve < 500:
+            raise InputError("budget minus reserve must leave at least 500 tokens")
+        log = ContextLog.from_messages(read_transcript(path).messages)
+        options = CompileOptions(budget=budget, reserve=reserve)
+        result = Compiler(ExtractiveSummariser()).compile(log, options)
+        return {"request": result.request, "report": result.report}
 
     return server
