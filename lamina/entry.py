@@ -1,0 +1,34 @@
+"""The `lamina` executable. `lamina [--home DIR] hook`, which Claude Code runs around every
+prompt and turn, takes a short path that skips importing the whole command line (about 140 ms
+less per hook); everything else goes to `lamina.cli`."""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["main"]
+
+
+def _hook_home(args: list[str]) -> tuple[bool, str | None]:
+    """Whether the arguments are exactly a hook call, and its --home if given."""
+    if args == ["hook"]:
+        return True, None
+    if len(args) == 3 and args[0] == "--home" and args[2] == "hook":
+        return True, args[1]
+    if len(args) == 2 and args[0].startswith("--home=") and args[1] == "hook":
+        return True, args[0].split("=", 1)[1]
+    return False, None
+
+
+def main() -> None:
+    is_hook, home = _hook_home(sys.argv[1:])
+    if is_hook:
+        from .integrations.claude_code.hook import run_hook
+
+        output = run_hook(sys.stdin.read(), home=home)
+        if output:
+            sys.stdout.write(output + "\n")
+        return
+    from .cli import main as cli_main
+
+    cli_main()
