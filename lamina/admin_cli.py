@@ -204,8 +204,8 @@ def keys_create(
 
     Example: lamina keys create ci-agent --bank my-project
     """
+    from .access import hash_key, new_key
     from .bank.bank import MemoryBank
-    from .integrations.http import hash_key, new_key
 
     if bool(banks) == all_banks:
         raise InputError("give --bank (one or more) or --all-banks")

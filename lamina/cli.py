@@ -15,7 +15,7 @@ import click
 
 from .bank.query import QueryOptions, recall_query_for_file
 from .cli_common import emit_json, json_option
-from .errors import InputError, LaminaError, ReadWarning
+from .errors import LaminaError, ReadWarning
 from .messages import Message
 from .progress import Progress
 from .readers import detect_format, get_reader, read_messages
@@ -282,8 +282,6 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except InputError as exc:
-        fail(str(exc), exc.exit_code)
     except LaminaError as exc:
         fail(str(exc), exc.exit_code)
     except BrokenPipeError:

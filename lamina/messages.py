@@ -12,7 +12,7 @@ thinking, server tool results, ...) are kept as `UnknownBlock` with their data, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -281,8 +281,3 @@ def parse_timestamp(value: JSONValue) -> datetime | None:
             return None
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     return None
-
-
-def count_records(messages: Iterable[Message]) -> int:
-    """Number of source records behind some messages."""
-    return sum(max(1, len(m.records)) for m in messages)

@@ -22,7 +22,6 @@ the database, so any instance sharing it can answer for them.
 from __future__ import annotations
 
 import hashlib
-import secrets
 import tempfile
 import threading
 import uuid
@@ -38,6 +37,7 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
+from ..access import Access, access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..errors import (
@@ -51,20 +51,9 @@ from ..errors import (
     UnknownFormatError,
 )
 
-__all__ = ["DEFAULT_MAX_BODY", "create_app", "hash_key", "new_key"]
+__all__ = ["DEFAULT_MAX_BODY", "create_app"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-KEY_PREFIX = "lam_"
-
-
-def new_key() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(32)
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
 _STATUS: list[tuple[type[LaminaError], int]] = [
     (NotFoundError, 404),
     (UnknownFormatError, 415),
@@ -126,14 +115,6 @@ class CompileBody(BaseModel):
     reserve: int = Field(default=4_000, ge=0)
 
 
-class Access:
-    def __init__(self, banks: list[str] | None) -> None:
-        self.banks = banks  # None: every bank (no keys configured)
-
-    def allows(self, bank: str) -> bool:
-        return self.banks is None or "*" in self.banks or bank in self.banks
-
-
 class _TooLarge(Exception):
     pass
 
@@ -174,17 +155,7 @@ class BodyLimit:
 
 def _access(request: Request) -> Access:
     """Who is asking: every bank when no key is configured, else the key's banks."""
-    store = request.app.state.memory.store
-    if store.count_api_keys() == 0:
-        return Access(None)
-    header = request.headers.get("authorization", "")
-    scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key:
-        raise AccessError("an API key is required (Authorization: Bearer <key>)")
-    found = store.find_api_key(hash_key(key.strip()))
-    if found is None:
-        raise AccessError("unknown API key")
-    return Access(found[1])
+    return access_for(request.app.state.memory.store, request.headers.get("authorization"))
 
 
 Auth = Annotated[Access, Depends(_access)]

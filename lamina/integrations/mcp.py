@@ -27,10 +27,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .. import __version__
+from ..access import access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..config import default_bank
-from ..errors import AccessError, InputError, LaminaError, NotFoundError
+from ..errors import InputError, LaminaError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..turns import classify
 
@@ -67,17 +68,9 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
         """The banks this caller may use (None: all). HTTP callers show an API key once any
         exists; stdio callers are the local user."""
         headers = ctx.headers if ctx is not None else None
-        if headers is None or memory.store.count_api_keys() == 0:
+        if headers is None:
             return None
-        scheme, _, key = (headers.get("authorization") or "").partition(" ")
-        if scheme.lower() != "bearer" or not key:
-            raise AccessError("an API key is required (Authorization: Bearer <key>)")
-        from .http import hash_key
-
-        found = memory.store.find_api_key(hash_key(key.strip()))
-        if found is None:
-            raise AccessError("unknown API key")
-        return found[1]
+        return access_for(memory.store, headers.get("authorization")).banks
 
     def pick(name: str | None, ctx: Context | None = None, *, must_exist: bool = False) -> str:
         chosen = name or fallback

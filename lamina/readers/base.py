@@ -7,7 +7,7 @@ the source as a whole cannot be read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -194,7 +194,3 @@ def load_json_document(path: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise ReadError(path, _describe_json_error(data, exc)) from None
-
-
-def is_mapping(value: Any) -> bool:
-    return isinstance(value, Mapping)

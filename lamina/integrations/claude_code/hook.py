@@ -161,7 +161,7 @@ def _prompt_context(payload: Mapping[str, Any], home: Path, settings: HookSettin
     prompt = str(payload.get("prompt") or "")
     if _is_trivial(prompt, settings):
         return ""
-    bank_name = os.environ.get("LAMINA_BANK") or default_bank(payload.get("cwd") or None)
+    bank_name = default_bank(payload.get("cwd") or None)
     memory_bank = MemoryBank.open(home)
     if memory_bank.store.get_bank(bank_name) is None:
         return ""
@@ -185,7 +185,7 @@ def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) ->
     """The project's most recent other sessions: when, and what each opened with."""
     from ...bank.bank import MemoryBank
 
-    bank_name = os.environ.get("LAMINA_BANK") or default_bank(payload.get("cwd") or None)
+    bank_name = default_bank(payload.get("cwd") or None)
     memory_bank = MemoryBank.open(home)
     if memory_bank.store.get_bank(bank_name) is None:
         return ""
@@ -220,7 +220,7 @@ def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
         raise ValueError("the payload names no transcript_path or session_id")
     if not Path(transcript).is_file():
         raise FileNotFoundError(f"{transcript}: no such transcript")
-    bank = os.environ.get("LAMINA_BANK") or default_bank(payload.get("cwd") or None)
+    bank = default_bank(payload.get("cwd") or None)
     subprocess.Popen(
         [sys.executable, "-m", "lamina", "--home", str(home), "hook-worker",
          "--transcript", transcript, "--session", session, "--bank", bank, "--event", event],
