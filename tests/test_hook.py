@@ -52,6 +52,13 @@ def wait_for_records(home: Path, count: int, timeout: float = 60.0) -> int:
     return seen
 
 
+def retain_example(home: Path, tmp_path: Path) -> None:
+    """The example session retained through a Stop hook, waited for."""
+    hook(home, {"hook_event_name": "Stop", "session_id": SESSION,
+                "transcript_path": str(EXAMPLE), "cwd": str(tmp_path)})  # fmt: skip
+    assert wait_for_records(home, 83) == 83
+
+
 def test_stop_after_every_turn_retains_each_record_once(tmp_path: Path) -> None:
     home = tmp_path / "home"
     lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
@@ -81,16 +88,7 @@ def test_stop_after_every_turn_retains_each_record_once(tmp_path: Path) -> None:
 
 def test_prompt_gets_memories_of_other_sessions_only(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    hook(
-        home,
-        {
-            "hook_event_name": "Stop",
-            "session_id": SESSION,
-            "transcript_path": str(EXAMPLE),
-            "cwd": str(tmp_path),
-        },
-    )
-    wait_for_records(home, 83)
+    retain_example(home, tmp_path)
     prompt = "Remind me: which environment variable holds the database path?"
     other = hook(
         home,
@@ -137,16 +135,7 @@ def test_trivial_prompts_are_skipped(tmp_path: Path, prompt: str) -> None:
 
 def test_the_time_limit_returns_nothing_rather_than_stall(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    hook(
-        home,
-        {
-            "hook_event_name": "Stop",
-            "session_id": SESSION,
-            "transcript_path": str(EXAMPLE),
-            "cwd": str(tmp_path),
-        },
-    )
-    wait_for_records(home, 83)
+    retain_example(home, tmp_path)
     result = hook(
         home,
         {
@@ -242,9 +231,7 @@ def test_several_sessions_hooking_at_once(tmp_path: Path) -> None:
 
 def test_session_start_digest_is_off_by_default_and_lists_recent_sessions(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    hook(home, {"hook_event_name": "Stop", "session_id": SESSION,
-                "transcript_path": str(EXAMPLE), "cwd": str(tmp_path)})  # fmt: skip
-    wait_for_records(home, 83)
+    retain_example(home, tmp_path)
     start = {"hook_event_name": "SessionStart", "session_id": "new", "cwd": str(tmp_path)}
     assert hook(home, start).stdout == ""
     shown = hook(home, start, LAMINA_HOOK_SESSION_DIGEST="1")
