@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -45,6 +46,33 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def _enable_wal(conn: sqlite3.Connection, path: str) -> None:
+    """Switch the file to WAL, waiting out other processes doing the same.
+
+    SQLite does not call the busy handler while a journal-mode change waits for its
+    exclusive lock, so two processes opening a new database at once can see "database
+    is locked" at once. WAL is persistent: once any process has switched, it is done.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            row = conn.execute("PRAGMA journal_mode").fetchone()
+            if row and str(row[0]).lower() == "wal":
+                return
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise StoreError(f"{path}: cannot switch to WAL ({exc})") from None
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"{path}: database stayed locked for {BUSY_TIMEOUT_MS / 1000:g} s"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 class SQLiteStore:
     """A `Store` on one SQLite database file (or `:memory:` for a single connection)."""
 
@@ -70,7 +98,7 @@ class SQLiteStore:
             raise StoreError(f"{self.path}: cannot open the database ({exc})") from None
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if self.path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(conn, self.path)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         with self._lock:
