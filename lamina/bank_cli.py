@@ -19,7 +19,7 @@ import orjson
 from .bank.bank import MemoryBank
 from .bank.recall import RecallOptions
 from .bank.retain import RetainOptions
-from .cli_common import emit_json, json_option
+from .cli_common import emit_json, json_option, open_bank
 from .config import default_bank
 from .errors import InputError
 from .progress import Progress
@@ -28,14 +28,13 @@ __all__ = ["register"]
 
 
 def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = None) -> MemoryBank:
-    home = (ctx.obj or {}).get("home")
     extractor = None
     if facts_model:
         from .bank.extract import FactExtractor
         from .llm import get_llm
 
         extractor = FactExtractor(get_llm(facts_model))
-    return MemoryBank.open(home, retain_options=RetainOptions(embed=embed, extractor=extractor))
+    return open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
 
 
 def _bank_option(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -79,15 +79,22 @@ def _messages_with_progress(
     metavar="DIR",
     help="Data directory (default: $LAMINA_HOME, else the platform's user data folder).",
 )
+@click.option(
+    "--database-url",
+    envvar="LAMINA_DATABASE_URL",
+    default=None,
+    metavar="URL",
+    help="Database: postgresql://... or a SQLite path (default: the data directory's lamina.db).",
+)
 @click.pass_context
-def cli(ctx: click.Context, home: str | None) -> None:
+def cli(ctx: click.Context, home: str | None, database_url: str | None) -> None:
     """Lamina: memory for LLM agents.
 
     Reads agent transcripts (Claude Code sessions, Anthropic and OpenAI message lists, LoCoMo
     conversations), keeps what was said in a memory bank, and recalls what matters for the
     next prompt.
     """
-    ctx.obj = {"home": home}
+    ctx.obj = {"home": home, "database_url": database_url}
 
 
 @cli.command()

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
 
-__all__ = ["emit_json", "json_option"]
+if TYPE_CHECKING:
+    from .bank.bank import MemoryBank
+    from .bank.retain import RetainOptions
+
+__all__ = ["emit_json", "json_option", "open_bank"]
+
+
+def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -> MemoryBank:
+    """The memory bank the command line's --home / --database-url (or their defaults) name."""
+    from .bank.bank import MemoryBank
+
+    obj = ctx.find_root().obj or {}
+    return MemoryBank.open(
+        obj.get("home"), database_url=obj.get("database_url"), retain_options=retain_options
+    )
 
 
 def emit_json(value: Any) -> None:

@@ -10,6 +10,7 @@ The config file is TOML at `$LAMINA_CONFIG`, else the platform's user config fol
 (`~/.config/lamina/config.toml` on Linux):
 
     home = "~/lamina-data"            # data directory
+    database_url = "postgresql://lamina@db.internal/lamina"   # optional; SQLite otherwise
 
     [banks]                           # project root -> bank, overriding the derived name
     "~/src/inkwell" = "inkwell"
@@ -23,6 +24,10 @@ The config file is TOML at `$LAMINA_CONFIG`, else the platform's user config fol
 
 Data directory: `--home`, `LAMINA_HOME`, `home` in the config file, the platform's user data
 folder (`~/.local/share/lamina` on Linux). The SQLite database is `<home>/lamina.db`.
+
+Database: `--database-url`, `LAMINA_DATABASE_URL`, `database_url` in the config file, else the
+SQLite file above. A `postgresql://` URL selects the PostgreSQL store; `sqlite:///PATH` or a
+plain path a SQLite file.
 
 Default bank for a directory (the rule the Claude Code plugin uses too): the project's root is
 the top of its git repository, and all worktrees of one repository share the main worktree's
@@ -51,6 +56,7 @@ __all__ = [
     "config_path",
     "data_home",
     "database_path",
+    "database_target",
     "default_bank",
     "load_config",
     "project_root",
@@ -95,6 +101,25 @@ def data_home(home: str | Path | None = None, env: Mapping[str, str] | None = No
 
 def database_path(home: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:
     return data_home(home, env) / DATABASE_NAME
+
+
+def database_target(
+    home: str | Path | None = None,
+    database_url: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str | Path:
+    """The database to use: a URL when one is configured, else the data directory's file."""
+    environ = os.environ if env is None else env
+    if database_url:
+        return database_url
+    if environ.get("LAMINA_DATABASE_URL"):
+        return environ["LAMINA_DATABASE_URL"]
+    configured = load_config(environ).get("database_url")
+    if configured is not None and not (isinstance(configured, str) and configured):
+        raise ConfigError(f"{config_path(environ)}: database_url must be a non-empty string")
+    if isinstance(configured, str):
+        return configured
+    return database_path(home, environ)
 
 
 def _git_common_root(directory: Path) -> Path | None:

@@ -8,9 +8,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from .config import data_home, database_path, default_bank
+from .config import data_home, database_target, default_bank
 from .integrations.claude_code.install import installed_scopes, settings_path
-from .store.sqlite import SQLiteStore
+from .store import describe_target, open_store
 
 __all__ = ["status_report"]
 
@@ -26,14 +26,18 @@ def _tail(path: Path, lines: int) -> list[str]:
 
 
 def status_report(
-    home: str | Path | None = None, directory: str | Path | None = None
+    home: str | Path | None = None,
+    directory: str | Path | None = None,
+    database_url: str | None = None,
 ) -> dict[str, Any]:
     base = data_home(home)
-    db = database_path(home)
+    target = database_target(home, database_url)
+    # A server database is there to be asked; a SQLite file is not created just to report.
+    exists = target.exists() if isinstance(target, Path) else True
     report: dict[str, Any] = {
         "data_dir": str(base),
-        "database": str(db),
-        "database_exists": db.exists(),
+        "database": describe_target(target),
+        "database_exists": exists,
         "default_bank": default_bank(directory),
         "hooks": {
             scope: {"installed": installed, "settings": str(settings_path(scope, directory))}
@@ -43,9 +47,9 @@ def status_report(
         "hook_log": str(base / "logs" / "hooks.log"),
         "hook_log_tail": _tail(base / "logs" / "hooks.log", LOG_TAIL),
     }
-    if not db.exists():
+    if not exists:
         return report
-    store = SQLiteStore(db)
+    store = open_store(target)
     try:
         report["database_bytes"] = store.size_bytes()
         for bank in store.list_banks():

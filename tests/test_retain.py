@@ -19,7 +19,7 @@ from lamina.bank.redact import Redactor
 from lamina.bank.retain import RetainOptions
 from lamina.embed import HashEmbedder
 from lamina.readers import read_transcript
-from lamina.store.sqlite import SQLiteStore
+from lamina.store import open_store
 
 from .conftest import CC, CLAUDE_CODE, EXAMPLE, needs_shared
 
@@ -35,8 +35,8 @@ class CountingEmbedder(HashEmbedder):
 
 
 @pytest.fixture
-def bank(tmp_path: Path) -> MemoryBank:
-    return MemoryBank(SQLiteStore(tmp_path / "db" / "lamina.db"), CountingEmbedder())
+def bank(database: str) -> MemoryBank:
+    return MemoryBank(open_store(database), CountingEmbedder())
 
 
 def session_lines(turns: int) -> list[str]:
@@ -195,15 +195,15 @@ RETAIN_SCRIPT = """
 import sys
 from lamina.bank.bank import MemoryBank
 from lamina.embed import HashEmbedder
-from lamina.store.sqlite import SQLiteStore
-bank = MemoryBank(SQLiteStore(sys.argv[1]), HashEmbedder())
+from lamina.store import open_store
+bank = MemoryBank(open_store(sys.argv[1]), HashEmbedder())
 for path in sys.argv[3:]:
     bank.retain_file(path, sys.argv[2])
 print("done", flush=True)
 """
 
 
-def test_two_processes_retaining_into_one_bank_at_once(tmp_path: Path) -> None:
+def test_two_processes_retaining_into_one_bank_at_once(tmp_path: Path, database: str) -> None:
     files = []
     for n in range(6):
         cc = CC(session=f"s{n}")
@@ -211,7 +211,7 @@ def test_two_processes_retaining_into_one_bank_at_once(tmp_path: Path) -> None:
             cc.user(f"session {n} question {t}")
             cc.assistant(f"session {n} answer {t}")
         files.append(str(cc.write(tmp_path / f"s{n}.jsonl")))
-    db = str(tmp_path / "lamina.db")
+    db = database
     # Both processes retain every file (same documents!), in different orders.
     procs = [
         subprocess.Popen(
@@ -226,23 +226,25 @@ def test_two_processes_retaining_into_one_bank_at_once(tmp_path: Path) -> None:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         assert out.strip() == "done"
-    store = SQLiteStore(db)
+    store = open_store(db)
     assert store.count_records("proj") == 6 * 80
     assert store.bank_stats("proj").memories == 6 * (40 + 39)  # turns and 2-turn windows
 
 
-def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(tmp_path: Path) -> None:
+def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(
+    tmp_path: Path, database: str
+) -> None:
     cc = CC()
     for t in range(2000):
         cc.user(f"question {t} " + "word " * 40)
         cc.assistant(f"answer {t} " + "text " * 40)
     path = str(cc.write(tmp_path / "big.jsonl"))
-    db = str(tmp_path / "lamina.db")
+    db = database
     expected_records = len(read_transcript(path).messages)
     # How long a whole retain takes here, so the kills land inside it.
     started = time.monotonic()
     subprocess.run(
-        [sys.executable, "-c", RETAIN_SCRIPT, str(tmp_path / "timing.db"), "proj", path],
+        [sys.executable, "-c", RETAIN_SCRIPT, db, "timing", path],
         check=True,
         capture_output=True,
         timeout=300,
@@ -261,7 +263,7 @@ def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(tmp_path: P
             os.kill(proc.pid, signal.SIGKILL)
             killed += 1
         proc.wait(timeout=60)
-        store = SQLiteStore(db)
+        store = open_store(db)
         records = store.count_records("proj")
         memories = store.bank_stats("proj").memories
         store.close()
@@ -275,7 +277,7 @@ def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(tmp_path: P
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    store = SQLiteStore(db)
+    store = open_store(db)
     assert store.count_records("proj") == expected_records
     assert store.bank_stats("proj").memories == 2000 + 1999
 

@@ -5,25 +5,36 @@ A new store (PostgreSQL) adds a factory to STORES and must pass the same tests u
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lamina.bank.model import Cursor, Memory
+from lamina.errors import StoreError
 from lamina.store.base import RetainBatch, Store
 from lamina.store.sqlite import SQLiteStore
 
-STORES: dict[str, Callable[[Path], Store]] = {
-    "sqlite": lambda tmp: SQLiteStore(tmp / "lamina.db"),
+
+def _postgres(request: pytest.FixtureRequest) -> Store:
+    from lamina.store.postgres import PostgresStore
+
+    return PostgresStore(request.getfixturevalue("pg_url"))
+
+
+STORES: dict[str, Callable[[pytest.FixtureRequest], Store]] = {
+    "sqlite": lambda request: SQLiteStore(request.getfixturevalue("tmp_path") / "lamina.db"),
+    "postgres": _postgres,
 }
 
 
 @pytest.fixture(params=sorted(STORES))
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s = STORES[request.param](tmp_path)
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    s = STORES[request.param](request)
     s.migrate()
     yield s
     s.close()
@@ -173,3 +184,97 @@ def test_banks_are_isolated(store: Store) -> None:
     assert mine.text == "text" and theirs.text == "other bank"
     store.delete_bank("c")
     assert store.get_memories("b", ["m1"])
+
+
+def test_vectors_round_trip_bit_for_bit(store: Store) -> None:
+    rng = np.random.default_rng(3)
+    vector = rng.standard_normal(384).astype(np.float32)
+    store.apply_retain(batch(0, ["r1"], [replace(memory("m1"), embedding=vector)]))
+    (got,) = store.get_memories("b", ["m1"])
+    assert got.embedding is not None and got.embedding.dtype == np.float32
+    assert np.array_equal(got.embedding, vector)
+    (row,) = list(store.iter_memories("b"))
+    assert row.memory.embedding is not None and np.array_equal(row.memory.embedding, vector)
+
+
+def test_text_and_metadata_keep_every_character(store: Store) -> None:
+    text = "naïve café — 日本語 🙂 \u2028 tabs\tand\nnewlines"
+    store.apply_retain(
+        batch(0, ["r1"], [memory("m1", text)], metadata={"path": "/tmp/é", "nested": {"n": [1]}})
+    )
+    (got,) = store.get_memories("b", ["m1"])
+    assert got.text == text
+    doc = store.get_document("b", "d1")
+    assert doc is not None and doc.metadata == {"path": "/tmp/é", "nested": {"n": [1]}}
+
+
+def test_document_metadata_merges_and_tags_accumulate(store: Store) -> None:
+    store.apply_retain(batch(0, ["r1"], [], metadata={"a": 1}, tags=["x"]))
+    store.apply_retain(batch(1, ["r2"], [], metadata={"b": 2}, tags=["y", "x"]))
+    doc = store.get_document("b", "d1")
+    assert doc is not None and doc.metadata == {"a": 1, "b": 2} and doc.tags == ("x", "y")
+    assert doc.updated_at >= doc.created_at
+
+
+def test_stale_memories_are_deleted_in_the_same_batch(store: Store) -> None:
+    store.apply_retain(batch(0, ["r1"], [memory("m1"), memory("m2")]))
+    before = store.generation("b")
+    outcome = store.apply_retain(batch(1, ["r2"], [memory("m3")], delete_memories=["m1"]))
+    assert outcome.deleted == 1 and outcome.inserted == 1
+    assert [m.id for m in store.get_memories("b", ["m1", "m2", "m3"])] == ["m2", "m3"]
+    assert store.generation("b")[1] > before[1]
+
+
+def test_api_keys_are_unique_by_name_and_found_by_hash(store: Store) -> None:
+    store.create_api_key("ci", "hash-1", ["alpha", "beta"])
+    store.create_api_key("admin", "hash-2", ["*"])
+    with pytest.raises(StoreError, match="'ci' already exists"):
+        store.create_api_key("ci", "hash-3", [])
+    assert store.find_api_key("hash-1") == ("ci", ["alpha", "beta"])
+    assert store.find_api_key("nope") is None
+    listed = store.list_api_keys()
+    assert [(n, b) for n, b, _ in listed] == [("admin", ["*"]), ("ci", ["alpha", "beta"])]
+    assert all(datetime.fromisoformat(created) for _, _, created in listed)
+    assert store.count_api_keys() == 2
+    assert store.delete_api_key("ci") and not store.delete_api_key("ci")
+    assert store.count_api_keys() == 1
+
+
+def test_operations_are_saved_and_updated(store: Store) -> None:
+    store.save_operation("op1", "retain", "b", "running")
+    store.save_operation("op1", "retain", "b", "done", result={"memories": 3})
+    op = store.get_operation("op1")
+    assert op is not None and op["status"] == "done" and op["result"] == {"memories": 3}
+    assert op["error"] is None and datetime.fromisoformat(op["created_at"])
+    store.save_operation("op2", "retain", "b", "failed", error="boom")
+    failed = store.get_operation("op2")
+    assert failed is not None and failed["error"] == "boom" and failed["result"] is None
+    assert store.get_operation("missing") is None
+
+
+def test_migrate_twice_applies_nothing_new(store: Store) -> None:
+    assert store.migrate() == []
+    assert store.list_banks() == []
+
+
+def test_racing_retains_of_one_cursor_commit_exactly_once(store: Store) -> None:
+    """Many threads compute a batch from the same cursor; exactly one may land."""
+    store.apply_retain(batch(0, ["r0"], [memory("m0")]))
+    barrier = threading.Barrier(6)
+
+    def attempt(n: int) -> bool:
+        barrier.wait()
+        return store.apply_retain(batch(1, [f"r{n}", "r0"], [memory(f"x{n}")])).committed
+
+    with ThreadPoolExecutor(6) as pool:
+        outcomes = list(pool.map(attempt, range(1, 7)))
+    assert outcomes.count(True) == 1
+    assert store.count_records("b") == 2
+    assert store.get_cursor("b", "d1").version == 2
+    assert store.bank_stats("b").memories == 2
+
+
+def test_size_is_reported(store: Store) -> None:
+    store.apply_retain(batch(0, ["r1"], [memory("m1")]))
+    size = store.size_bytes()
+    assert size is not None and size > 0

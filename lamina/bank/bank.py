@@ -1,6 +1,7 @@
 """`MemoryBank`: the library's front door to retain and recall.
 
-    bank = MemoryBank.open()                       # SQLite in the data directory
+    bank = MemoryBank.open()                       # SQLite in the data directory, or the
+                                                   # configured PostgreSQL database
     bank.retain_file("session.jsonl", "my-project")
     result = bank.recall("which database did we pick?", "my-project")
     print(result.block())                          # a <lamina_memories> block for a prompt
@@ -16,12 +17,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import database_path
+from ..config import database_target
 from ..embed import Embedder, default_embedder
 from ..errors import InputError
 from ..messages import Message
+from ..store import open_store
 from ..store.base import Store
-from ..store.sqlite import SQLiteStore
 from .index import BankIndex
 from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index
@@ -59,11 +60,16 @@ class MemoryBank:
         cls,
         home: str | Path | None = None,
         *,
+        database_url: str | None = None,
         embedder: Embedder | None = None,
         retain_options: RetainOptions | None = None,
     ) -> MemoryBank:
-        """A bank on the SQLite database of a data directory (created and migrated on use)."""
-        return cls(SQLiteStore(database_path(home)), embedder, retain_options=retain_options)
+        """A bank on the configured database (created and migrated on first use).
+
+        `database_url` wins; then $LAMINA_DATABASE_URL, the config file's `database_url`, and
+        the SQLite file of the data directory `home` (see lamina.config)."""
+        store = open_store(database_target(home, database_url))
+        return cls(store, embedder, retain_options=retain_options)
 
     @property
     def embedder(self) -> Embedder:

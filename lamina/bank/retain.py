@@ -316,7 +316,7 @@ class Retainer:
         texts: dict[str, str] = {}
         for unit in units:
             text, count = self.options.redactor.redact(unit.text)
-            texts[unit.key] = text
+            texts[unit.key] = _storable(text)
             redactions += count
         ids = {unit.key: memory_id(document, unit) for unit in units}
         hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
@@ -325,10 +325,10 @@ class Retainer:
         facts, stale, fact_errors = self._facts(bank, document, changed)
         for unit in facts:
             text, count = self.options.redactor.redact(unit.text)
-            texts[unit.key] = text
+            texts[unit.key] = _storable(text)
             redactions += count
             ids[unit.key] = memory_id(document, unit)
-            hashes[unit.key] = content_hash(unit, text)
+            hashes[unit.key] = content_hash(unit, texts[unit.key])
         changed += facts
         vectors = self._embed(changed, texts, bank, ids)
         all_tags = tuple(dict.fromkeys(tags))
@@ -462,3 +462,9 @@ def hash_text(message: Message) -> str:
 
 def _since(started: float) -> float:
     return time.perf_counter() - started
+
+
+def _storable(text: str) -> str:
+    """Text every store keeps as it is: NUL characters (which PostgreSQL's text type refuses)
+    become U+FFFD, the replacement character."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text

@@ -1,0 +1,685 @@
+"""The PostgreSQL store: the same protocol as SQLite, for banks shared by many hosts.
+
+    store = PostgresStore("postgresql://lamina@db.internal/lamina")
+
+Connections come from a pool (psycopg_pool), sized by `pool_min` / `pool_max` or the URL's
+`pool_max` query parameter. Vectors live in pgvector `vector` columns, metadata in jsonb.
+
+Concurrency. A retain is one transaction. It first locks its bank's row (`SELECT ... FOR
+UPDATE`), so writes to one bank are serialised the way SQLite serialises all writes:
+
+- the cursor compare-and-swap is exact (two hosts retaining the same growing transcript store
+  each record once; the loser's batch commits nothing and it retries from the new cursor);
+- memory sequence numbers are handed out in commit order within a bank, which is what lets a
+  reader extend its in-process index with `iter_memories(after_seq=...)` without missing rows.
+
+Writes to different banks do not wait for each other.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+import numpy.typing as npt
+
+from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+from ..errors import StoreError
+from .base import MemoryRow, RetainBatch, RetainOutcome
+from .postgres_migrations import MIGRATIONS
+from .urls import describe_target
+
+try:
+    import psycopg
+    from psycopg.adapt import Buffer, Dumper, Loader
+    from psycopg.pq import Format
+    from psycopg.types import TypeInfo
+    from psycopg.types.json import Jsonb
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise StoreError(
+        "the PostgreSQL store needs the postgres extra: pip install 'lamina[postgres]'"
+    ) from exc
+
+__all__ = ["PostgresStore"]
+
+_MIGRATION_LOCK = 0x4C414D49  # "LAMI": one migrating process at a time, per database
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- pgvector <-> numpy, binary both ways ------------------------------------------------------
+# pgvector's binary form is: dimensions (int16), unused (int16), then float32s, big-endian.
+class _VectorDumper(Dumper):
+    format = Format.BINARY
+
+    def dump(self, obj: Any) -> Buffer:
+        vector = np.asarray(obj, dtype=">f4")
+        return np.array([vector.shape[0], 0], dtype=">u2").tobytes() + vector.tobytes()
+
+
+class _VectorLoader(Loader):
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> npt.NDArray[np.float32]:
+        return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float32)
+
+
+def _register_vector(conn: psycopg.Connection[Any]) -> None:
+    info = TypeInfo.fetch(conn, "vector")
+    if info is None:
+        raise StoreError("the pgvector extension is missing from the database (run lamina migrate)")
+    dumper = type("VectorDumper", (_VectorDumper,), {"oid": info.oid})
+    conn.adapters.register_dumper(np.ndarray, dumper)
+    conn.adapters.register_loader(info.oid, _VectorLoader)
+
+
+def _jsonb(value: Mapping[str, Any]) -> Jsonb:
+    """Metadata as jsonb, which cannot hold NUL characters: they become U+FFFD."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, str):
+            return v.replace("\x00", "\ufffd")
+        if isinstance(v, Mapping):
+            return {clean(k): clean(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [clean(x) for x in v]
+        return v
+
+    return Jsonb(clean(value))
+
+
+def _vector(value: Any) -> npt.NDArray[np.float32] | None:
+    return None if value is None else np.asarray(value, dtype=np.float32)
+
+
+class PostgresStore:
+    """A `Store` on a PostgreSQL database with the pgvector extension."""
+
+    def __init__(self, url: str, *, pool_min: int = 1, pool_max: int | None = None) -> None:
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        self.pool_max = int(query.pop("pool_max", pool_max or 8))
+        self.pool_min = min(pool_min, self.pool_max)
+        self.url = urlunsplit(parts._replace(query=urlencode(query)))
+        self._pool: ConnectionPool | None = None
+        self._lock = threading.Lock()
+        self._migrated = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({describe_target(self.url)!r})"
+
+    # -- connections -----------------------------------------------------------------------
+    def _connect_raw(self) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        except psycopg.Error as exc:
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"{describe_target(self.url)}: cannot connect ({message})") from None
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    if not self._migrated:
+                        self.migrate()
+                    pool = ConnectionPool(
+                        self.url,
+                        min_size=self.pool_min,
+                        max_size=self.pool_max,
+                        kwargs={"autocommit": True},
+                        configure=_register_vector,
+                        open=False,
+                        name="lamina",
+                    )
+                    try:
+                        pool.open(wait=True, timeout=30)
+                    except Exception as exc:
+                        pool.close()
+                        raise StoreError(
+                            f"{describe_target(self.url)}: cannot open a connection pool ({exc})"
+                        ) from None
+                    self._pool = pool
+        return self._pool
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        with self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _write(self) -> Iterator[psycopg.Connection[Any]]:
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+    # -- migrations ------------------------------------------------------------------------
+    def migrate(self) -> list[str]:
+        self._migrated = True
+        applied: list[str] = []
+        with self._connect_raw() as conn, conn.transaction():
+            # Several processes may start at once; one migrates, the others wait and see.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations"
+                " (name text PRIMARY KEY, applied_at timestamptz NOT NULL)"
+            )
+            done = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+            for name, sql in MIGRATIONS:
+                if name in done:
+                    continue
+                try:
+                    conn.execute(sql.encode())
+                except psycopg.Error as exc:
+                    raise StoreError(
+                        f"{describe_target(self.url)}: migration {name} failed ({exc})"
+                    ) from None
+                conn.execute(
+                    "INSERT INTO schema_migrations (name, applied_at) VALUES (%s, %s)",
+                    (name, _now()),
+                )
+                applied.append(name)
+        return applied
+
+    def applied_migrations(self) -> list[str]:
+        with self._conn() as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+    # -- banks -----------------------------------------------------------------------------
+    def ensure_bank(self, name: str) -> Bank:
+        with self._conn() as conn:
+            conn.execute(
+                "INSERT INTO banks (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,)
+            )
+        bank = self.get_bank(name)
+        assert bank is not None
+        return bank
+
+    def get_bank(self, name: str) -> Bank | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT name, created_at, metadata FROM banks WHERE name = %s", (name,)
+            ).fetchone()
+        return None if row is None else Bank(row[0], row[1], row[2])
+
+    def list_banks(self) -> list[Bank]:
+        with self._conn() as conn:
+            rows = conn.execute("SELECT name, created_at, metadata FROM banks ORDER BY name")
+            return [Bank(r[0], r[1], r[2]) for r in rows]
+
+    def delete_bank(self, name: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM banks WHERE name = %s", (name,))
+        return cur.rowcount > 0
+
+    def bank_stats(self, name: str) -> BankStats:
+        with self._conn() as conn:
+            row = conn.execute("SELECT id FROM banks WHERE name = %s", (name,)).fetchone()
+            if row is None:
+                return BankStats(name, 0, 0, 0, 0, {}, None, None)
+            bank_id = row[0]
+            documents = conn.execute(
+                "SELECT count(*) FROM documents WHERE bank_id = %s", (bank_id,)
+            ).fetchone()
+            memories, embedded, first, last = conn.execute(
+                "SELECT count(*), count(embedding), min(coalesce(occurred_at, said_at)),"
+                " max(coalesce(occurred_at, said_at)) FROM memories WHERE bank_id = %s",
+                (bank_id,),
+            ).fetchone() or (0, 0, None, None)
+            embedders = dict(
+                conn.execute(
+                    "SELECT embedder, count(*) FROM memories WHERE bank_id = %s"
+                    " AND embedder IS NOT NULL GROUP BY embedder",
+                    (bank_id,),
+                ).fetchall()
+            )
+        records = self.count_records(name)
+        return BankStats(
+            name,
+            int(documents[0]) if documents else 0,
+            int(memories),
+            records,
+            int(embedded),
+            {str(k): int(v) for k, v in embedders.items()},
+            first,
+            last,
+        )
+
+    def generation(self, bank: str) -> tuple[int, int]:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT generation, deletions FROM banks WHERE name = %s", (bank,)
+            ).fetchone()
+        return (-1, -1) if row is None else (int(row[0]), int(row[1]))
+
+    # -- documents -------------------------------------------------------------------------
+    _DOC_COLUMNS = (
+        "d.id, d.name, d.created_at, d.updated_at, d.metadata, d.tags, d.source, d.format,"
+        " d.cursor_offset, d.cursor_open_offset, d.cursor_records, d.cursor_fingerprint,"
+        " d.cursor_size, d.cursor_version, d.cursor_open_line"
+    )
+
+    def _doc_row(self, conn: psycopg.Connection[Any], bank: str, document: str) -> Any:
+        return conn.execute(
+            f"SELECT {self._DOC_COLUMNS} FROM documents d JOIN banks b ON b.id = d.bank_id"
+            " WHERE b.name = %s AND d.name = %s",
+            (bank, document),
+        ).fetchone()
+
+    @staticmethod
+    def _document(bank: str, row: Any) -> Document:
+        return Document(
+            bank=bank,
+            id=row[1],
+            created_at=row[2],
+            updated_at=row[3],
+            metadata=row[4],
+            tags=tuple(row[5]),
+            source=row[6],
+            format=row[7],
+        )
+
+    def get_document(self, bank: str, document: str) -> Document | None:
+        with self._conn() as conn:
+            row = self._doc_row(conn, bank, document)
+        return None if row is None else self._document(bank, row)
+
+    def list_documents(self, bank: str) -> list[Document]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {self._DOC_COLUMNS} FROM documents d JOIN banks b ON b.id = d.bank_id"
+                " WHERE b.name = %s ORDER BY d.updated_at, d.name",
+                (bank,),
+            )
+            return [self._document(bank, r) for r in rows]
+
+    def delete_document(self, bank: str, document: str) -> int:
+        with self._write() as conn:
+            bank_row = conn.execute(
+                "SELECT id FROM banks WHERE name = %s FOR UPDATE", (bank,)
+            ).fetchone()
+            row = self._doc_row(conn, bank, document)
+            if bank_row is None or row is None:
+                return 0
+            removed = conn.execute(
+                "SELECT count(*) FROM memories WHERE document_id = %s", (row[0],)
+            ).fetchone()
+            conn.execute("DELETE FROM documents WHERE id = %s", (row[0],))
+            conn.execute(
+                "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                " WHERE id = %s",
+                (bank_row[0],),
+            )
+        return int(removed[0]) if removed else 0
+
+    def get_cursor(self, bank: str, document: str) -> Cursor:
+        with self._conn() as conn:
+            row = self._doc_row(conn, bank, document)
+        if row is None:
+            return Cursor()
+        return Cursor(
+            offset=row[8],
+            open_offset=row[9],
+            records=row[10],
+            fingerprint=row[11],
+            size=row[12],
+            version=row[13],
+            open_line=row[14],
+        )
+
+    def content_hashes(self, bank: str, ids: Iterable[str]) -> dict[str, str]:
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT m.id, m.content_hash FROM memories m JOIN banks b ON b.id = m.bank_id"
+                " WHERE b.name = %s AND m.id = ANY(%s)",
+                (bank, wanted),
+            )
+            return {r[0]: r[1] for r in rows}
+
+    def count_records(self, bank: str, document: str | None = None) -> int:
+        query = (
+            "SELECT count(*) FROM records r JOIN documents d ON d.id = r.document_id"
+            " JOIN banks b ON b.id = d.bank_id WHERE b.name = %s"
+        )
+        args: tuple[str, ...] = (bank,)
+        if document is not None:
+            query += " AND d.name = %s"
+            args = (bank, document)
+        with self._conn() as conn:
+            row = conn.execute(query, args).fetchone()
+        return int(row[0]) if row else 0
+
+    def record_ids(self, bank: str, document: str) -> list[str]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT r.record_id FROM records r JOIN documents d ON d.id = r.document_id"
+                " JOIN banks b ON b.id = d.bank_id WHERE b.name = %s AND d.name = %s"
+                ' ORDER BY r.record_id COLLATE "C"',
+                (bank, document),
+            )
+            return [r[0] for r in rows]
+
+    # -- retain ----------------------------------------------------------------------------
+    def apply_retain(self, batch: RetainBatch) -> RetainOutcome:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO banks (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
+                (batch.bank,),
+            )
+            bank_row = conn.execute(
+                "SELECT id FROM banks WHERE name = %s FOR UPDATE", (batch.bank,)
+            ).fetchone()
+            assert bank_row is not None
+            bank_id = int(bank_row[0])
+            row = self._doc_row(conn, batch.bank, batch.document)
+            version = int(row[13]) if row is not None else 0
+            if version != batch.expected_version:
+                return RetainOutcome(committed=False)
+            c = batch.cursor
+            if row is None:
+                inserted_doc = conn.execute(
+                    "INSERT INTO documents (bank_id, name, created_at, updated_at, metadata,"
+                    " tags, source, format, cursor_offset, cursor_open_offset, cursor_records,"
+                    " cursor_fingerprint, cursor_size, cursor_version, cursor_open_line)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    " RETURNING id",
+                    (
+                        bank_id, batch.document, now, now, _jsonb(batch.metadata or {}),
+                        list(batch.tags or ()), batch.source, batch.format, c.offset,
+                        c.open_offset, c.records, c.fingerprint, c.size, version + 1,
+                        c.open_line,
+                    ),
+                ).fetchone()  # fmt: skip
+                assert inserted_doc is not None
+                doc_id = int(inserted_doc[0])
+            else:
+                doc_id = int(row[0])
+                metadata = dict(row[4])
+                if batch.metadata:
+                    metadata.update(batch.metadata)
+                tags = list(dict.fromkeys([*row[5], *(batch.tags or ())]))
+                conn.execute(
+                    "UPDATE documents SET updated_at = %s, metadata = %s, tags = %s,"
+                    " source = coalesce(%s, source), format = coalesce(%s, format),"
+                    " cursor_offset = %s, cursor_open_offset = %s, cursor_records = %s,"
+                    " cursor_fingerprint = %s, cursor_size = %s, cursor_version = %s,"
+                    " cursor_open_line = %s WHERE id = %s",
+                    (
+                        now, _jsonb(metadata), tags, batch.source, batch.format, c.offset,
+                        c.open_offset, c.records, c.fingerprint, c.size, version + 1,
+                        c.open_line, doc_id,
+                    ),
+                )  # fmt: skip
+            new_records = 0
+            if batch.records:
+                new_records = conn.execute(
+                    "INSERT INTO records (document_id, record_id)"
+                    " SELECT %s, r FROM unnest(%s::text[]) AS r ON CONFLICT DO NOTHING",
+                    (doc_id, list(dict.fromkeys(batch.records))),
+                ).rowcount
+            deleted = 0
+            if batch.delete_memories:
+                deleted = conn.execute(
+                    "DELETE FROM memories WHERE bank_id = %s AND id = ANY(%s)",
+                    (bank_id, list(batch.delete_memories)),
+                ).rowcount
+            replaced = 0
+            if batch.memories:
+                replaced = conn.execute(
+                    "DELETE FROM memories WHERE bank_id = %s AND id = ANY(%s)",
+                    (bank_id, [m.id for m in batch.memories]),
+                ).rowcount
+                with conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO memories (id, bank_id, document_id, kind, text, record_ids,"
+                        " occurred_at, said_at, speakers, entities, tags, content_hash,"
+                        " embedding, embedder, first_line, last_line, created_at)"
+                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                        " %s, %s)",
+                        [_memory_params(m, bank_id, doc_id, now) for m in batch.memories],
+                    )
+            inserted = len(batch.memories)
+            if batch.memories or deleted:
+                conn.execute(
+                    "UPDATE banks SET generation = generation + 1,"
+                    " deletions = deletions + %s WHERE id = %s",
+                    (1 if deleted else 0, bank_id),
+                )
+        return RetainOutcome(True, new_records, inserted - replaced, replaced, deleted)
+
+    # -- memories --------------------------------------------------------------------------
+    _MEMORY_COLUMNS = (
+        "m.seq, m.id, d.name, m.kind, m.text, m.record_ids, m.occurred_at, m.said_at,"
+        " m.speakers, m.entities, m.tags, m.content_hash, m.embedder, m.first_line,"
+        " m.last_line"
+    )
+
+    @staticmethod
+    def _memory(bank: str, row: Any) -> Memory:
+        return Memory(
+            id=row[1],
+            bank=bank,
+            document=row[2],
+            kind=row[3],
+            text=row[4],
+            record_ids=tuple(row[5]),
+            occurred_at=row[6],
+            said_at=row[7],
+            speakers=tuple(row[8]),
+            entities=tuple(row[9]),
+            tags=tuple(row[10]),
+            content_hash=row[11],
+            embedding=_vector(row[15]),
+            embedder=row[12],
+            first_line=row[13],
+            last_line=row[14],
+        )
+
+    def get_memories(self, bank: str, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {self._MEMORY_COLUMNS}, m.embedding FROM memories m"
+                " JOIN documents d ON d.id = m.document_id JOIN banks b ON b.id = m.bank_id"
+                " WHERE b.name = %s AND m.id = ANY(%s)",
+                (bank, list(ids)),
+                binary=True,
+            )
+            found = {row[1]: self._memory(bank, row) for row in rows}
+        return [found[i] for i in ids if i in found]
+
+    def delete_memory(self, bank: str, memory_id: str) -> bool:
+        with self._write() as conn:
+            bank_row = conn.execute(
+                "SELECT id FROM banks WHERE name = %s FOR UPDATE", (bank,)
+            ).fetchone()
+            if bank_row is None:
+                return False
+            gone = conn.execute(
+                "DELETE FROM memories WHERE bank_id = %s AND id = %s", (bank_row[0], memory_id)
+            ).rowcount
+            if gone:
+                conn.execute(
+                    "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                    " WHERE id = %s",
+                    (bank_row[0],),
+                )
+        return gone > 0
+
+    def iter_memories(
+        self, bank: str, *, after_seq: int = 0, with_embeddings: bool = True
+    ) -> Iterator[MemoryRow]:
+        embedding = "m.embedding" if with_embeddings else "NULL::vector"
+        # A server-side cursor streams big banks instead of loading them whole.
+        with (
+            self._conn() as conn,
+            conn.transaction(),
+            conn.cursor(name="lamina_iter_memories", binary=True) as cur,
+        ):
+            cur.itersize = 2000
+            cur.execute(
+                f"SELECT {self._MEMORY_COLUMNS}, {embedding} FROM memories m"
+                " JOIN documents d ON d.id = m.document_id"
+                " WHERE m.bank_id = (SELECT id FROM banks WHERE name = %s) AND m.seq > %s"
+                " ORDER BY m.seq",
+                (bank, after_seq),
+            )
+            for row in cur:
+                yield MemoryRow(int(row[0]), self._memory(bank, row))
+
+    def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
+        with self._write() as conn:
+            bank_row = conn.execute(
+                "SELECT id FROM banks WHERE name = %s FOR UPDATE", (bank,)
+            ).fetchone()
+            if bank_row is None:
+                return 0
+            changed = 0
+            with conn.cursor() as cur:
+                for memory_id, vector in vectors.items():
+                    cur.execute(
+                        "UPDATE memories SET embedding = %s, embedder = %s"
+                        " WHERE bank_id = %s AND id = %s",
+                        (np.asarray(vector, dtype=np.float32), embedder, bank_row[0], memory_id),
+                    )
+                    changed += cur.rowcount
+            # Vectors changed in place: readers must rebuild their index.
+            conn.execute(
+                "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                " WHERE id = %s",
+                (bank_row[0],),
+            )
+        return changed
+
+    # -- API keys and operations ------------------------------------------------------------
+    def create_api_key(self, name: str, key_hash: str, banks: Sequence[str]) -> None:
+        try:
+            with self._write() as conn:
+                conn.execute(
+                    "INSERT INTO api_keys (name, key_hash, banks, created_at)"
+                    " VALUES (%s, %s, %s, %s)",
+                    (name, key_hash, list(banks), _now()),
+                )
+        except psycopg.errors.UniqueViolation:
+            raise StoreError(f"an API key named {name!r} already exists") from None
+
+    def find_api_key(self, key_hash: str) -> tuple[str, list[str]] | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT name, banks FROM api_keys WHERE key_hash = %s", (key_hash,)
+            ).fetchone()
+        return None if row is None else (row[0], list(row[1]))
+
+    def list_api_keys(self) -> list[tuple[str, list[str], str]]:
+        with self._conn() as conn:
+            rows = conn.execute("SELECT name, banks, created_at FROM api_keys ORDER BY name")
+            return [(r[0], list(r[1]), r[2].isoformat()) for r in rows]
+
+    def delete_api_key(self, name: str) -> bool:
+        with self._write() as conn:
+            return conn.execute("DELETE FROM api_keys WHERE name = %s", (name,)).rowcount > 0
+
+    def count_api_keys(self) -> int:
+        with self._conn() as conn:
+            row = conn.execute("SELECT count(*) FROM api_keys").fetchone()
+        return int(row[0]) if row else 0
+
+    def save_operation(
+        self,
+        op_id: str,
+        kind: str,
+        bank: str,
+        status: str,
+        result: Mapping[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO operations (id, kind, bank, status, result, error, created_at,"
+                " updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE"
+                " SET status = excluded.status, result = excluded.result,"
+                " error = excluded.error, updated_at = excluded.updated_at",
+                (op_id, kind, bank, status, None if result is None else _jsonb(result),
+                 error, now, now),
+            )  # fmt: skip
+
+    def get_operation(self, op_id: str) -> dict[str, Any] | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT id, kind, bank, status, result, error, created_at, updated_at"
+                " FROM operations WHERE id = %s",
+                (op_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        keys = ("id", "kind", "bank", "status", "result", "error", "created_at", "updated_at")
+        data = dict(zip(keys, row, strict=True))
+        data["created_at"] = data["created_at"].isoformat()
+        data["updated_at"] = data["updated_at"].isoformat()
+        return data
+
+    # -- maintenance -----------------------------------------------------------------------
+    def size_bytes(self) -> int | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.relkind = 'r' AND n.nspname = current_schema()"
+            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
+    def schema(self) -> list[str]:
+        """Tables, columns and indexes, normalised, for the pin test."""
+        with self._conn() as conn:
+            columns = conn.execute(
+                "SELECT table_name, column_name, data_type, udt_name, is_nullable"
+                " FROM information_schema.columns WHERE table_schema = current_schema()"
+                " ORDER BY table_name, ordinal_position"
+            ).fetchall()
+            indexes = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+                " ORDER BY indexname"
+            ).fetchall()
+        return [" ".join(str(v) for v in c) for c in columns] + [i[0] for i in indexes]
+
+
+def _memory_params(memory: Memory, bank_id: int, doc_id: int, now: datetime) -> tuple[Any, ...]:
+    vector = memory.embedding
+    return (
+        memory.id,
+        bank_id,
+        doc_id,
+        memory.kind,
+        memory.text,
+        list(memory.record_ids),
+        memory.occurred_at,
+        memory.said_at,
+        list(memory.speakers),
+        list(memory.entities),
+        list(memory.tags),
+        memory.content_hash,
+        None if vector is None else np.asarray(vector, dtype=np.float32),
+        memory.embedder if vector is not None else None,
+        memory.first_line,
+        memory.last_line,
+        now,
+    )
