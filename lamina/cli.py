@@ -257,10 +257,11 @@ def recall_query(
 
 
 def _register_bank_commands() -> None:
-    from . import admin_cli, bank_cli
+    from . import admin_cli, bank_cli, store_cli
 
     bank_cli.register(cli)
     admin_cli.register(cli)
+    store_cli.register(cli)
 
 
 _register_bank_commands()

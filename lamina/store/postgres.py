@@ -593,6 +593,10 @@ class PostgresStore:
             rows = conn.execute("SELECT name, banks, created_at FROM api_keys ORDER BY name")
             return [(r[0], list(r[1]), r[2].isoformat()) for r in rows]
 
+    def api_key_hashes(self) -> dict[str, str]:
+        with self._conn() as conn:
+            return dict(conn.execute("SELECT name, key_hash FROM api_keys").fetchall())
+
     def delete_api_key(self, name: str) -> bool:
         with self._write() as conn:
             return conn.execute("DELETE FROM api_keys WHERE name = %s", (name,)).rowcount > 0

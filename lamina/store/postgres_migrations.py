@@ -1,7 +1,7 @@
 """Ordered, named schema migrations of the PostgreSQL store. Append; never edit a released one.
 
 The tables mirror the SQLite store's (lamina/store/sqlite_migrations.py) with native types:
-timestamptz, jsonb, text[] and pgvector's `vector`. tests/test_store_postgres.py pins the
+timestamptz, jsonb, text[] and pgvector's `vector`. tests/test_store_moves.py pins the
 schema a fresh database ends up with.
 """
 

@@ -535,6 +535,9 @@ class SQLiteStore:
         rows = self.conn.execute("SELECT name, banks, created_at FROM api_keys ORDER BY name")
         return [(r[0], list(orjson.loads(r[1])), r[2]) for r in rows]
 
+    def api_key_hashes(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT name, key_hash FROM api_keys").fetchall())
+
     def delete_api_key(self, name: str) -> bool:
         with self._write() as conn:
             cur = conn.execute("DELETE FROM api_keys WHERE name = ?", (name,))

@@ -1,6 +1,6 @@
 """Ordered, named schema migrations of the SQLite store. Append; never edit a released one.
 
-tests/test_store_sqlite.py pins the schema a fresh database ends up with.
+tests/test_store_moves.py pins the schema a fresh database ends up with.
 """
 
 from __future__ import annotations

@@ -1,0 +1,100 @@
+"""Database commands: `lamina migrate` and `lamina copy`."""
+
+from __future__ import annotations
+
+import click
+
+from .cli_common import emit_json, json_option
+from .config import database_target
+from .progress import Progress
+from .store import describe_target, open_store
+
+__all__ = ["register"]
+
+
+@click.command()
+@json_option
+@click.pass_context
+def migrate(ctx: click.Context, as_json: bool) -> None:
+    """Bring the database's schema up to date (first use does this too).
+
+    Works on SQLite and PostgreSQL alike; safe to run from several hosts at once (one migrates,
+    the others wait and find nothing left to do).
+
+    Example: lamina --database-url postgresql://lamina@db/lamina migrate
+    """
+    obj = ctx.find_root().obj or {}
+    target = database_target(obj.get("home"), obj.get("database_url"))
+    store = open_store(target)
+    try:
+        applied = store.migrate()
+    finally:
+        store.close()
+    if as_json:
+        emit_json({"database": describe_target(target), "applied": applied})
+        return
+    where = describe_target(target)
+    if applied:
+        click.echo(f"{where}: applied {', '.join(applied)}")
+    else:
+        click.echo(f"{where}: up to date")
+
+
+@click.command("copy")
+@click.option("--from", "source", required=True, metavar="URL", help="Database to copy from.")
+@click.option("--to", "target", required=True, metavar="URL", help="Database to copy into.")
+@click.option(
+    "--bank", "-b", "banks", multiple=True, metavar="NAME", help="Only this bank (repeatable)."
+)
+@click.option("--no-api-keys", is_flag=True, help="Leave API keys behind.")
+@json_option
+def copy_command(
+    source: str, target: str, banks: tuple[str, ...], no_api_keys: bool, as_json: bool
+) -> None:
+    """Copy banks between databases (SQLite <-> PostgreSQL), without loss, resumable.
+
+    Documents, cursors, retained record ids, memories with their vectors, and API keys. Each
+    document is copied in one transaction; run the command again after an interruption and it
+    skips what is already there.
+
+    Example: lamina copy --from ~/.local/share/lamina/lamina.db --to postgresql://lamina@db/lamina
+    """
+    from .store.copy import copy_banks
+
+    if source == target:
+        raise click.BadParameter("source and target are the same database", param_hint="--to")
+    src, dst = open_store(source), open_store(target)
+    bars: dict[str, Progress] = {}
+
+    def tell(bank: str, done: int, total: int) -> None:
+        bar = bars.get(bank)
+        if bar is None:
+            bar = bars[bank] = Progress(f"copying {bank}", total=total, unit="documents")
+        bar.update(done)
+
+    try:
+        report = copy_banks(src, dst, banks or None, api_keys=not no_api_keys, progress=tell)
+    finally:
+        for bar in bars.values():
+            bar.close()
+        src.close()
+        dst.close()
+    if as_json:
+        emit_json(
+            {"from": describe_target(source), "to": describe_target(target)} | report.as_dict()
+        )
+        return
+    for bank in report.banks:
+        click.echo(
+            f"{bank.bank}: {bank.copied} documents copied ({bank.memories} memories,"
+            f" {bank.records} records), {bank.skipped} already there"
+        )
+    if not no_api_keys:
+        click.echo(
+            f"API keys: {report.api_keys_copied} copied, {report.api_keys_skipped} already there"
+        )
+
+
+def register(group: click.Group) -> None:
+    group.add_command(migrate)
+    group.add_command(copy_command)

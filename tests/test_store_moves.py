@@ -1,0 +1,207 @@
+"""Moving between stores: `lamina migrate`, `lamina copy`, schema pins, and the same recall
+results whichever store holds the bank."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lamina.access import hash_key
+from lamina.bank.bank import MemoryBank
+from lamina.embed import HashEmbedder
+from lamina.readers.locomo import read_locomo_samples
+from lamina.store import open_store
+from lamina.store.copy import copy_banks
+from lamina.store.postgres import PostgresStore
+from lamina.store.sqlite import SQLiteStore
+
+from .conftest import CLAUDE_CODE, EXAMPLE, LOCOMO, needs_shared
+
+PINS = Path(__file__).parent / "schema"
+SPOTTER = CLAUDE_CODE / "spotter-258c7280.jsonl"
+
+
+def lamina(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LAMINA_HOME": str(home)}
+    env.pop("LAMINA_DATABASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "lamina", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_fresh_database_has_the_pinned_schema(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store: SQLiteStore | PostgresStore
+    if kind == "sqlite":
+        store = SQLiteStore(tmp_path / "lamina.db")
+    else:
+        store = PostgresStore(request.getfixturevalue("pg_url"))
+    store.migrate()
+    schema = "\n".join(store.schema()) + "\n"
+    store.close()
+    pinned = (PINS / f"{kind}.txt").read_text()
+    assert schema == pinned, (
+        f"the {kind} schema changed: add a migration (never edit a released one), then"
+        f" update tests/schema/{kind}.txt"
+    )
+
+
+def test_migrate_reports_what_it_applied_then_nothing(tmp_path: Path, pg_url: str) -> None:
+    first = lamina("--database-url", pg_url, "migrate", "--json", home=tmp_path)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["applied"] == ["0001_initial"]
+    assert pg_url.rsplit("@", 1)[1] in report["database"]
+    again = lamina("--database-url", pg_url, "migrate", home=tmp_path)
+    assert again.returncode == 0 and "up to date" in again.stdout
+    sqlite = lamina("migrate", "--json", home=tmp_path)
+    assert json.loads(sqlite.stdout)["applied"] == [
+        "0001_initial",
+        "0002_api_keys_and_operations",
+    ]
+
+
+def test_processes_migrating_one_database_at_once_apply_each_migration_once(pg_url: str) -> None:
+    script = (
+        "import sys; from lamina.store import open_store; print(open_store(sys.argv[1]).migrate())"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, pg_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(4)
+    ]
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        outputs.append(out.decode().strip())
+    assert sorted(outputs).count("['0001_initial']") == 1
+    assert sorted(outputs).count("[]") == 3
+
+
+def test_an_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
+    done = lamina(
+        "--database-url", "postgresql://nobody:secret@127.0.0.1:9/none", "banks", home=tmp_path
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot connect" in lines[0]
+    assert "secret" not in done.stderr and "***" in lines[0]
+
+
+def test_an_unknown_database_scheme_is_refused(tmp_path: Path) -> None:
+    done = lamina("--database-url", "mysql://x@y/z", "banks", home=tmp_path)
+    assert done.returncode != 0 and "unknown database scheme 'mysql'" in done.stderr
+
+
+@needs_shared
+def test_copy_sqlite_to_postgres_and_back_loses_nothing(tmp_path: Path, pg_url: str) -> None:
+    source = MemoryBank(SQLiteStore(tmp_path / "a.db"), HashEmbedder())
+    source.retain_file(EXAMPLE, "example")
+    source.retain_file(SPOTTER, "spotter", tags=["shared"])
+    source.store.create_api_key("ci", hash_key("k-123"), ["example"])
+    source.close()
+
+    first = lamina(
+        "copy", "--from", str(tmp_path / "a.db"), "--to", pg_url, "--json", home=tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert {b["bank"]: b["skipped"] for b in report["banks"]} == {"example": 0, "spotter": 0}
+    assert report["api_keys"] == {"copied": 1, "skipped": 0}
+
+    back = tmp_path / "b.db"
+    assert lamina("copy", "--from", pg_url, "--to", str(back), home=tmp_path).returncode == 0
+    a, p, b = SQLiteStore(tmp_path / "a.db"), PostgresStore(pg_url), SQLiteStore(back)
+    for bank in ("example", "spotter"):
+        want = {r.memory.id: r.memory for r in a.iter_memories(bank)}
+        for other in (p, b):
+            got = {r.memory.id: r.memory for r in other.iter_memories(bank)}
+            assert got.keys() == want.keys()
+            for memory_id, memory in want.items():
+                copy = got[memory_id]
+                assert (copy.text, copy.record_ids, copy.said_at, copy.tags) == (
+                    memory.text,
+                    memory.record_ids,
+                    memory.said_at,
+                    memory.tags,
+                )
+                assert memory.embedding is not None and copy.embedding is not None
+                assert np.array_equal(copy.embedding, memory.embedding)
+            for document in a.list_documents(bank):
+                assert other.record_ids(bank, document.id) == a.record_ids(bank, document.id)
+                assert other.get_cursor(bank, document.id).fingerprint == (
+                    a.get_cursor(bank, document.id).fingerprint
+                )
+    assert p.find_api_key(hash_key("k-123")) == ("ci", ["example"])
+    # The copied bank is live: retaining the same files again finds nothing new.
+    moved = MemoryBank(p, HashEmbedder())
+    assert moved.retain_file(SPOTTER, "spotter").status == "unchanged"
+    moved.close()
+    a.close()
+    b.close()
+
+
+def test_an_interrupted_copy_resumes_and_a_finished_one_changes_nothing(
+    tmp_path: Path, pg_url: str
+) -> None:
+    source = MemoryBank(SQLiteStore(tmp_path / "a.db"), HashEmbedder())
+    for n in range(3):
+        source.retain_messages(
+            read_example()[: 6 + n], "proj", f"doc-{n}", metadata={"n": n}, tags=[f"t{n}"]
+        )
+    target = PostgresStore(pg_url)
+    first = copy_banks(source.store, target)
+    assert first.banks[0].copied == 3
+    # As if the copy had stopped before doc-1, with doc-2 half-changed in the target.
+    target.delete_document("proj", "doc-1")
+    stray = next(r.memory for r in target.iter_memories("proj") if r.memory.document == "doc-2")
+    target.delete_memory("proj", stray.id)
+    again = copy_banks(source.store, target)
+    assert (again.banks[0].copied, again.banks[0].skipped) == (2, 1)
+    done = copy_banks(source.store, target)
+    assert (done.banks[0].copied, done.banks[0].skipped) == (0, 3)
+    assert target.bank_stats("proj").memories == source.store.bank_stats("proj").memories
+    doc = target.get_document("proj", "doc-1")
+    assert doc is not None and doc.metadata == {"n": 1} and doc.tags == ("t1",)
+    target.close()
+    source.close()
+
+
+def read_example() -> list:  # type: ignore[type-arg]
+    from lamina.readers import read_transcript
+
+    return list(read_transcript(str(EXAMPLE)).messages)
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="../shared/data/locomo is not beside the checkout")
+def test_recall_is_the_same_on_sqlite_and_postgres(tmp_path: Path, pg_url: str) -> None:
+    sample = read_locomo_samples(str(LOCOMO))[0]
+    banks = [
+        MemoryBank(open_store(str(tmp_path / "lamina.db")), HashEmbedder()),
+        MemoryBank(open_store(pg_url), HashEmbedder()),
+    ]
+    for bank in banks:
+        bank.retain_messages(sample.messages, "locomo", sample.sample_id)
+    questions = [q.question for q in sample.questions][:60]
+    assert len(questions) >= 30
+    for question in questions:
+        sqlite_ids, pg_ids = (
+            [h.memory.id for h in bank.recall(question, "locomo").hits[:10]] for bank in banks
+        )
+        assert sqlite_ids == pg_ids, question
+    for bank in banks:
+        bank.close()
