@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 import orjson
 
 from .cli_common import emit_json, json_option
 from .errors import InputError
+
+if TYPE_CHECKING:
+    from .context import RequestFormat
 
 __all__ = ["register"]
 
@@ -264,20 +269,25 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["anthropic"]),
+    type=click.Choice(["anthropic", "openai"]),
     default="anthropic",
     show_default=True,
-    help="Request format (OpenAI comes with a later slice).",
+    help="Request format: an Anthropic Messages or an OpenAI Chat Completions request.",
 )
 @click.option("--report", "show_report", is_flag=True, help="Print the report (text mode).")
 @json_option
 def compile_command(
-    file: str, budget: int, reserve: int | None, fmt: str, show_report: bool, as_json: bool
+    file: str,
+    budget: int,
+    reserve: int | None,
+    fmt: RequestFormat,
+    show_report: bool,
+    as_json: bool,
 ) -> None:
     """Compile a transcript into a request that fits a token budget, old stretches folded into
     summaries shown as recall pairs (offline extractive summariser).
 
-    Example: lamina compile examples/session.jsonl --budget 8000 --report
+    Example: lamina compile examples/session.jsonl --budget 8000 --format openai --report
     """
     from .context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
     from .readers import read_transcript
@@ -291,7 +301,7 @@ def compile_command(
     )
     if options.available < 500:
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
-    result = Compiler(ExtractiveSummariser()).compile(log, options)
+    result = Compiler(ExtractiveSummariser()).compile(log, options, request_format=fmt)
     if as_json:
         emit_json({"request": result.request, "report": result.report})
         return

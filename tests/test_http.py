@@ -132,7 +132,7 @@ def test_async_retain_is_an_operation_any_instance_can_answer(server: Server) ->
 
 
 def test_compile_endpoint_returns_a_valid_request(server: Server) -> None:
-    from lamina.context import validate_anthropic
+    from lamina.context import validate_anthropic, validate_openai
 
     conversation = []
     for n in range(40):  # about 12k tokens in under 64 KB
@@ -147,6 +147,16 @@ def test_compile_endpoint_returns_a_valid_request(server: Server) -> None:
     bad = server.call("POST", "/v1/compile", json={"messages": conversation, "budget": 1000,
                                                    "reserve": 900})  # fmt: skip
     assert bad.status_code == 400
+    body = {"messages": conversation, "budget": 4000, "reserve": 500, "request_format": "openai"}
+    out = server.call("POST", "/v1/compile", json=body)
+    assert out.status_code == 200, out.text
+    openai = out.json()
+    assert validate_openai(openai["request"]) == []
+    assert openai["report"]["tokens"] <= 3500
+    assert openai["report"]["summaries_by_level"] == data["report"]["summaries_by_level"]
+    unknown = server.call("POST", "/v1/compile", json={"messages": conversation,
+                                                       "request_format": "gemini"})  # fmt: skip
+    assert unknown.status_code == 422
 
 
 def test_limits_and_error_shapes(server: Server) -> None:

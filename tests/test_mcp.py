@@ -59,6 +59,15 @@ async def session_run(home: Path) -> dict[str, Any]:
         out["compiled"] = payload(
             await session.call_tool("compile_transcript", {"path": str(EXAMPLE), "budget": 8000})
         )
+        out["compiled_openai"] = payload(
+            await session.call_tool(
+                "compile_transcript",
+                {"path": str(EXAMPLE), "budget": 8000, "request_format": "openai"},
+            )
+        )
+        out["bad_format"] = await session.call_tool(
+            "compile_transcript", {"path": str(EXAMPLE), "request_format": "gemini"}
+        )
     return out
 
 
@@ -82,10 +91,15 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
     assert "ash" in out["staging"]["results"][0]["text"]
     assert out["bad"].is_error and "no bank named 'missing'" in out["bad"].content[0].text
     assert out["bad_file"].is_error and "no such file" in out["bad_file"].content[0].text
-    from lamina.context import validate_anthropic
+    from lamina.context import validate_anthropic, validate_openai
 
     assert validate_anthropic(out["compiled"]["request"]) == []
     assert out["compiled"]["report"]["tokens"] <= 8000 - 4000
+    openai = out["compiled_openai"]
+    assert validate_openai(openai["request"]) == []
+    assert any(m["role"] == "tool" for m in openai["request"]["messages"])
+    assert openai["report"]["tokens"] <= 8000 - 4000
+    assert out["bad_format"].is_error and "gemini" in out["bad_format"].content[0].text
     assert {d["id"] for d in out["docs"]["documents"]} == {
         "7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17",
         "notes",

@@ -3,10 +3,12 @@
 from .compile import Compiler, CompileResult, CoverageError, request_tokens
 from .frontier import CompileOptions, OverBudgetError
 from .log import ContextLog, enters_log
+from .render import REQUEST_FORMATS, RequestFormat
 from .summarise import ExtractiveSummariser, Summariser
-from .validate import validate_anthropic
+from .validate import validate_anthropic, validate_openai
 
 __all__ = [
+    "REQUEST_FORMATS",
     "CompileOptions",
     "CompileResult",
     "Compiler",
@@ -14,8 +16,10 @@ __all__ = [
     "CoverageError",
     "ExtractiveSummariser",
     "OverBudgetError",
+    "RequestFormat",
     "Summariser",
     "enters_log",
     "request_tokens",
     "validate_anthropic",
+    "validate_openai",
 ]

@@ -5,6 +5,9 @@
     result.request   # {"messages": [...]} for the Anthropic Messages API
     result.report    # what is raw, what is folded to which level, tokens per part
 
+With `compile(log, options, request_format="openai")` the request is for OpenAI Chat
+Completions instead: the same turns, spelled the OpenAI way, within the same budget.
+
 Every message of the log is in the request raw or through a summary that covers it; if the
 budget cannot be met even with everything folded, `OverBudgetError` says by how much.
 """
@@ -19,7 +22,7 @@ from typing import Any
 import orjson
 
 from ..errors import LaminaError
-from ..tokens import MESSAGE_OVERHEAD, count_text
+from ..tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
 from .frontier import (
     CompileOptions,
     Forest,
@@ -29,7 +32,7 @@ from .frontier import (
     choose_frontier,
 )
 from .log import ContextLog
-from .render import render_anthropic
+from .render import RequestFormat, render
 from .summarise import Summariser
 
 __all__ = ["CompileResult", "Compiler", "CoverageError", "request_tokens"]
@@ -40,27 +43,43 @@ class CoverageError(LaminaError):
 
 
 def request_tokens(request: dict[str, Any]) -> int:
-    """Tokens of a rendered request: its text, tool calls and results, per-message framing."""
-    total = 0
-    for block in request.get("system") or []:
+    """Tokens of a rendered request, Anthropic or OpenAI: its text, tool calls and results,
+    per-message framing. The same conversation counts the same in both, bar the framing of
+    OpenAI's separate `system` and `tool` messages."""
+    system = request.get("system") or []
+    total = count_text(system) if isinstance(system, str) else 0
+    for block in system if isinstance(system, list) else []:
         total += count_text(str(block.get("text", "")))
     for message in request["messages"]:
         total += MESSAGE_OVERHEAD
-        for block in message["content"]:
-            kind = block.get("type")
-            if kind == "text":
-                total += count_text(block["text"])
-            elif kind == "tool_use":
-                total += (
-                    count_text(block["name"])
-                    + count_text(orjson.dumps(block["input"]).decode())
-                    + 8
-                )
-            elif kind == "tool_result":
-                total += count_text(str(block.get("content", ""))) + 4
-            elif kind == "image":
-                total += 1_600
+        content = message.get("content")
+        if isinstance(content, str):
+            total += count_text(content)
+        else:
+            total += sum(_block_tokens(block) for block in content or [])
+        for call in message.get("tool_calls") or []:  # OpenAI
+            function = call.get("function") or {}
+            total += (
+                count_text(str(function.get("name", "")))
+                + count_text(str(function.get("arguments", "")))
+                + 8
+            )
+        if message.get("role") == "tool":
+            total += 4
     return total
+
+
+def _block_tokens(block: dict[str, Any]) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return count_text(block["text"])
+    if kind == "tool_use":
+        return count_text(block["name"]) + count_text(orjson.dumps(block["input"]).decode()) + 8
+    if kind == "tool_result":
+        return count_text(str(block.get("content", ""))) + 4
+    if kind in ("image", "image_url"):
+        return IMAGE_TOKENS
+    return 0
 
 
 @dataclass
@@ -77,13 +96,20 @@ class Compiler:
         self.previous: Frontier | None = None
         """The last compile's frontier: its folds are kept while they still fit."""
 
-    def compile(self, log: ContextLog, options: CompileOptions) -> CompileResult:
+    def compile(
+        self,
+        log: ContextLog,
+        options: CompileOptions,
+        request_format: RequestFormat = "anthropic",
+    ) -> CompileResult:
+        """The log as a request in `request_format` within the budget; the report has the same
+        fields whichever the format."""
         started = time.perf_counter()
         written_before = self.forest.written
         limit = options.available
         for _attempt in range(6):
             frontier = choose_frontier(log, self.forest, options, self.previous, limit)
-            request = render_anthropic(log, frontier, options.largest_message)
+            request = render(request_format, log, frontier, options.largest_message)
             tokens = request_tokens(request)
             if tokens <= options.available:
                 break

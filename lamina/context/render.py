@@ -1,21 +1,32 @@
-"""Render a frontier as an Anthropic Messages request, valid for the provider.
+"""Render a frontier as a request valid for the provider: Anthropic Messages or OpenAI Chat
+Completions.
 
-Raw messages keep their blocks (thinking dropped; a message too large for its place cut with a
-marker saying so). A summary shows as a recall pair: a user turn `[CM] Recall memory <id>.` and
-an assistant turn holding the summary. Then the provider's rules: every tool call is answered by
-its result in the next message and unanswered ones (and orphan results) are dropped, roles
-alternate (consecutive same-role messages merge, tool results first), the first message is the
-user's, and a recall answer is never merged with the agent's own next turn: a user separator
-`[CM] The conversation resumes.` goes between them. Up to 4 cache breakpoints mark stable
-points: the end of the head, the end of the last summary, the end of the request.
+One walk builds provider-neutral turns; each renderer only spells them out. Raw messages keep
+their blocks (thinking dropped; a message too large for its place cut with a marker saying so).
+A summary shows as a recall pair: a user turn `[CM] Recall memory <id>.` and an assistant turn
+holding the summary. Then the providers' shared rules: every tool call is answered by its result
+in the next turn and unanswered ones (and orphan results) are dropped, roles alternate
+(consecutive same-role turns merge, tool results first), the first turn is the user's, and a
+recall answer is never merged with the agent's own next turn: a user separator
+`[CM] The conversation resumes.` goes between them.
+
+Anthropic: up to 4 cache breakpoints mark stable points: the end of the head, the end of the
+last summary, the end of the request. OpenAI: the system prompt as a leading `system` message,
+text as strings, tool calls as `tool_calls` with JSON `arguments`, and each tool result as its
+own `tool` message right after the assistant message that called it, in call order. OpenAI
+caches prefixes by itself, so there are no breakpoints; the prefix is as stable as Anthropic's,
+because both come from the same turns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
+import orjson
+
+from ..errors import InputError
 from ..messages import (
     ImageBlock,
     Message,
@@ -30,11 +41,23 @@ from ..tokens import count_text
 from .frontier import Frontier, Summary
 from .log import ContextLog
 
-__all__ = ["RECALL_PROMPT", "SEPARATOR", "render_anthropic"]
+__all__ = [
+    "RECALL_PROMPT",
+    "REQUEST_FORMATS",
+    "SEPARATOR",
+    "RequestFormat",
+    "render",
+    "render_anthropic",
+    "render_openai",
+]
 
 RECALL_PROMPT = "[CM] Recall memory {id}."
 SEPARATOR = "[CM] The conversation resumes."
 OPENING = "[CM] The conversation so far follows."
+IMAGE_PLACEHOLDER = "[an image was shown here]"
+
+RequestFormat = Literal["anthropic", "openai"]
+REQUEST_FORMATS: tuple[RequestFormat, ...] = get_args(RequestFormat)
 
 
 @dataclass
@@ -159,9 +182,9 @@ def _resolve(turns: list[_Turn]) -> list[_Turn]:
         turns = paired
 
 
-def render_anthropic(
-    log: ContextLog, frontier: Frontier, largest: int, system: str | None = None
-) -> dict[str, Any]:
+def _turns(log: ContextLog, frontier: Frontier, largest: int) -> list[_Turn]:
+    """The frontier as turns every provider accepts: tools paired, roles alternating, the
+    user's first, cache marks on the stable points."""
     turns: list[_Turn] = []
 
     def raw(start: int, end: int, mark_last: bool) -> None:
@@ -190,9 +213,16 @@ def render_anthropic(
     resolved = _resolve(turns)
     if resolved and resolved[0].role != "user":
         resolved.insert(0, _Turn("user", [{"type": "text", "text": OPENING}]))
+    return resolved
+
+
+def render_anthropic(
+    log: ContextLog, frontier: Frontier, largest: int, system: str | None = None
+) -> dict[str, Any]:
+    """The frontier as an Anthropic Messages request (`system`, `messages`)."""
     messages: list[dict[str, Any]] = []
     marks = 0
-    for turn in resolved:
+    for turn in _turns(log, frontier, largest):
         content = [dict(b) for b in turn.content]
         if turn.mark and marks < 3:
             content[-1]["cache_control"] = {"type": "ephemeral"}
@@ -204,3 +234,102 @@ def render_anthropic(
             {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
         ]
     return request
+
+
+def render_openai(
+    log: ContextLog, frontier: Frontier, largest: int, system: str | None = None
+) -> dict[str, Any]:
+    """The frontier as an OpenAI Chat Completions request (`messages`; the caller adds `model`)."""
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    calls: list[str] = []  # the tool call ids of the last assistant turn, in call order
+    for turn in _turns(log, frontier, largest):
+        if turn.role == "assistant":
+            message, calls = _openai_assistant(turn.content)
+            messages.append(message)
+            continue
+        results: dict[str, dict[str, Any]] = {}
+        for block in turn.content:
+            if block.get("type") == "tool_result":
+                results.setdefault(block["tool_use_id"], block)
+        for call in calls:  # pairing left exactly the called ones, so each call is answered
+            result = results[call]
+            text = f"[error] {result['content']}" if result.get("is_error") else result["content"]
+            messages.append({"role": "tool", "tool_call_id": call, "content": text})
+        calls = []
+        content = _openai_user_content(turn.content)
+        if content:
+            messages.append({"role": "user", "content": content})
+    return {"messages": messages}
+
+
+def _openai_assistant(content: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """An assistant turn as one OpenAI message, and its tool call ids in order."""
+    texts: list[str] = []
+    tool_calls: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block["text"])
+        elif kind == "image":
+            texts.append(IMAGE_PLACEHOLDER)
+        elif kind == "tool_use" and all(c["id"] != block["id"] for c in tool_calls):
+            function = {"name": block["name"], "arguments": orjson.dumps(block["input"]).decode()}
+            tool_calls.append({"id": block["id"], "type": "function", "function": function})
+    message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message, [c["id"] for c in tool_calls]
+
+
+def _openai_user_content(content: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A user turn's text (tool results aside) as a string, or as parts when it holds images."""
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": block["text"]})
+        elif kind == "image":
+            url = _image_url(block["source"])
+            parts.append(
+                {"type": "image_url", "image_url": {"url": url}}
+                if url
+                else {"type": "text", "text": IMAGE_PLACEHOLDER}
+            )
+    if all(p["type"] == "text" for p in parts):
+        return "\n\n".join(p["text"] for p in parts)
+    return parts
+
+
+def _image_url(source: dict[str, Any]) -> str | None:
+    """An image source (Anthropic's, or an OpenAI `image_url` part as read) as a URL."""
+    if source.get("type") == "base64" and source.get("data"):
+        return f"data:{source.get('media_type') or 'image/png'};base64,{source['data']}"
+    if source.get("type") == "url" and source.get("url"):
+        return str(source["url"])
+    image = source.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    return url if isinstance(url, str) and url else None
+
+
+_RENDERERS: dict[str, Callable[[ContextLog, Frontier, int, str | None], dict[str, Any]]] = {
+    "anthropic": render_anthropic,
+    "openai": render_openai,
+}
+
+
+def render(
+    request_format: str,
+    log: ContextLog,
+    frontier: Frontier,
+    largest: int,
+    system: str | None = None,
+) -> dict[str, Any]:
+    """The frontier as a request in `request_format` (one of `REQUEST_FORMATS`)."""
+    renderer = _RENDERERS.get(request_format)
+    if renderer is None:
+        raise InputError(
+            f"unknown request format {request_format!r} (use {' or '.join(REQUEST_FORMATS)})"
+        )
+    return renderer(log, frontier, largest, system)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["validate_anthropic"]
+import orjson
+
+__all__ = ["validate_anthropic", "validate_openai"]
 
 MAX_BREAKPOINTS = 4
 
@@ -30,8 +32,10 @@ def validate_anthropic(request: Mapping[str, Any]) -> list[str]:
             problems.append(f"message {index}: role {role!r}")
         if index and role == messages[index - 1].get("role"):
             problems.append(f"message {index}: two {role} messages in a row")
-        if not content:
+        if not content or (isinstance(content, str) and not content.strip()):
             problems.append(f"message {index}: empty content")
+            continue
+        if isinstance(content, str):
             continue
         for block in content:
             if "cache_control" in block:
@@ -68,3 +72,102 @@ def validate_anthropic(request: Mapping[str, Any]) -> list[str]:
     if breakpoints > MAX_BREAKPOINTS:
         problems.append(f"{breakpoints} cache breakpoints (at most {MAX_BREAKPOINTS})")
     return problems
+
+
+def validate_openai(request: Mapping[str, Any]) -> list[str]:
+    """Every OpenAI Chat Completions rule the request breaks, as readable lines ([] when valid).
+
+    System messages lead; then the user speaks first and user and assistant alternate, with
+    `tool` messages between; every tool call of an assistant message is answered by exactly one
+    `tool` message with its id before the next user or assistant message, and no tool message
+    answers anything else; content is never empty (an assistant message with tool calls may
+    have none) and carries no Anthropic blocks or cache marks."""
+    problems: list[str] = []
+    messages = request.get("messages") or []
+    if not any(m.get("role") not in ("system", "developer") for m in messages):
+        return ["no messages beyond the system prompt"]
+    last_speaker: str | None = None  # the role of the last user or assistant message
+    pending: dict[Any, bool] = {}  # the open calls (of the last assistant message): answered?
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        content = message.get("content")
+        if role in ("system", "developer"):
+            if last_speaker is not None:
+                problems.append(f"message {index}: a {role} message after the conversation began")
+            problems += _content_problems(index, content, ("text",))
+            continue
+        if role == "tool":
+            call = message.get("tool_call_id")
+            if call not in pending:
+                problems.append(f"message {index}: tool message {call!r} answers no open call")
+            elif pending[call]:
+                problems.append(f"message {index}: call {call!r} answered twice")
+            else:
+                pending[call] = True
+            problems += _content_problems(index, content, ("text",))
+            continue
+        if role not in ("user", "assistant"):
+            problems.append(f"message {index}: role {role!r}")
+            continue
+        for call, answered in pending.items():
+            if not answered:
+                problems.append(f"message {index}: call {call} not answered before it")
+        pending = {}
+        if last_speaker is None and role != "user":
+            problems.append(f"message {index}: the first message is not the user's")
+        if role == last_speaker and not (
+            index and messages[index - 1].get("role") == "tool" and role == "assistant"
+        ):
+            problems.append(f"message {index}: two {role} messages in a row")
+        last_speaker = role
+        tool_calls = message.get("tool_calls") or []
+        if role == "user":
+            if tool_calls:
+                problems.append(f"message {index}: tool calls in a user message")
+            problems += _content_problems(index, content, ("text", "image_url"))
+            continue
+        if content not in (None, "") or not tool_calls:
+            problems += _content_problems(index, content, ("text", "refusal"))
+        for call in tool_calls:
+            problems += _call_problems(index, call)
+            call_id = call.get("id") if isinstance(call, Mapping) else None
+            if call_id in pending:
+                problems.append(f"message {index}: call id {call_id!r} used twice")
+            pending[call_id] = False
+    for call, answered in pending.items():
+        if not answered:
+            problems.append(f"call {call} is never answered")
+    return problems
+
+
+def _content_problems(index: int, content: Any, kinds: tuple[str, ...]) -> list[str]:
+    if isinstance(content, str):
+        return [] if content.strip() else [f"message {index}: empty content"]
+    if not isinstance(content, list) or not content:
+        return [f"message {index}: empty content"]
+    problems: list[str] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind not in kinds:
+            problems.append(f"message {index}: a {kind!r} part (allowed: {', '.join(kinds)})")
+        elif kind == "text" and not str(part.get("text", "")).strip():
+            problems.append(f"message {index}: empty text part")
+        if isinstance(part, Mapping) and "cache_control" in part:
+            problems.append(f"message {index}: cache_control is not OpenAI's")
+    return problems
+
+
+def _call_problems(index: int, call: Any) -> list[str]:
+    if not isinstance(call, Mapping) or not call.get("id") or call.get("type") != "function":
+        return [f"message {index}: a tool call without an id or of a type other than function"]
+    function = call.get("function")
+    if not isinstance(function, Mapping) or not function.get("name"):
+        return [f"message {index}: tool call {call['id']} names no function"]
+    try:
+        text = function.get("arguments")
+        arguments = orjson.loads(text) if isinstance(text, str) else None
+    except orjson.JSONDecodeError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        return [f"message {index}: tool call {call['id']}: arguments are not a JSON object"]
+    return []

@@ -8,7 +8,8 @@
     POST   /v1/banks/{bank}/recall               query, budget, limit, documents, tags, since..
     POST   /v1/banks/{bank}/retain               document, messages or text, format, tags, async
     GET    /v1/operations/{id}                   an asynchronous retain's state and result
-    POST   /v1/compile                           messages, budget, reserve -> request, report
+    POST   /v1/compile                           messages, budget, reserve, request_format
+                                                 -> request (Anthropic or OpenAI), report
     OpenAPI at /openapi.json, docs at /docs.
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
@@ -40,6 +41,7 @@ from .. import __version__
 from ..access import Access, access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
+from ..context.render import RequestFormat
 from ..errors import (
     AccessError,
     ConfigError,
@@ -113,6 +115,8 @@ class CompileBody(BaseModel):
     format: Literal["anthropic", "openai", "claude-code"] | None = None
     budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
     reserve: int = Field(default=4_000, ge=0)
+    request_format: RequestFormat = "anthropic"
+    """The request to return: an Anthropic Messages or an OpenAI Chat Completions request."""
 
 
 class _TooLarge(Exception):
@@ -296,7 +300,7 @@ def create_app(
             messages = list(read_messages(str(path), format=body.format))
         log = ContextLog.from_messages(messages)
         options = CompileOptions(budget=body.budget, reserve=body.reserve)
-        result = Compiler(ExtractiveSummariser()).compile(log, options)
+        result = Compiler(ExtractiveSummariser()).compile(log, options, body.request_format)
         return {"request": result.request, "report": result.report}
 
     @app.get("/v1/operations/{op_id}")

@@ -31,6 +31,7 @@ from ..access import access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..config import default_bank
+from ..context.render import RequestFormat
 from ..errors import InputError, LaminaError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..turns import classify
@@ -187,13 +188,19 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
 
     @server.tool(
         description=(
-            "Compile a transcript file into an Anthropic Messages request that fits a token "
-            "budget: old stretches folded into summaries shown as recall pairs, every provider "
-            "rule respected. Returns the request and a report of what was folded."
+            "Compile a transcript file into a request that fits a token budget (an Anthropic "
+            "Messages request, or with request_format 'openai' an OpenAI Chat Completions one): "
+            "old stretches folded into summaries shown as recall pairs, every provider rule "
+            "respected. Returns the request and a report of what was folded."
         )
     )
     @_tool_errors
-    def compile_transcript(path: str, budget: int = 32_000, reserve: int = 4_000) -> dict[str, Any]:
+    def compile_transcript(
+        path: str,
+        budget: int = 32_000,
+        reserve: int = 4_000,
+        request_format: RequestFormat = "anthropic",
+    ) -> dict[str, Any]:
         from ..context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
         from ..readers import read_transcript
 
@@ -201,7 +208,7 @@ def build_server(home: str | Path | None = None, bank: str | None = None) -> MCP
             raise InputError("budget minus reserve must leave at least 500 tokens")
         log = ContextLog.from_messages(read_transcript(path).messages)
         options = CompileOptions(budget=budget, reserve=reserve)
-        result = Compiler(ExtractiveSummariser()).compile(log, options)
+        result = Compiler(ExtractiveSummariser()).compile(log, options, request_format)
         return {"request": result.request, "report": result.report}
 
     return server
