@@ -139,6 +139,22 @@ def test_a_huge_tool_result_is_cut_with_a_marker_and_stays_paired(tmp_path: Path
     assert result.tokens <= 7_000
 
 
+def test_parallel_calls_answered_one_record_each_are_all_shown() -> None:
+    # Claude Code writes the results of parallel tool calls one record each; every call stays,
+    # answered by its result, not just the one the first record answers.
+    log = ContextLog.from_messages(read_transcript(str(EXAMPLE)).messages)
+    assert any(sum(isinstance(b, ToolUseBlock) for b in m.blocks) > 1 for m in log.messages)
+    result = Compiler(ExtractiveSummariser()).compile(
+        log, CompileOptions(budget=100_000, reserve=4_000)
+    )
+    assert result.report["summaries_by_level"] == {}
+    assert validate_anthropic(result.request) == []
+    calls = [b.id for m in log.messages for b in m.blocks if isinstance(b, ToolUseBlock)]
+    shown = [b for m in result.request["messages"] for b in m["content"]]
+    assert [b["id"] for b in shown if b["type"] == "tool_use"] == calls
+    assert sorted(b["tool_use_id"] for b in shown if b["type"] == "tool_result") == sorted(calls)
+
+
 def test_over_budget_says_by_how_much() -> None:
     # Huge messages: each is cut to its largest size, but the opening message alone, kept raw,
     # with the rest folded, still needs more than the 200 tokens available.

@@ -261,11 +261,12 @@ def test_the_compiler_puts_separators_where_anthropic_does() -> None:
 # Tool calls and results.
 
 
-@pytest.mark.parametrize("one_record_each", [False], ids=["together"])
+@pytest.mark.parametrize("one_record_each", [False, True], ids=["together", "one record each"])
 def test_tool_results_follow_their_call_in_call_order_before_the_users_words(
     one_record_each: bool,
 ) -> None:
-    # The results come back out of order, one an error, with the user's words after.
+    # The results come back out of order, one an error, with the user's words after: in one
+    # record, or (as Claude Code writes parallel calls) one record each.
     after: list[Any] = [
         ToolResultBlock("c", (TextBlock("a.py b.py"),)),
         ToolResultBlock("a", (TextBlock("import b"),)),

@@ -124,32 +124,37 @@ def _blocks(message: Message, largest: int) -> list[dict[str, Any]]:
 
 
 def _pair_tools(turns: list[_Turn]) -> list[_Turn]:
-    """Keep a tool call only when the next turn answers it, and a result only when the turn
-    before called it."""
-    for index, turn in enumerate(turns):
-        if turn.role != "assistant":
-            continue
-        following = turns[index + 1] if index + 1 < len(turns) else None
-        answered = {
-            b["tool_use_id"]
-            for b in (following.content if following and following.role == "user" else [])
-            if b.get("type") == "tool_result"
-        }
-        turn.content = [
-            b for b in turn.content if b.get("type") != "tool_use" or b["id"] in answered
-        ]
-    for index, turn in enumerate(turns):
-        if turn.role != "user":
-            continue
-        previous = turns[index - 1] if index > 0 else None
-        called = {
-            b["id"]
-            for b in (previous.content if previous and previous.role == "assistant" else [])
-            if b.get("type") == "tool_use"
-        }
-        turn.content = [
-            b for b in turn.content if b.get("type") != "tool_result" or b["tool_use_id"] in called
-        ]
+    """Keep a tool call only when the user turns right after it answer it, and a result only
+    when the assistant turns right before it called it. Consecutive turns of one role count
+    together (they merge into one): the results of parallel calls often come back one record
+    each."""
+    runs: list[list[_Turn]] = []
+    for turn in turns:
+        if runs and runs[-1][0].role == turn.role:
+            runs[-1].append(turn)
+        else:
+            runs.append([turn])
+
+    def ids(run: list[_Turn], kind: str, key: str) -> set[str]:
+        return {b[key] for t in run for b in t.content if b.get("type") == kind}
+
+    for index, run in enumerate(runs):
+        if run[0].role == "assistant":
+            following = runs[index + 1] if index + 1 < len(runs) else []
+            answered = ids(following, "tool_result", "tool_use_id")
+            for turn in run:
+                turn.content = [
+                    b for b in turn.content if b.get("type") != "tool_use" or b["id"] in answered
+                ]
+    for index, run in enumerate(runs):
+        if run[0].role == "user":
+            called = ids(runs[index - 1], "tool_use", "id") if index else set()
+            for turn in run:
+                turn.content = [
+                    b
+                    for b in turn.content
+                    if b.get("type") != "tool_result" or b["tool_use_id"] in called
+                ]
     return [t for t in turns if t.content]
 
 
