@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from .cli_common import emit_json, json_option
+from .cli_common import emit_json, json_option, open_bank
 from .errors import InputError
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """
     from .status import status_report
 
-    report = status_report((ctx.obj or {}).get("home"))
+    obj = ctx.obj or {}
+    report = status_report(obj.get("home"), database_url=obj.get("database_url"))
     if as_json:
         emit_json(report)
         return
@@ -130,13 +131,12 @@ def mcp(ctx: click.Context, bank: str | None, transport: str, host: str, port: i
     except ImportError:
         raise InputError("the MCP server needs: pip install 'lamina[mcp]'") from None
     home = (ctx.obj or {}).get("home")
-    server = build_server(home, bank)
+    server = build_server(home, bank, database_url=(ctx.obj or {}).get("database_url"))
     if transport == "stdio":
         server.run("stdio")
         return
-    from .bank.bank import MemoryBank
 
-    if not _loopback(host) and MemoryBank.open(home).store.count_api_keys() == 0:
+    if not _loopback(host) and open_bank(ctx).store.count_api_keys() == 0:
         raise InputError(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
@@ -179,10 +179,8 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
         from .integrations.http import create_app
     except ImportError:
         raise InputError("the HTTP server needs: pip install 'lamina[server]'") from None
-    from .bank.bank import MemoryBank
 
-    home = (ctx.obj or {}).get("home")
-    memory = MemoryBank.open(home)
+    memory = open_bank(ctx)
     if not _loopback(host) and memory.store.count_api_keys() == 0:
         raise InputError(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
@@ -210,13 +208,12 @@ def keys_create(
     Example: lamina keys create ci-agent --bank my-project
     """
     from .access import hash_key, new_key
-    from .bank.bank import MemoryBank
 
     if bool(banks) == all_banks:
         raise InputError("give --bank (one or more) or --all-banks")
     key = new_key()
     scope = ["*"] if all_banks else list(banks)
-    MemoryBank.open((ctx.obj or {}).get("home")).store.create_api_key(name, hash_key(key), scope)
+    open_bank(ctx).store.create_api_key(name, hash_key(key), scope)
     if as_json:
         emit_json({"name": name, "key": key, "banks": scope})
     else:
@@ -229,9 +226,8 @@ def keys_create(
 @click.pass_context
 def keys_list(ctx: click.Context, as_json: bool) -> None:
     """The keys (names and scopes; the keys themselves are not stored)."""
-    from .bank.bank import MemoryBank
 
-    rows = MemoryBank.open((ctx.obj or {}).get("home")).store.list_api_keys()
+    rows = open_bank(ctx).store.list_api_keys()
     if as_json:
         emit_json([{"name": n, "banks": b, "created_at": c} for n, b, c in rows])
         return
@@ -244,9 +240,8 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def keys_revoke(ctx: click.Context, name: str) -> None:
     """Delete a key; requests with it fail from now on."""
-    from .bank.bank import MemoryBank
 
-    if not MemoryBank.open((ctx.obj or {}).get("home")).store.delete_api_key(name):
+    if not open_bank(ctx).store.delete_api_key(name):
         raise InputError(f"no API key named {name!r}")
     click.echo(f"revoked {name}")
 

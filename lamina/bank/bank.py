@@ -23,9 +23,10 @@ from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
 from ..store.base import Store
+from ..store.search import SearchStore
 from .index import BankIndex
 from .model import Bank, BankStats, Document, Memory
-from .recall import RecallOptions, RecallResult, recall_from_index
+from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
 from .retain import ProgressSink, Retainer, RetainOptions, RetainReport
 
 __all__ = ["MemoryBank"]
@@ -127,11 +128,15 @@ class MemoryBank:
         return index
 
     def recall(self, query: str, bank: str, options: RecallOptions | None = None) -> RecallResult:
+        options = options or RecallOptions()
+        if isinstance(self.store, SearchStore) and self.store.searchable(bank):
+            # The database searches; nothing of the bank is loaded into this process.
+            return recall_from_store(self.store, bank, query, self.embedder, options)
         index = self.index(bank)
         embedder = self.embedder if index.dim is not None else None
         if embedder is not None and embedder.name not in index.embedders():
             embedder = None  # vectors from another model: lexical only until `reindex`
-        return recall_from_index(index, query, embedder, options or RecallOptions())
+        return recall_from_index(index, query, embedder, options)
 
     # -- banks and documents ---------------------------------------------------------------
     def banks(self) -> list[Bank]:

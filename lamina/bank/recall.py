@@ -12,7 +12,8 @@ see why it was recalled.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -21,12 +22,21 @@ import numpy as np
 import numpy.typing as npt
 
 from ..embed import Embedder
+from ..store.search import SearchFilter, SearchStore
 from ..tags import format_memory_block
+from ..tokens import count_text
 from .index import BankIndex
+from .lexical import tokenize
 from .model import Memory
 from .when import TimeRange, resolve_time_expressions
 
-__all__ = ["RecallHit", "RecallOptions", "RecallResult", "recall_from_index"]
+__all__ = [
+    "RecallHit",
+    "RecallOptions",
+    "RecallResult",
+    "recall_from_index",
+    "recall_from_store",
+]
 
 _MAX_SKIPPED = 25
 """Results too large for what is left of the budget that are passed over before giving up."""
@@ -141,7 +151,21 @@ def _top(
 
 def time_scores(index: BankIndex, ranges: Sequence[TimeRange]) -> npt.NDArray[np.float32]:
     """1 inside a range, decaying with the distance to it in units of the range's length."""
-    times = index.times
+    return time_scores_of(index.times, ranges)
+
+
+TIME_FLOOR = 0.05
+"""Time scores below this are 0: beyond ln(20) = 3.0 range lengths from the range."""
+
+
+def time_reach(r: TimeRange) -> float:
+    """How far (seconds) from a range a memory still gets a time score."""
+    return max(r.days, 1.0) * 86400 * math.log(1 / TIME_FLOOR)
+
+
+def time_scores_of(
+    times: npt.NDArray[np.float64], ranges: Sequence[TimeRange]
+) -> npt.NDArray[np.float32]:
     best = np.zeros(len(times), dtype=np.float64)
     known = ~np.isnan(times)
     for r in ranges:
@@ -149,7 +173,7 @@ def time_scores(index: BankIndex, ranges: Sequence[TimeRange]) -> npt.NDArray[np
         distance = np.where(times < start, start - times, np.where(times >= end, times - end, 0))
         scale = max(r.days, 1.0) * 86400
         best = np.maximum(best, np.where(known, np.exp(-distance / scale), 0.0))
-    best[best < 0.05] = 0.0
+    best[best < TIME_FLOOR] = 0.0
     return best.astype(np.float32)
 
 
@@ -232,6 +256,20 @@ def recall_from_index(
         vector = embedder.embed_query(query)
     ranges = resolve_time_expressions(query, options.now)
     channels = channel_rankings(index, query, vector, keep, options.depth, ranges)
+    return _assemble(
+        query, channels, index.memories.__getitem__, index.tokens, int(keep.sum()), options
+    )
+
+
+def _assemble(
+    query: str,
+    channels: Mapping[str, tuple[list[int], npt.NDArray[np.float32]]],
+    memory_at: Callable[[int], Memory],
+    tokens_at: Callable[[int], int],
+    considered: int,
+    options: RecallOptions,
+) -> RecallResult:
+    """Fuse the channels' rankings (of slots) and fill the budget in rank order."""
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
     if options.fusion == "rrf":
         fused = fuse(rankings, options.channel_weights, options.rrf_k)
@@ -248,11 +286,11 @@ def recall_from_index(
     for slot in order:
         if len(hits) >= options.limit:
             break
-        memory = index.memories[slot]
+        memory = memory_at(slot)
         records = set(memory.record_ids)
         if options.collapse and records and len(records & covered) * 2 > len(records):
             continue
-        tokens = index.tokens(slot)
+        tokens = tokens_at(slot)
         if used + tokens > options.budget:
             skipped += 1
             if skipped >= _MAX_SKIPPED or options.budget - used < _MIN_USEFUL_TOKENS:
@@ -268,4 +306,80 @@ def recall_from_index(
         hits.append(RecallHit(memory, fused[slot], detail, tokens))
         covered |= records
         used += tokens
-    return RecallResult(query, hits, int(keep.sum()), used)
+    return RecallResult(query, hits, considered, used)
+
+
+def recall_from_store(
+    store: SearchStore,
+    bank: str,
+    query: str,
+    embedder: Embedder | None,
+    options: RecallOptions,
+) -> RecallResult:
+    """The same recall as `recall_from_index`, with the store doing the searching.
+
+    Each channel's ranking comes from the store; the fusion then needs every channel's score
+    for every memory any channel proposed, so the proposed memories are fetched (with their
+    vectors) and scored here, as the in-process index would score them."""
+    where = SearchFilter(
+        documents=options.documents,
+        tags=options.tags,
+        kinds=options.kinds,
+        since=options.since,
+        until=options.until,
+        exclude=options.exclude,
+    )
+    depth = options.depth
+    terms = tokenize(query)
+    ranges = resolve_time_expressions(query, options.now)
+    vector = embedder.embed_query(query) if embedder is not None and query.strip() else None
+    found: dict[str, list[tuple[int, float]]] = {
+        "lexical": store.lexical_search(bank, terms, depth, where)
+    }
+    if vector is not None and embedder is not None:
+        found["dense"] = store.dense_search(bank, vector, depth, where, embedder=embedder.name)
+    if ranges:
+        near: dict[int, float] = {}
+        for r in ranges:
+            near.update(store.time_search(bank, r.start, r.end, time_reach(r), depth, where))
+        found["time"] = list(near.items())
+    pool = sorted({seq for ranking in found.values() for seq, _score in ranking})
+    memories = store.memories_by_seq(bank, pool, with_embeddings=False)
+    pool = [seq for seq in pool if seq in memories]
+    slot = {seq: i for i, seq in enumerate(pool)}
+    channels: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
+    if ranges:
+        times = np.array(
+            [t.timestamp() if (t := memories[s].time) is not None else np.nan for s in pool],
+            dtype=np.float64,
+        )
+        scores = time_scores_of(times, ranges)
+        ranked = sorted(
+            (i for i in range(len(pool)) if scores[i] > 0), key=lambda i: (-scores[i], i)
+        )
+        channels["time"] = (ranked[:depth], scores)
+    lexical = np.zeros(len(pool), dtype=np.float32)
+    for seq, score in store.lexical_scores(bank, terms, pool).items():
+        if seq in slot:
+            lexical[slot[seq]] = score
+    channels["lexical"] = (
+        [slot[seq] for seq, _score in found["lexical"] if seq in slot],
+        lexical,
+    )
+    if vector is not None and embedder is not None:
+        dense = np.zeros(len(pool), dtype=np.float32)
+        for seq, score in store.dense_scores(bank, vector, pool, embedder.name).items():
+            if seq in slot:
+                dense[slot[seq]] = score
+        ranked = [slot[seq] for seq, _score in found["dense"] if seq in slot]
+        ranked.sort(key=lambda i: (-dense[i], i))
+        channels["dense"] = (ranked, dense)
+    token_counts: dict[int, int] = {}
+
+    def tokens_at(i: int) -> int:
+        if i not in token_counts:
+            token_counts[i] = count_text(memories[pool[i]].text)
+        return token_counts[i]
+
+    considered = store.count_memories(bank, where)
+    return _assemble(query, channels, lambda i: memories[pool[i]], tokens_at, considered, options)

@@ -25,14 +25,14 @@ import numpy as np
 
 from ..bank.bank import MemoryBank
 from ..bank.model import Cursor, Memory
-from ..bank.recall import RecallOptions, combsum
+from ..bank.recall import RecallOptions, combsum, recall_from_index
 from ..errors import InputError
 from ..readers import read_transcript
 from ..readers.locomo import read_locomo_samples
 from ..store.base import RetainBatch
 from ..store.sqlite import SQLiteStore
 from ..turns import conversational_text
-from .common import emit, shared_data_dir
+from .common import Precomputed, emit, shared_data_dir
 
 __all__ = ["latency_bench"]
 
@@ -133,9 +133,33 @@ def _baseline(bank: MemoryBank, name: str, query: str, depth: int = 10) -> list[
     help="Bank sizes to measure.",
 )
 @click.option("--queries", type=int, default=200, show_default=True)
+@click.option(
+    "--database-url",
+    default=None,
+    metavar="URL",
+    help="Also measure this PostgreSQL database (banks lamina-bench-<size> are kept there).",
+)
+@click.option(
+    "--pg-memories",
+    "pg_sizes",
+    multiple=True,
+    type=int,
+    default=(10_000, 100_000),
+    show_default=True,
+    help="Bank sizes on PostgreSQL (add 1000000 for the million).",
+)
+@click.option("--fresh", is_flag=True, help="Rebuild the PostgreSQL banks even if present.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def latency_bench(sizes: tuple[int, ...], queries: int, as_json: bool) -> None:
-    """Recall latency (query embedding included) and memory at 10k and 100k memories."""
+def latency_bench(
+    sizes: tuple[int, ...],
+    queries: int,
+    database_url: str | None,
+    pg_sizes: tuple[int, ...],
+    fresh: bool,
+    as_json: bool,
+) -> None:
+    """Recall latency and memory at 10k and 100k memories; with --database-url, PostgreSQL
+    too (up to a million), HNSW against exact search, and retain throughput with 4 writers."""
     texts, questions = _base_texts()
     picks = random.Random(3)
     asked = [questions[picks.randrange(len(questions))] for _ in range(queries)]
@@ -161,6 +185,8 @@ def latency_bench(sizes: tuple[int, ...], queries: int, as_json: bool) -> None:
                 channel_weights={"lexical": 1.0, "dense": 1.0, "time": 0.0},
             )
             ours: list[float] = []
+            without_embedding: list[float] = []
+            precomputed = Precomputed(bank.embedder, sorted(set(asked)))
             embed_only: list[float] = []
             base: list[float] = []
             agree = 0
@@ -168,6 +194,9 @@ def latency_bench(sizes: tuple[int, ...], queries: int, as_json: bool) -> None:
                 t0 = time.perf_counter()
                 result = bank.recall(query, name, options)
                 ours.append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                recall_from_index(bank.index(name), query, precomputed, options)
+                without_embedding.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 bank.embedder.embed_query(query)
                 embed_only.append((time.perf_counter() - t0) * 1000)
@@ -179,6 +208,7 @@ def latency_bench(sizes: tuple[int, ...], queries: int, as_json: bool) -> None:
             results[str(n)] = {
                 "memories": n,
                 "lamina_recall_ms": _percentiles(ours),
+                "recall_ms_without_query_embedding": _percentiles(without_embedding),
                 "query_embedding_ms": _percentiles(embed_only),
                 "baseline_exact_ms": _percentiles(base),
                 "top_results_agree_with_exact": round(agree / len(asked), 3),
@@ -190,5 +220,19 @@ def latency_bench(sizes: tuple[int, ...], queries: int, as_json: bool) -> None:
         results["base_texts"] = len(texts)
         results["base_embedding_s"] = round(embed_s, 1)
         results["embedder"] = bank.embedder.name
+        if database_url:
+            from .postgres import postgres_latency, retain_throughput, sqlite_throughput
+
+            results["postgres"] = postgres_latency(
+                database_url, pg_sizes, texts, vectors, asked, bank.embedder, build, fresh=fresh
+            )
+            results["postgres"]["data"] = (
+                "synthetic: texts recombined from two real turns, vectors the normalised mean"
+                " of theirs plus noise (see `build`)"
+            )
+            results["retain_throughput"] = {
+                "postgres": retain_throughput(database_url),
+                "sqlite": sqlite_throughput(),
+            }
         bank.close()
     emit({"benchmark": "latency", **results}, as_json)

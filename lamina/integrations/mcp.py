@@ -60,8 +60,10 @@ def _tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def build_server(home: str | Path | None = None, bank: str | None = None) -> MCPServer:
-    memory = MemoryBank.open(home)
+def build_server(
+    home: str | Path | None = None, bank: str | None = None, *, database_url: str | None = None
+) -> MCPServer:
+    memory = MemoryBank.open(home, database_url=database_url)
     fallback = bank or default_bank()
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
 

@@ -19,6 +19,7 @@ Writes to different banks do not wait for each other.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,10 +29,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
+from ..bank.lexical import tokenize
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
 from .base import MemoryRow, RetainBatch, RetainOutcome
 from .postgres_migrations import MIGRATIONS
+from .postgres_search import PostgresSearch
 from .urls import describe_target
 
 try:
@@ -100,7 +103,7 @@ def _vector(value: Any) -> npt.NDArray[np.float32] | None:
     return None if value is None else np.asarray(value, dtype=np.float32)
 
 
-class PostgresStore:
+class PostgresStore(PostgresSearch):
     """A `Store` on a PostgreSQL database with the pgvector extension."""
 
     def __init__(self, url: str, *, pool_min: int = 1, pool_max: int | None = None) -> None:
@@ -314,16 +317,14 @@ class PostgresStore:
             row = self._doc_row(conn, bank, document)
             if bank_row is None or row is None:
                 return 0
-            removed = conn.execute(
-                "SELECT count(*) FROM memories WHERE document_id = %s", (row[0],)
-            ).fetchone()
+            removed = _delete_memories(conn, bank_row[0], "document_id = %s", (row[0],))
             conn.execute("DELETE FROM documents WHERE id = %s", (row[0],))
             conn.execute(
                 "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
                 " WHERE id = %s",
                 (bank_row[0],),
             )
-        return int(removed[0]) if removed else 0
+        return removed
 
     def get_cursor(self, bank: str, document: str) -> Cursor:
         with self._conn() as conn:
@@ -436,25 +437,15 @@ class PostgresStore:
                 ).rowcount
             deleted = 0
             if batch.delete_memories:
-                deleted = conn.execute(
-                    "DELETE FROM memories WHERE bank_id = %s AND id = ANY(%s)",
-                    (bank_id, list(batch.delete_memories)),
-                ).rowcount
+                deleted = _delete_memories(
+                    conn, bank_id, "id = ANY(%s)", (list(batch.delete_memories),)
+                )
             replaced = 0
             if batch.memories:
-                replaced = conn.execute(
-                    "DELETE FROM memories WHERE bank_id = %s AND id = ANY(%s)",
-                    (bank_id, [m.id for m in batch.memories]),
-                ).rowcount
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        "INSERT INTO memories (id, bank_id, document_id, kind, text, record_ids,"
-                        " occurred_at, said_at, speakers, entities, tags, content_hash,"
-                        " embedding, embedder, first_line, last_line, created_at)"
-                        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                        " %s, %s)",
-                        [_memory_params(m, bank_id, doc_id, now) for m in batch.memories],
-                    )
+                replaced = _delete_memories(
+                    conn, bank_id, "id = ANY(%s)", ([m.id for m in batch.memories],)
+                )
+                _insert_memories(conn, bank_id, doc_id, batch.memories, now)
             inserted = len(batch.memories)
             if batch.memories or deleted:
                 conn.execute(
@@ -462,6 +453,8 @@ class PostgresStore:
                     " deletions = deletions + %s WHERE id = %s",
                     (1 if deleted else 0, bank_id),
                 )
+        for dim in {int(m.embedding.shape[0]) for m in batch.memories if m.embedding is not None}:
+            self.ensure_vector_index(dim)
         return RetainOutcome(True, new_records, inserted - replaced, replaced, deleted)
 
     # -- memories --------------------------------------------------------------------------
@@ -513,9 +506,7 @@ class PostgresStore:
             ).fetchone()
             if bank_row is None:
                 return False
-            gone = conn.execute(
-                "DELETE FROM memories WHERE bank_id = %s AND id = %s", (bank_row[0], memory_id)
-            ).rowcount
+            gone = _delete_memories(conn, bank_row[0], "id = %s", (memory_id,))
             if gone:
                 conn.execute(
                     "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
@@ -567,6 +558,8 @@ class PostgresStore:
                 " WHERE id = %s",
                 (bank_row[0],),
             )
+        for dim in {int(np.asarray(v).shape[0]) for v in vectors.values()}:
+            self.ensure_vector_index(dim)
         return changed
 
     # -- API keys and operations ------------------------------------------------------------
@@ -664,6 +657,87 @@ class PostgresStore:
                 " ORDER BY indexname"
             ).fetchall()
         return [" ".join(str(v) for v in c) for c in columns] + [i[0] for i in indexes]
+
+
+def _delete_memories(
+    conn: psycopg.Connection[Any], bank_id: int, condition: str, params: tuple[Any, ...]
+) -> int:
+    """Delete the bank's memories matching `condition` (SQL on `memories`), keeping the BM25
+    statistics right: document frequencies and the bank's live count and total length."""
+    gone = conn.execute(
+        f"SELECT seq, terms FROM memories WHERE bank_id = %s AND {condition}",
+        (bank_id, *params),
+    ).fetchall()
+    if not gone:
+        return 0
+    seqs = [int(r[0]) for r in gone]
+    conn.execute(
+        "UPDATE term_counts c SET df = c.df - g.n FROM (SELECT term, count(*) AS n"
+        " FROM postings WHERE bank_id = %s AND seq = ANY(%s) GROUP BY term) g"
+        " WHERE c.bank_id = %s AND c.term = g.term",
+        (bank_id, seqs, bank_id),
+    )
+    conn.execute(
+        "UPDATE banks SET live_memories = live_memories - %s, total_terms = total_terms - %s"
+        " WHERE id = %s",
+        (len(seqs), sum(int(r[1]) for r in gone), bank_id),
+    )
+    # Postings go with their memory (ON DELETE CASCADE).
+    return conn.execute("DELETE FROM memories WHERE seq = ANY(%s)", (seqs,)).rowcount
+
+
+def _insert_memories(
+    conn: psycopg.Connection[Any],
+    bank_id: int,
+    doc_id: int,
+    memories: Sequence[Memory],
+    now: datetime,
+) -> None:
+    """Insert memories with their postings, and count them into the BM25 statistics.
+
+    Sequence numbers are taken here, under the bank's lock, so they follow commit order."""
+    seqs = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT nextval(pg_get_serial_sequence('memories', 'seq')) FROM generate_series(1, %s)",
+            (len(memories),),
+        )
+    ]
+    df: Counter[str] = Counter()
+    total = 0
+    rows: list[tuple[Any, ...]] = []
+    postings: list[tuple[str, int, int, int]] = []
+    for seq, memory in zip(seqs, memories, strict=True):
+        counts = Counter(tokenize(memory.text))
+        length = sum(counts.values())
+        total += length
+        df.update(counts.keys())
+        postings.extend((term, seq, tf, length) for term, tf in counts.items())
+        rows.append((seq, *_memory_params(memory, bank_id, doc_id, now), length))
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO memories (seq, id, bank_id, document_id, kind, text, record_ids,"
+            " occurred_at, said_at, speakers, entities, tags, content_hash, embedding, embedder,"
+            " first_line, last_line, created_at, terms) VALUES (%s, %s, %s, %s, %s, %s, %s,"
+            " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+        with cur.copy("COPY postings (bank_id, term, seq, tf, terms) FROM STDIN") as copy:
+            for term, seq, tf, length in postings:
+                copy.write_row((bank_id, term, seq, tf, length))
+    if df:
+        terms = list(df)
+        conn.execute(
+            "INSERT INTO term_counts (bank_id, term, df) SELECT %s, t, n"
+            " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"
+            " ON CONFLICT (bank_id, term) DO UPDATE SET df = term_counts.df + excluded.df",
+            (bank_id, terms, [df[t] for t in terms]),
+        )
+    conn.execute(
+        "UPDATE banks SET live_memories = live_memories + %s, total_terms = total_terms + %s"
+        " WHERE id = %s",
+        (len(memories), total, bank_id),
+    )
 
 
 def _memory_params(memory: Memory, bank_id: int, doc_id: int, now: datetime) -> tuple[Any, ...]:

@@ -1,0 +1,183 @@
+"""The PostgreSQL half of `lamina bench latency --database-url URL`.
+
+Per bank size: recall p50/p95 with the searching done in the database (query embedding
+excluded; it is reported separately), the agreement of the HNSW dense ranking with an exact
+scan, the time to build the bank, and the database's size. Then retain throughput with four
+processes writing different conversations into one bank, embedding excluded, on PostgreSQL
+and, as the baseline, on SQLite.
+
+Banks are named `lamina-bench-<size>` and kept between runs (a bank of the right size is
+reused: building a million memories takes a while); `--fresh` rebuilds them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..bank.bank import MemoryBank
+from ..bank.recall import RecallOptions, recall_from_store
+from ..bank.retain import RetainOptions
+from ..embed import Embedder
+from ..readers.locomo import read_locomo_samples
+from ..store import open_store
+from ..store.postgres import PostgresStore
+from ..store.search import SearchFilter
+from .common import Precomputed, shared_data_dir
+
+__all__ = ["postgres_latency", "retain_throughput"]
+
+WRITERS = 4
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+    }
+
+
+def postgres_latency(
+    url: str,
+    sizes: Sequence[int],
+    texts: list[str],
+    vectors: npt.NDArray[np.float32],
+    asked: list[str],
+    embedder: Embedder,
+    build: Any,
+    *,
+    fresh: bool = False,
+    hnsw_queries: int = 50,
+) -> dict[str, Any]:
+    store = PostgresStore(url)
+    precomputed = Precomputed(embedder, sorted(set(asked)))
+    bank = MemoryBank(store, precomputed)
+    options = RecallOptions(
+        budget=1_000_000,
+        limit=10,
+        collapse=False,
+        channel_weights={"lexical": 1.0, "dense": 1.0, "time": 0.0},
+    )
+    out: dict[str, Any] = {}
+    for n in sizes:
+        name = f"lamina-bench-{n}"
+        existing = store.count_memories(name, SearchFilter()) if store.get_bank(name) else 0
+        reused = existing == n and not fresh
+        build_s = index_s = None
+        if not reused:
+            store.delete_bank(name)
+            # A bulk load: without the HNSW index, then the index built in one go.
+            store.drop_vector_index(embedder.dim)
+            started = time.perf_counter()
+            build(bank, name, n, texts, vectors)
+            build_s = round(time.perf_counter() - started, 1)
+            started = time.perf_counter()
+            store.ensure_vector_index(embedder.dim, build_memory="2GB")
+            index_s = round(time.perf_counter() - started, 1)
+            with store.pool.connection() as conn:
+                conn.execute("VACUUM ANALYZE")
+        recall_from_store(store, name, asked[0], precomputed, options)  # warm the pool
+        timings: list[float] = []
+        for query in asked:
+            t0 = time.perf_counter()
+            recall_from_store(store, name, query, precomputed, options)
+            timings.append((time.perf_counter() - t0) * 1000)
+        overlap: list[float] = []
+        hnsw_ms: list[float] = []
+        for query in asked[:hnsw_queries]:
+            vector = precomputed.embed_query(query)
+            t0 = time.perf_counter()
+            approximate = store.dense_search(name, vector, 10, SearchFilter(), embedder.name)
+            hnsw_ms.append((time.perf_counter() - t0) * 1000)
+            exact = store.dense_search(name, vector, 10, SearchFilter(), embedder.name, exact=True)
+            overlap.append(len({s for s, _ in approximate} & {s for s, _ in exact}) / 10)
+        out[str(n)] = {
+            "memories": n,
+            "recall_ms_without_query_embedding": _percentiles(timings),
+            "dense_search_ms": _percentiles(hnsw_ms),
+            "dense_recall_at_10_vs_exact": round(float(np.mean(overlap)), 3),
+            "dense_index": "hnsw" if n > _exact_limit() else "exact scan",
+            "build_s": build_s,
+            "hnsw_build_s": index_s,
+            "reused_existing_bank": reused,
+        }
+    out["database_mb"] = round((store.size_bytes() or 0) / 1e6, 1)
+    store.close()
+    return out
+
+
+def _exact_limit() -> int:
+    from ..store.postgres_search import EXACT_LIMIT
+
+    return EXACT_LIMIT
+
+
+# -- retain throughput ---------------------------------------------------------------------
+_samples: list[Any] = []
+
+
+def _load(data: str) -> None:
+    """Each writer reads the conversations before the clock starts."""
+    _samples.extend(read_locomo_samples(data))
+
+
+def _writer(args: tuple[str, str, list[int]]) -> int:
+    target, bank, picks = args
+    samples = _samples
+    memory = MemoryBank(open_store(target), retain_options=RetainOptions(embed=False))
+    turns = 0
+    for i in picks:
+        sample = samples[i]
+        report = memory.retain_messages(sample.messages, bank, sample.sample_id)
+        turns += report.new_records
+    memory.close()
+    return turns
+
+
+def retain_throughput(target: str, writers: int = WRITERS) -> dict[str, Any]:
+    """Turns per second with `writers` processes retaining LoCoMo conversations into one bank
+    (different conversations each, embedding excluded)."""
+    folder = shared_data_dir("locomo")
+    if folder is None:
+        return {"skipped": "../shared/data/locomo not found"}
+    data = str(folder / "locomo-dev.json")
+    count = len(read_locomo_samples(data))
+    bank = f"lamina-bench-writers-{int(time.time())}"
+    store = open_store(target)
+    store.migrate()
+    jobs = [(target, bank, list(range(w, count, writers))) for w in range(writers)]
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(writers, initializer=_load, initargs=(data,)) as pool:
+        pool.map(_noop, range(writers), chunksize=1)  # every worker started and loaded
+        started = time.perf_counter()
+        turns = sum(pool.map(_writer, jobs))
+        seconds = time.perf_counter() - started
+    memories = store.bank_stats(bank).memories
+    store.delete_bank(bank)
+    store.close()
+    return {
+        "writers": writers,
+        "turns": turns,
+        "memories": memories,
+        "seconds": round(seconds, 2),
+        "turns_per_s": round(turns / seconds, 1),
+        "note": "workers started and data read before the clock; embedding excluded",
+    }
+
+
+def _noop(_: int) -> None:
+    time.sleep(0.2)  # long enough that every worker takes one
+
+
+def sqlite_throughput(writers: int = WRITERS) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="lamina-writers-") as tmp:
+        return retain_throughput(str(Path(tmp) / "lamina.db"), writers)

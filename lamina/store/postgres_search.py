@@ -1,0 +1,435 @@
+"""Recall's searches run inside PostgreSQL (see lamina.store.search for the contract).
+
+Lexical: BM25 over the `postings` table with the in-process index's formula. Exact top-k
+without reading every posting of common terms: terms are taken rarest first, and a term is
+only used to *find* candidates while the memories it alone could bring in might still beat
+the current k-th score (the "MaxScore" bound: a term adds at most weight * (k1 + 1)); the
+other terms only add to the candidates' scores.
+
+Dense: the dot product with the query (pgvector's `<#>`). Banks (or filtered subsets) of up to
+EXACT_LIMIT memories are scanned exactly; larger ones use an HNSW index per vector size,
+created when the first vector of that size is stored, with iterative scans so filters still
+return `depth` results.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, suppress
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+
+from ..bank.model import Memory
+from .search import BM25_B, BM25_K1, SearchFilter
+
+__all__ = ["EXACT_LIMIT", "PostgresSearch"]
+
+EXACT_LIMIT = 20_000
+"""Up to this many candidate memories, dense search scans them exactly."""
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+class PostgresSearch:
+    """Mixed into PostgresStore: the `SearchStore` methods."""
+
+    search_in_database: bool = True
+
+    # Provided by PostgresStore.
+    def _conn(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _memory(bank: str, row: Any) -> Memory:
+        raise NotImplementedError
+
+    _MEMORY_COLUMNS: str
+
+    def searchable(self, bank: str) -> bool:
+        return self.search_in_database
+
+    # -- filters ---------------------------------------------------------------------------
+    @staticmethod
+    def _filter_sql(bank_id: int, where: SearchFilter) -> tuple[str, list[Any]]:
+        """SQL conditions on `memories m` for a filter ("" when it lets everything through)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if where.documents is not None:
+            parts.append(
+                "m.document_id IN (SELECT id FROM documents WHERE bank_id = %s AND name = ANY(%s))"
+            )
+            params += [bank_id, sorted(where.documents)]
+        if where.tags:
+            parts.append("m.tags && %s::text[]")
+            params.append(sorted(where.tags))
+        if where.kinds is not None:
+            parts.append("m.kind = ANY(%s)")
+            params.append(sorted(where.kinds))
+        if where.since is not None:
+            parts.append("m.t >= %s")
+            params.append(where.since)
+        if where.until is not None:
+            parts.append("m.t <= %s")
+            params.append(where.until)
+        for document, cutoff in sorted(where.exclude.items()):
+            said = "coalesce(m.said_at, m.t)"
+            condition = "TRUE" if cutoff is None else f"({said} IS NULL OR {said} >= %s)"
+            parts.append(
+                "NOT (m.document_id IN (SELECT id FROM documents WHERE bank_id = %s"
+                f" AND name = %s) AND {condition})"
+            )
+            params += [bank_id, document] + ([cutoff] if cutoff is not None else [])
+        return " AND ".join(parts), params
+
+    def _bank(self, conn: psycopg.Connection[Any], bank: str) -> tuple[int, int, int] | None:
+        row = conn.execute(
+            "SELECT id, live_memories, total_terms FROM banks WHERE name = %s", (bank,)
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
+
+    def count_memories(self, bank: str, where: SearchFilter) -> int:
+        """Live memories that pass the filter."""
+        with self._conn() as conn:
+            info = self._bank(conn, bank)
+            if info is None:
+                return 0
+            if where.empty:
+                return info[1]
+            sql, params = self._filter_sql(info[0], where)
+            row = conn.execute(
+                f"SELECT count(*) FROM memories m WHERE m.bank_id = %s AND {sql}",
+                [info[0], *params],
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    # -- lexical ---------------------------------------------------------------------------
+    @staticmethod
+    def _bm25_sql(avgdl: float) -> str:
+        k1, b = BM25_K1, BM25_B
+        return (
+            f"sum(w.weight * p.tf * {k1 + 1} / (p.tf + {k1} * (1 - {b} + {b} * p.terms"
+            f" / {avgdl!r})))"
+        )
+
+    def _weights(
+        self, conn: psycopg.Connection[Any], bank_id: int, n: int, terms: Sequence[str]
+    ) -> dict[str, float]:
+        counts = Counter(terms)
+        if not counts or n == 0:
+            return {}
+        rows = conn.execute(
+            "SELECT term, df FROM term_counts WHERE bank_id = %s AND term = ANY(%s) AND df > 0",
+            (bank_id, sorted(counts)),
+        ).fetchall()
+        return {str(t): counts[str(t)] * _idf(n, int(df)) for t, df in rows}
+
+    def _scores(
+        self,
+        conn: psycopg.Connection[Any],
+        bank_id: int,
+        avgdl: float,
+        weights: dict[str, float],
+        terms: Sequence[str],
+        seqs: Sequence[int] | None,
+        filter_sql: str = "",
+        filter_params: Sequence[Any] = (),
+    ) -> dict[int, float]:
+        """BM25 contributions of `terms` to the memories holding them (or only to `seqs`)."""
+        if not terms:
+            return {}
+        params: list[Any] = [list(terms), [weights[t] for t in terms], bank_id, list(terms)]
+        restrict = ""
+        if seqs is not None:
+            restrict = " AND p.seq = ANY(%s)"
+            params.append(list(seqs))
+        if filter_sql:
+            restrict += (
+                " AND p.seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
+                f" AND {filter_sql})"
+            )
+            params += [bank_id, *filter_params]
+        rows = conn.execute(
+            f"SELECT p.seq, {self._bm25_sql(avgdl)} FROM postings p"
+            " JOIN unnest(%s::text[], %s::float8[]) AS w(term, weight) ON w.term = p.term"
+            f" WHERE p.bank_id = %s AND p.term = ANY(%s){restrict} GROUP BY p.seq",
+            params,
+        ).fetchall()
+        return {int(seq): float(score) for seq, score in rows}
+
+    def lexical_search(
+        self, bank: str, terms: Sequence[str], depth: int, where: SearchFilter
+    ) -> list[tuple[int, float]]:
+        with self._conn() as conn:
+            info = self._bank(conn, bank)
+            if info is None or info[1] == 0 or depth <= 0:
+                return []
+            bank_id, n, total = info
+            avgdl = total / n if total else 1.0
+            counts = Counter(terms)
+            rows = conn.execute(
+                "SELECT term, df FROM term_counts WHERE bank_id = %s AND term = ANY(%s) AND df > 0",
+                (bank_id, sorted(counts)),
+            ).fetchall()
+            if not rows:
+                return []
+            df = {str(t): int(d) for t, d in rows}
+            weights = {t: counts[t] * _idf(n, d) for t, d in df.items()}
+            order = sorted(weights, key=lambda t: (-weights[t], t))
+            bound = {t: weights[t] * (BM25_K1 + 1) for t in order}
+            filter_sql, filter_params = self._filter_sql(bank_id, where)
+            # Find candidates with the rarest terms, enough of them to fill `depth` twice over.
+            k, seen = 1, df[order[0]]
+            while k < len(order) and seen < 2 * depth:
+                seen += df[order[k]]
+                k += 1
+            while True:
+                finding, adding = order[:k], order[k:]
+                ranked = self._top_bm25(
+                    conn, bank_id, avgdl, weights, finding, adding, depth, filter_sql,
+                    filter_params,
+                )  # fmt: skip
+                kth = ranked[-1][1] if len(ranked) >= depth else 0.0
+                # A memory holding none of the finding terms scores below sum(bound[adding]).
+                if not adding or sum(bound[t] for t in adding) <= kth:
+                    return ranked
+                if self.lexical_postings_budget and seen + df[adding[0]] > (
+                    self.lexical_postings_budget
+                ):
+                    return ranked  # approximate: see lexical_postings_budget
+                seen += df[adding[0]]
+                k += 1
+
+    lexical_postings_budget: int | None = None
+    """When set, lexical search stops widening its candidates once it would read more than
+    this many postings, and returns the best of what it has: an approximation (for memories
+    that hold only very common query terms) traded for bounded latency on huge banks. None
+    (the default) is exact."""
+
+    def _top_bm25(
+        self,
+        conn: psycopg.Connection[Any],
+        bank_id: int,
+        avgdl: float,
+        weights: dict[str, float],
+        finding: Sequence[str],
+        adding: Sequence[str],
+        depth: int,
+        filter_sql: str,
+        filter_params: Sequence[Any],
+    ) -> list[tuple[int, float]]:
+        """The best `depth` memories holding a finding term, scored with every term."""
+        everything = [*finding, *adding]
+        bm25 = self._bm25_sql(avgdl)
+        params: list[Any] = [everything, [weights[t] for t in everything], bank_id, list(finding)]
+        restrict = ""
+        if filter_sql:
+            restrict = (
+                " AND p.seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
+                f" AND {filter_sql})"
+            )
+            params += [bank_id, *filter_params]
+        sql = (
+            "WITH w(term, weight) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
+            f" found AS (SELECT p.seq, {bm25} AS s FROM postings p JOIN w ON w.term = p.term"
+            f" WHERE p.bank_id = %s AND p.term = ANY(%s){restrict} GROUP BY p.seq)"
+        )
+        if adding:
+            sql += (
+                f", added AS (SELECT p.seq, {bm25} AS s FROM postings p JOIN w ON w.term = p.term"
+                " WHERE p.bank_id = %s AND p.term = ANY(%s)"
+                " AND p.seq IN (SELECT seq FROM found) GROUP BY p.seq)"
+                " SELECT f.seq, f.s + coalesce(a.s, 0) AS score FROM found f"
+                " LEFT JOIN added a ON a.seq = f.seq"
+            )
+            params += [bank_id, list(adding)]
+        else:
+            sql += " SELECT seq, s AS score FROM found"
+        sql += " ORDER BY score DESC, seq LIMIT %s"
+        params.append(depth)
+        return [(int(seq), float(score)) for seq, score in conn.execute(sql, params)]
+
+    def lexical_scores(
+        self, bank: str, terms: Sequence[str], seqs: Sequence[int]
+    ) -> dict[int, float]:
+        if not seqs:
+            return {}
+        with self._conn() as conn:
+            info = self._bank(conn, bank)
+            if info is None or info[1] == 0:
+                return {}
+            bank_id, n, total = info
+            weights = self._weights(conn, bank_id, n, terms)
+            if not weights:
+                return {}
+            avgdl = total / n if total else 1.0
+            return self._scores(conn, bank_id, avgdl, weights, sorted(weights), seqs)
+
+    # -- dense -----------------------------------------------------------------------------
+    def ensure_vector_index(self, dim: int, *, build_memory: str | None = None) -> None:
+        """The HNSW index for vectors of `dim` numbers (created once, outside transactions).
+
+        Bulk loads are faster without it: `drop_vector_index`, load, then this with
+        `build_memory` (e.g. "2GB") to build it in one go, in parallel."""
+        known: set[int] = self.__dict__.setdefault("_vector_indexes", set())
+        if dim in known and build_memory is None:
+            return
+        # Another process may create it at the same moment.
+        with (
+            self._conn() as conn,
+            suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable),
+        ):
+            if build_memory is not None:
+                conn.execute(f"SET maintenance_work_mem = '{build_memory}'")
+                conn.execute("SET max_parallel_maintenance_workers = 2")
+            conn.execute(
+                f"CREATE INDEX IF NOT EXISTS memories_embedding_{dim} ON memories"
+                f" USING hnsw ((embedding::vector({dim})) vector_ip_ops)"
+                f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                f" WHERE vector_dims(embedding) = {dim}"
+            )
+            if build_memory is not None:
+                conn.execute("RESET maintenance_work_mem")
+                conn.execute("RESET max_parallel_maintenance_workers")
+        known.add(dim)
+
+    def drop_vector_index(self, dim: int) -> None:
+        """Drop the HNSW index of `dim` (before a bulk load); stores keep it dropped until
+        `ensure_vector_index(dim, build_memory=...)`."""
+        self.__dict__.setdefault("_vector_indexes", set()).add(dim)
+        with self._conn() as conn:
+            conn.execute(f"DROP INDEX IF EXISTS memories_embedding_{dim}")
+
+    def dense_search(
+        self,
+        bank: str,
+        vector: npt.NDArray[np.float32],
+        depth: int,
+        where: SearchFilter,
+        embedder: str | None = None,
+        *,
+        exact: bool = False,
+    ) -> list[tuple[int, float]]:
+        """See SearchStore.dense_search; `exact` scans every candidate (for benchmarks)."""
+        dim = int(vector.shape[0])
+        with self._conn() as conn:
+            info = self._bank(conn, bank)
+            if info is None or info[1] == 0 or depth <= 0:
+                return []
+            bank_id, live, _total = info
+            filter_sql, filter_params = self._filter_sql(bank_id, where)
+            conditions = f"m.bank_id = %s AND vector_dims(m.embedding) = {dim}"
+            params: list[Any] = [bank_id]
+            if embedder is not None:
+                conditions += " AND m.embedder = %s"
+                params.append(embedder)
+            if filter_sql:
+                conditions += f" AND {filter_sql}"
+                params += filter_params
+            candidates = live
+            if filter_sql and live > EXACT_LIMIT:
+                row = conn.execute(
+                    f"SELECT count(*) FROM memories m WHERE {conditions}", params
+                ).fetchone()
+                candidates = int(row[0]) if row else 0
+            query = np.asarray(vector, dtype=np.float32)
+            with conn.transaction():
+                if exact or candidates <= EXACT_LIMIT:
+                    # Ordering by the bare expression keeps the planner off the HNSW index.
+                    order_by = "m.embedding <#> %s"
+                else:
+                    self_ef = max(depth, 100)
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {self_ef}")
+                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    order_by = f"m.embedding::vector({dim}) <#> %s::vector({dim})"
+                rows = conn.execute(
+                    f"SELECT m.seq, -(m.embedding <#> %s) FROM memories m WHERE {conditions}"
+                    f" ORDER BY {order_by} LIMIT %s",
+                    [query, *params, query, depth],
+                ).fetchall()
+        ranked = [(int(seq), float(score)) for seq, score in rows]
+        ranked.sort(key=lambda kv: (-kv[1], kv[0]))
+        return ranked
+
+    # -- time ------------------------------------------------------------------------------
+    def time_search(
+        self,
+        bank: str,
+        start: datetime,
+        end: datetime,
+        reach: float,
+        depth: int,
+        where: SearchFilter,
+    ) -> list[tuple[int, float]]:
+        with self._conn() as conn:
+            info = self._bank(conn, bank)
+            if info is None or depth <= 0:
+                return []
+            bank_id = info[0]
+            filter_sql, filter_params = self._filter_sql(bank_id, where)
+            extra = f" AND {filter_sql}" if filter_sql else ""
+            inside = conn.execute(
+                "SELECT m.seq, extract(epoch FROM m.t) FROM memories m WHERE m.bank_id = %s"
+                f" AND m.t >= %s AND m.t < %s{extra} ORDER BY m.seq LIMIT %s",
+                [bank_id, start, end, *filter_params, depth],
+            ).fetchall()
+            out = [(int(s), float(t)) for s, t in inside]
+            if len(out) < depth and reach > 0:
+                near = conn.execute(
+                    "SELECT m.seq, extract(epoch FROM m.t) FROM memories m WHERE m.bank_id = %s"
+                    " AND ((m.t < %s AND m.t >= %s - make_interval(secs => %s))"
+                    " OR (m.t >= %s AND m.t < %s + make_interval(secs => %s)))"
+                    f"{extra} ORDER BY greatest(extract(epoch FROM %s - m.t),"
+                    " extract(epoch FROM m.t - %s)), m.seq LIMIT %s",
+                    [bank_id, start, start, reach, end, end, reach, *filter_params, start,
+                     end, depth - len(out)],
+                ).fetchall()  # fmt: skip
+                out += [(int(s), float(t)) for s, t in near]
+        return out
+
+    # -- fetching --------------------------------------------------------------------------
+    def dense_scores(
+        self,
+        bank: str,
+        vector: npt.NDArray[np.float32],
+        seqs: Sequence[int],
+        embedder: str | None = None,
+    ) -> dict[int, float]:
+        if not seqs:
+            return {}
+        dim = int(vector.shape[0])
+        condition = " AND m.embedder = %s" if embedder is not None else ""
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT m.seq, -(m.embedding <#> %s) FROM memories m"
+                " WHERE m.bank_id = (SELECT id FROM banks WHERE name = %s) AND m.seq = ANY(%s)"
+                f" AND vector_dims(m.embedding) = {dim}{condition}",
+                [np.asarray(vector, dtype=np.float32), bank, list(seqs)]
+                + ([embedder] if embedder is not None else []),
+            ).fetchall()
+        return {int(seq): float(score) for seq, score in rows}
+
+    def memories_by_seq(
+        self, bank: str, seqs: Sequence[int], *, with_embeddings: bool = True
+    ) -> dict[int, Memory]:
+        if not seqs:
+            return {}
+        embedding = "m.embedding" if with_embeddings else "NULL::vector"
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {self._MEMORY_COLUMNS}, {embedding} FROM memories m"
+                " JOIN documents d ON d.id = m.document_id JOIN banks b ON b.id = m.bank_id"
+                " WHERE b.name = %s AND m.seq = ANY(%s)",
+                (bank, list(seqs)),
+                binary=True,
+            )
+            return {int(row[0]): self._memory(bank, row) for row in rows}
