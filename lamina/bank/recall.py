@@ -41,6 +41,8 @@ __all__ = [
 _MAX_SKIPPED = 25
 """Results too large for what is left of the budget that are passed over before giving up."""
 _MIN_USEFUL_TOKENS = 8
+_PAGE = 32
+"""Memories fetched at a time, in fused order, when the store does the searching."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,14 +270,19 @@ def _assemble(
     tokens_at: Callable[[int], int],
     considered: int,
     options: RecallOptions,
+    prefetch: Callable[[list[int]], None] | None = None,
 ) -> RecallResult:
-    """Fuse the channels' rankings (of slots) and fill the budget in rank order."""
+    """Fuse the channels' rankings (of slots) and fill the budget in rank order.
+
+    `prefetch`, when given, is told the fused order before any `memory_at` call."""
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
     if options.fusion == "rrf":
         fused = fuse(rankings, options.channel_weights, options.rrf_k)
     else:
         fused = combsum(channels, options.channel_weights)
     order = sorted(fused, key=lambda s: (-fused[s], s))
+    if prefetch is not None:
+        prefetch(order)
     ranks = {
         name: {slot: r for r, slot in enumerate(ranking)} for name, ranking in rankings.items()
     }
@@ -344,42 +351,53 @@ def recall_from_store(
             near.update(store.time_search(bank, r.start, r.end, time_reach(r), depth, where))
         found["time"] = list(near.items())
     pool = sorted({seq for ranking in found.values() for seq, _score in ranking})
-    memories = store.memories_by_seq(bank, pool, with_embeddings=False)
-    pool = [seq for seq in pool if seq in memories]
     slot = {seq: i for i, seq in enumerate(pool)}
     channels: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
     if ranges:
-        times = np.array(
-            [t.timestamp() if (t := memories[s].time) is not None else np.nan for s in pool],
-            dtype=np.float64,
-        )
+        times = np.full(len(pool), np.nan, dtype=np.float64)
+        for seq, t in store.memory_times(bank, pool).items():
+            times[slot[seq]] = t
         scores = time_scores_of(times, ranges)
-        ranked = sorted(
-            (i for i in range(len(pool)) if scores[i] > 0), key=lambda i: (-scores[i], i)
-        )
-        channels["time"] = (ranked[:depth], scores)
+        dated = [i for i in range(len(pool)) if scores[i] > 0]
+        channels["time"] = (sorted(dated, key=lambda i: (-scores[i], i))[:depth], scores)
+    # Each channel scores what it ranked; the pool's other members are scored on request.
     lexical = np.zeros(len(pool), dtype=np.float32)
-    for seq, score in store.lexical_scores(bank, terms, pool).items():
-        if seq in slot:
-            lexical[slot[seq]] = score
-    channels["lexical"] = (
-        [slot[seq] for seq, _score in found["lexical"] if seq in slot],
-        lexical,
-    )
+    known = dict(found["lexical"])
+    rest = [seq for seq in pool if seq not in known]
+    known.update(store.lexical_scores(bank, terms, rest) if rest else {})
+    for seq, score in known.items():
+        lexical[slot[seq]] = score
+    channels["lexical"] = ([slot[seq] for seq, _score in found["lexical"]], lexical)
     if vector is not None and embedder is not None:
         dense = np.zeros(len(pool), dtype=np.float32)
-        for seq, score in store.dense_scores(bank, vector, pool, embedder.name).items():
-            if seq in slot:
-                dense[slot[seq]] = score
-        ranked = [slot[seq] for seq, _score in found["dense"] if seq in slot]
+        known = dict(found["dense"])
+        rest = [seq for seq in pool if seq not in known]
+        known.update(store.dense_scores(bank, vector, rest, embedder.name) if rest else {})
+        for seq, score in known.items():
+            dense[slot[seq]] = score
+        ranked = [slot[seq] for seq, _score in found["dense"]]
         ranked.sort(key=lambda i: (-dense[i], i))
         channels["dense"] = (ranked, dense)
+    fetched: dict[int, Memory] = {}
+    order: list[int] = []
+
+    def prefetch(fused_order: list[int]) -> None:
+        order.extend(fused_order)
+
+    def memory_at(i: int) -> Memory:
+        if pool[i] not in fetched:
+            # Fetch along the fused order, a page at a time: most recalls need one page.
+            start = order.index(i)
+            page = [pool[j] for j in order[start : start + _PAGE] if pool[j] not in fetched]
+            fetched.update(store.memories_by_seq(bank, page, with_embeddings=False))
+        return fetched[pool[i]]
+
     token_counts: dict[int, int] = {}
 
     def tokens_at(i: int) -> int:
         if i not in token_counts:
-            token_counts[i] = count_text(memories[pool[i]].text)
+            token_counts[i] = count_text(memory_at(i).text)
         return token_counts[i]
 
     considered = store.count_memories(bank, where)
-    return _assemble(query, channels, lambda i: memories[pool[i]], tokens_at, considered, options)
+    return _assemble(query, channels, memory_at, tokens_at, considered, options, prefetch)

@@ -40,6 +40,97 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
+PROBE_FACTOR = 4
+"""A term's postings are read whole when it has at most this many per candidate memory;
+otherwise the candidates are looked up in it one by one."""
+
+
+class _Postings:
+    """The BM25 contributions of a query's terms, per term as sorted (seq, score) arrays:
+    whole lists read once, or only the entries of given candidates."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        bank_id: int,
+        avgdl: float,
+        weights: dict[str, float],
+        filter_sql: str,
+        filter_params: Sequence[Any],
+    ) -> None:
+        self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
+        self.filter_sql, self.filter_params = filter_sql, filter_params
+        self.whole: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+
+    def _fetch(
+        self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None
+    ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+        # One row per term, its postings packed big-endian (int8send/int4send) so that they
+        # arrive as three byte strings rather than as many Python objects.
+        sql = (
+            "SELECT term, string_agg(int8send(seq), '' ORDER BY seq),"
+            " string_agg(int4send(tf), '' ORDER BY seq),"
+            " string_agg(int4send(terms), '' ORDER BY seq)"
+            " FROM postings WHERE bank_id = %s AND term = ANY(%s)"
+        )
+        params: list[Any] = [self.bank_id, list(terms)]
+        if seqs is not None:
+            sql += " AND seq = ANY(%s)"
+            params.append(seqs.tolist())
+        elif self.filter_sql:
+            sql += (
+                " AND seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
+                f" AND {self.filter_sql})"
+            )
+            params += [self.bank_id, *self.filter_params]
+        out: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        k1, b = BM25_K1, BM25_B
+        for term, packed_seqs, packed_tfs, packed_lengths in self.conn.execute(
+            sql + " GROUP BY term", params, binary=True
+        ):
+            seq = np.frombuffer(packed_seqs, dtype=">i8").astype(np.int64)
+            tf = np.frombuffer(packed_tfs, dtype=">i4").astype(np.float64)
+            length = np.frombuffer(packed_lengths, dtype=">i4").astype(np.float64)
+            score = (
+                self.weights[str(term)]
+                * tf
+                * (k1 + 1)
+                / (tf + k1 * (1 - b + b * length / self.avgdl))
+            )
+            out[str(term)] = (seq, score)
+        for term in terms:
+            out.setdefault(term, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+        return out
+
+    def read(self, terms: Sequence[str]) -> None:
+        todo = [t for t in terms if t not in self.whole]
+        if todo:
+            self.whole.update(self._fetch(todo, None))
+
+    def union(self, terms: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Every memory holding one of `terms` (read whole), with their summed scores."""
+        seqs = np.concatenate([self.whole[t][0] for t in terms])
+        scores = np.concatenate([self.whole[t][1] for t in terms])
+        unique, inverse = np.unique(seqs, return_inverse=True)
+        summed = np.bincount(inverse, weights=scores, minlength=len(unique))
+        return unique.astype(np.int64), summed.astype(np.float64)
+
+    def lookup(self, term: str, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The term's scores for `seqs` (sorted), 0 where it does not occur."""
+        if term in self.whole:
+            have, score = self.whole[term]
+        else:
+            have, score = self._fetch([term], seqs)[term]
+        out = np.zeros(len(seqs))
+        if len(have) == 0 or len(seqs) == 0:
+            return out
+        at = np.searchsorted(seqs, have)
+        inside = at < len(seqs)
+        inside[inside] = seqs[at[inside]] == have[inside]
+        out[at[inside]] = score[inside]
+        return out
+
+
 class PostgresSearch:
     """Mixed into PostgresStore: the `SearchStore` methods."""
 
@@ -187,6 +278,7 @@ class PostgresSearch:
             order = sorted(weights, key=lambda t: (-weights[t], t))
             bound = {t: weights[t] * (BM25_K1 + 1) for t in order}
             filter_sql, filter_params = self._filter_sql(bank_id, where)
+            lists = _Postings(conn, bank_id, avgdl, weights, filter_sql, filter_params)
             # Find candidates with the rarest terms, enough of them to fill `depth` twice over.
             k, seen = 1, df[order[0]]
             while k < len(order) and seen < 2 * depth:
@@ -194,69 +286,34 @@ class PostgresSearch:
                 k += 1
             while True:
                 finding, adding = order[:k], order[k:]
-                ranked = self._top_bm25(
-                    conn, bank_id, avgdl, weights, finding, adding, depth, filter_sql,
-                    filter_params,
-                )  # fmt: skip
+                lists.read(finding)
+                seqs, scores = lists.union(finding)
+                for term in adding:
+                    if df[term] <= PROBE_FACTOR * len(seqs):
+                        lists.read([term])  # cheaper to read whole than to look up each
+                    scores += lists.lookup(term, seqs)
+                top = np.lexsort((seqs, -scores))[:depth]
+                ranked = [(int(seqs[i]), float(scores[i])) for i in top]
                 kth = ranked[-1][1] if len(ranked) >= depth else 0.0
                 # A memory holding none of the finding terms scores below sum(bound[adding]).
-                if not adding or sum(bound[t] for t in adding) <= kth:
+                # Widening only raises the k-th score, so jump straight to the first split
+                # this one already proves enough.
+                wider = k
+                while wider < len(order) and sum(bound[t] for t in order[wider:]) > kth:
+                    wider += 1
+                if wider == k:
                     return ranked
-                if self.lexical_postings_budget and seen + df[adding[0]] > (
-                    self.lexical_postings_budget
-                ):
+                more = sum(df[t] for t in order[k:wider])
+                if self.lexical_postings_budget and seen + more > self.lexical_postings_budget:
                     return ranked  # approximate: see lexical_postings_budget
-                seen += df[adding[0]]
-                k += 1
+                seen += more
+                k = wider
 
     lexical_postings_budget: int | None = None
     """When set, lexical search stops widening its candidates once it would read more than
     this many postings, and returns the best of what it has: an approximation (for memories
     that hold only very common query terms) traded for bounded latency on huge banks. None
     (the default) is exact."""
-
-    def _top_bm25(
-        self,
-        conn: psycopg.Connection[Any],
-        bank_id: int,
-        avgdl: float,
-        weights: dict[str, float],
-        finding: Sequence[str],
-        adding: Sequence[str],
-        depth: int,
-        filter_sql: str,
-        filter_params: Sequence[Any],
-    ) -> list[tuple[int, float]]:
-        """The best `depth` memories holding a finding term, scored with every term."""
-        everything = [*finding, *adding]
-        bm25 = self._bm25_sql(avgdl)
-        params: list[Any] = [everything, [weights[t] for t in everything], bank_id, list(finding)]
-        restrict = ""
-        if filter_sql:
-            restrict = (
-                " AND p.seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
-                f" AND {filter_sql})"
-            )
-            params += [bank_id, *filter_params]
-        sql = (
-            "WITH w(term, weight) AS (SELECT * FROM unnest(%s::text[], %s::float8[])),"
-            f" found AS (SELECT p.seq, {bm25} AS s FROM postings p JOIN w ON w.term = p.term"
-            f" WHERE p.bank_id = %s AND p.term = ANY(%s){restrict} GROUP BY p.seq)"
-        )
-        if adding:
-            sql += (
-                f", added AS (SELECT p.seq, {bm25} AS s FROM postings p JOIN w ON w.term = p.term"
-                " WHERE p.bank_id = %s AND p.term = ANY(%s)"
-                " AND p.seq IN (SELECT seq FROM found) GROUP BY p.seq)"
-                " SELECT f.seq, f.s + coalesce(a.s, 0) AS score FROM found f"
-                " LEFT JOIN added a ON a.seq = f.seq"
-            )
-            params += [bank_id, list(adding)]
-        else:
-            sql += " SELECT seq, s AS score FROM found"
-        sql += " ORDER BY score DESC, seq LIMIT %s"
-        params.append(depth)
-        return [(int(seq), float(score)) for seq, score in conn.execute(sql, params)]
 
     def lexical_scores(
         self, bank: str, terms: Sequence[str], seqs: Sequence[int]
@@ -417,6 +474,18 @@ class PostgresSearch:
                 + ([embedder] if embedder is not None else []),
             ).fetchall()
         return {int(seq): float(score) for seq, score in rows}
+
+    def memory_times(self, bank: str, seqs: Sequence[int]) -> dict[int, float]:
+        if not seqs:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT m.seq, extract(epoch FROM m.t) FROM memories m"
+                " WHERE m.bank_id = (SELECT id FROM banks WHERE name = %s) AND m.seq = ANY(%s)"
+                " AND m.t IS NOT NULL",
+                (bank, list(seqs)),
+            ).fetchall()
+        return {int(seq): float(t) for seq, t in rows}
 
     def memories_by_seq(
         self, bank: str, seqs: Sequence[int], *, with_embeddings: bool = True

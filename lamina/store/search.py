@@ -112,6 +112,10 @@ class SearchStore(Protocol):
         seconds of it, nearest first; the score is the date as a POSIX timestamp."""
         ...
 
+    def memory_times(self, bank: str, seqs: Sequence[int]) -> dict[int, float]:
+        """When the given memories happened (POSIX seconds; absent: undated)."""
+        ...
+
     def memories_by_seq(
         self, bank: str, seqs: Sequence[int], *, with_embeddings: bool = True
     ) -> dict[int, Memory]:
