@@ -205,3 +205,21 @@ def test_recall_is_the_same_on_sqlite_and_postgres(tmp_path: Path, pg_url: str) 
         assert sqlite_ids == pg_ids, question
     for bank in banks:
         bank.close()
+
+
+def test_the_cli_retains_and_recalls_on_postgres(tmp_path: Path, pg_url: str) -> None:
+    env_url = ("--database-url", pg_url)
+    retained = lamina(*env_url, "retain", str(EXAMPLE), "--bank", "ex", "--json", home=tmp_path)
+    assert retained.returncode == 0, retained.stderr
+    assert json.loads(retained.stdout)["files"][0]["status"] == "retained"
+    found = lamina(
+        *env_url, "recall", "which database did we choose, and why?", "--bank", "ex", "--json",
+        home=tmp_path,
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    results = json.loads(found.stdout)["results"]
+    assert results and "SQLite" in results[0]["text"]
+    # Nothing went to the data directory's SQLite file.
+    assert not (tmp_path / "lamina.db").exists()
+    banks = lamina(*env_url, "banks", "--json", home=tmp_path)
+    assert [b["bank"] for b in json.loads(banks.stdout)["banks"]] == ["ex"]

@@ -132,8 +132,58 @@ def _now(sample: LocomoSample) -> datetime | None:
     return max(dates) if dates else None
 
 
-def _bank_name(sample: LocomoSample) -> str:
-    return f"locomo-{sample.sample_id}"
+def _bank_name(sample: LocomoSample, prefix: str = "") -> str:
+    return f"{prefix}locomo-{sample.sample_id}"
+
+
+def compare_stores(
+    sqlite_bank: MemoryBank, url: str, samples: Sequence[LocomoSample]
+) -> dict[str, Any]:
+    """Lamina on PostgreSQL (searching in the database) against the SQLite bank already
+    built: its scores, and how much of each question's top 10 the two stores share."""
+    from ..store.postgres import PostgresStore
+
+    prefix = f"bench-{int(time.time())}-"
+    pg = MemoryBank(PostgresStore(url), sqlite_bank.embedder)
+    started = time.perf_counter()
+    for sample in samples:
+        pg.retain_messages(sample.messages, _bank_name(sample, prefix), sample.sample_id)
+    retain_s = time.perf_counter() - started
+    tally = Tally()
+    overlaps: list[float] = []
+    same_order = 0
+    latencies: list[float] = []
+    questions = [
+        (s, q) for s in samples for q in s.questions if q.category in CATEGORIES and q.evidence
+    ]
+    with Progress("postgres", total=len(questions), unit="q") as progress:
+        for done, (sample, question) in enumerate(questions, 1):
+            options = RecallOptions(budget=1_000_000, limit=40, now=_now(sample))
+            started = time.perf_counter()
+            ours = pg.recall(question.question, _bank_name(sample, prefix), options)
+            latencies.append((time.perf_counter() - started) * 1000)
+            theirs = sqlite_bank.recall(question.question, _bank_name(sample), options)
+            a = [h.memory.id for h in ours.hits[:10]]
+            b = [h.memory.id for h in theirs.hits[:10]]
+            overlaps.append(len(set(a) & set(b)) / max(len(b), 1))
+            same_order += a == b
+            ranked = expand([h.memory.record_ids for h in ours.hits], sample.sample_id)
+            tally.add(question.category, ranked, question.evidence)
+            progress.update(done)
+    for sample in samples:
+        pg.delete_bank(_bank_name(sample, prefix))
+    pg.close()
+    ordered = sorted(latencies)
+    return {
+        **tally.scores()["overall"],
+        "top10_overlap_with_sqlite": round(statistics.mean(overlaps), 4),
+        "top10_identical_share": round(same_order / len(questions), 4),
+        "retain_turns_per_s": round(sum(len(s.messages) for s in samples) / retain_s, 1),
+        "recall_ms": {
+            "p50": round(statistics.median(ordered), 2),
+            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+        },
+    }
 
 
 @click.command("locomo")
@@ -145,9 +195,18 @@ def _bank_name(sample: LocomoSample) -> str:
     type=click.Choice(sorted(VARIANTS)),
     help="Only these variants (default: all).",
 )
+@click.option(
+    "--database-url",
+    default=None,
+    metavar="URL",
+    help="Also run Lamina on this PostgreSQL database and compare it with SQLite.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def locomo_bench(data: str | None, variants: tuple[str, ...], as_json: bool) -> None:
-    """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency."""
+def locomo_bench(
+    data: str | None, variants: tuple[str, ...], database_url: str | None, as_json: bool
+) -> None:
+    """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency;
+    with --database-url, the same on PostgreSQL and the agreement of the two stores."""
     if data is None:
         folder = shared_data_dir("locomo")
         if folder is None:
@@ -174,6 +233,8 @@ def locomo_bench(data: str | None, variants: tuple[str, ...], as_json: bool) -> 
             unchanged += report.status == "unchanged"
         results = evaluate(bank, samples, chosen)
         units = sum(bank.stats(_bank_name(s)).memories for s in samples)
+        if database_url:
+            results["postgres"] = compare_stores(bank, database_url, samples)
         bank.close()
     if "lamina" in results:
         results["lamina"]["retain_turns_per_s"] = round(turns / retain_s, 1)
