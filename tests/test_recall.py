@@ -65,7 +65,8 @@ def test_the_right_memory_comes_first_with_its_reasons(bank: MemoryBank) -> None
     assert "SQLite over PostgreSQL" in top.text
     assert top.memory.document == "doc-a"
     assert top.time == datetime(2026, 3, 1, tzinfo=UTC)
-    assert set(top.channels) <= {"dense", "lexical"} and "lexical" in top.channels
+    assert set(top.channels) <= {"dense", "lexical", "entities"} and "lexical" in top.channels
+    assert top.channels["entities"]["rank"] == 1  # the query names SQLite and PostgreSQL
     assert top.channels["lexical"]["rank"] == 1
     data = result.as_dict()["results"][0]
     assert {"text", "score", "time", "document", "source", "channels"} <= set(data)

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from ..store.base import Store
 from ..tokens import count_text
+from .entities import entity_terms
 from .lexical import BM25Index
 from .model import Memory
 
@@ -98,7 +99,7 @@ class BankIndex:
         self._vector_rows.append(vector)
         if vector is not None and memory.embedder:
             self._embedders.add(memory.embedder)
-        self.lexical.add(memory.text)
+        self.lexical.add(memory.text, entity_terms(memory.entities))
 
     def _build(self) -> None:
         n = len(self.ids)

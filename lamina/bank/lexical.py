@@ -62,9 +62,12 @@ class BM25Index:
     def __len__(self) -> int:
         return len(self._lengths)
 
-    def add(self, text: str) -> int:
-        """Index one document; returns its number."""
+    def add(self, text: str, extra: Iterable[str] = ()) -> int:
+        """Index one document; returns its number. `extra` terms (a memory's entities) are
+        indexed too but leave the document's length, the length of its text, as it is."""
         terms = Counter(tokenize(text))
+        length = sum(terms.values())
+        terms.update(extra)
         number = len(self._lengths)
         for term, tf in terms.items():
             docs = self._docs.get(term)
@@ -73,7 +76,6 @@ class BM25Index:
                 self._tfs[term] = array("i")
             docs.append(number)
             self._tfs[term].append(tf)
-        length = sum(terms.values())
         self._lengths.append(length)
         self._total_length += length
         return number

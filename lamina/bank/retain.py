@@ -30,6 +30,7 @@ from ..readers import detect_format, get_reader
 from ..readers.base import WarningSink, first_json_lines, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
 from ..store.base import RetainBatch, Store
+from .entities import extract_entities
 from .extract import MAX_FACTS, FactExtractor
 from .model import Cursor, Memory
 from .redact import Redactor
@@ -343,6 +344,7 @@ class Retainer:
                 occurred_at=u.occurred_at,
                 said_at=u.said_at or u.occurred_at,
                 speakers=u.speakers,
+                entities=extract_entities(texts[u.key], u.speakers),
                 tags=all_tags,
                 content_hash=hashes[u.key],
                 embedding=vectors.get(u.key),

@@ -20,6 +20,7 @@ import orjson
 
 from ..errors import InputError
 from ..store.base import RetainBatch, Store
+from .entities import extract_entities
 from .model import Cursor, Memory
 
 __all__ = ["FORMAT_VERSION", "export_bank", "import_bank"]
@@ -98,7 +99,11 @@ def _memory(bank: str, data: Mapping[str, Any]) -> Memory:
         occurred_at=_dt(data.get("occurred_at")),
         said_at=_dt(data.get("said_at")),
         speakers=tuple(data.get("speakers") or ()),
-        entities=tuple(data.get("entities") or ()),
+        entities=(
+            tuple(data["entities"])
+            if isinstance(data.get("entities"), list)
+            else extract_entities(str(data["text"]), data.get("speakers") or ())
+        ),
         tags=tuple(data.get("tags") or ()),
         content_hash=str(data.get("content_hash", "")),
         embedding=embedding,

@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
+from ..bank.entities import entity_terms
 from ..bank.lexical import tokenize
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
@@ -709,7 +710,8 @@ def _insert_memories(
     postings: list[tuple[str, int, int, int]] = []
     for seq, memory in zip(seqs, memories, strict=True):
         counts = Counter(tokenize(memory.text))
-        length = sum(counts.values())
+        length = sum(counts.values())  # of the text: entities do not count
+        counts.update(entity_terms(memory.entities))
         total += length
         df.update(counts.keys())
         postings.extend((term, seq, tf, length) for term, tf in counts.items())

@@ -1,0 +1,176 @@
+"""The entity channel: names and identifiers found whole, where stemmed words lose them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from lamina.bank.bank import MemoryBank
+from lamina.bank.entities import extract_entities
+from lamina.bank.recall import RecallOptions
+from lamina.embed import HashEmbedder
+from lamina.messages import Kind, Message, Role, TextBlock
+from lamina.store import open_store
+
+# A coding session: one exchange names each identifier, between two about other things; others
+# use the identifier's words loosely and often, so that words alone rank them first.
+EXCHANGES = [
+    (
+        "where does the inkwell db path get set?",
+        "Inkwell sets the db path from the config file: set db_path there, or the db path "
+        "is set to the data folder. The inkwell db path can also be set per project.",
+    ),
+    (
+        "the DB path is wrong on Windows, who sets it?",
+        "Inkwell sets the db path with forward slashes; the path needs the OS separator. The "
+        "db path setter in inkwell's settings module now normalises the path it sets.",
+    ),
+    ("run the tests", "All 212 tests pass on Linux and macOS."),
+    (
+        "can we override it in CI?",
+        "Yes: set INKWELL_DB_PATH in the workflow's env block; it overrides the config.",
+    ),
+    ("update the README too", "Done: the README's install section is rewritten."),
+    (
+        "where is the session store?",
+        "Sessions are stored by the store module: a session store keeps each session open "
+        "until the session ends, and the store module changes nothing after that.",
+    ),
+    (
+        "what changed in the store for sessions?",
+        "The session store changed: sessions in the store now change their state only "
+        "through the store, and the session store's change log lists each change.",
+    ),
+    ("and the tests now?", "All 214 tests pass on Linux and macOS."),
+    (
+        "what did you do about the locking bug?",
+        "SessionStore.close now releases the file lock before flushing, in "
+        "src/inkwell/storage/sessions.py.",
+    ),
+    ("the changelog?", "Done: the changelog has an entry for it."),
+    (
+        "and the storage sessions folder?",
+        "Inkwell storage keeps sessions in the sessions folder under storage; the storage "
+        "layer names each sessions file by date, and inkwell's storage lists sessions.",
+    ),
+    (
+        "any bug left in storage?",
+        "One bug: inkwell's storage sessions bug, where storage drops sessions; the bug is "
+        "in the sessions storage code of inkwell, a storage bug we track.",
+    ),
+]
+
+
+def session(doc: str) -> list[Message]:
+    out: list[Message] = []
+    when = datetime(2026, 4, 2, 9, tzinfo=UTC)
+    for n, (prompt, reply) in enumerate(EXCHANGES):
+        for role, kind, text, tag in (
+            (Role.USER, Kind.PROMPT, prompt, "u"),
+            (Role.ASSISTANT, Kind.REPLY, reply, "a"),
+        ):
+            out.append(
+                Message(
+                    id=f"{doc}-{tag}{n}",
+                    role=role,
+                    blocks=(TextBlock(text),),
+                    kind=kind,
+                    timestamp=when,
+                    session_id=doc,
+                )
+            )
+    return out
+
+
+@pytest.fixture
+def bank(database: str) -> MemoryBank:
+    b = MemoryBank(open_store(database), HashEmbedder())
+    b.retain_messages(session("s1"), "code", "s1")
+    return b
+
+
+WITHOUT_ENTITIES = RecallOptions(channel_weights={"dense": 1.0, "lexical": 1.0, "time": 1.0})
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("where is INKWELL_DB_PATH set?", "INKWELL_DB_PATH"),
+        ("what changed in SessionStore?", "SessionStore.close"),
+    ],
+)
+def test_a_named_identifier_finds_the_memory_that_names_it(
+    bank: MemoryBank, query: str, expected: str
+) -> None:
+    top = bank.recall(query, "code").hits[0]
+    assert expected in top.text
+    assert top.channels["entities"]["rank"] == 1
+    # Words alone rank a memory that only uses the identifier's words above it.
+    words_only = bank.recall(query, "code", WITHOUT_ENTITIES)
+    assert expected not in words_only.hits[0].text
+
+
+@pytest.mark.parametrize(
+    "query", ["what did we do in src/inkwell/storage/sessions.py?", "the bug in sessions.py"]
+)
+def test_a_file_is_found_by_its_path_or_its_name(bank: MemoryBank, query: str) -> None:
+    top = bank.recall(query, "code").hits[0]
+    assert "src/inkwell/storage/sessions.py" in top.text
+    assert top.channels["entities"]["rank"] == 1
+
+
+def test_a_query_without_entities_leaves_the_ranking_to_the_other_channels(
+    bank: MemoryBank,
+) -> None:
+    query = "how is the database path chosen?"
+    with_channel = bank.recall(query, "code")
+    without = bank.recall(query, "code", WITHOUT_ENTITIES)
+    assert [h.memory.id for h in with_channel.hits] == [h.memory.id for h in without.hits]
+    assert all("entities" not in h.channels for h in with_channel.hits)
+
+
+def test_retain_stores_the_entities_of_each_memory(bank: MemoryBank) -> None:
+    by_text = {m.text: m.entities for m in bank.memories("code") if m.kind == "turn"}
+    (named,) = [e for t, e in by_text.items() if "SessionStore.close" in t]
+    assert {"sessionstore.close", "sessionstore", "src/inkwell/storage/sessions.py"} <= set(named)
+    assert "sessions.py" in named
+    assert {"user", "assistant"} <= set(named)
+
+
+@pytest.mark.parametrize(
+    ("text", "present", "absent"),
+    [
+        (
+            'Caroline: I read "Nothing is Impossible" by Dr. Seuss in New York. Thanks Mel!',
+            {"nothing is impossible", "dr seuss", "seuss", "new york", "mel"},
+            {"caroline", "thanks", "i", "nothing", "new york thanks mel"},
+        ),
+        (
+            "Melanie: Wow, that's great. My dog Oscar loved John's bookshop in May.",
+            {"oscar", "john"},
+            {"melanie", "wow", "may", "john's", "my"},
+        ),
+        (
+            "set INKWELL_DB_PATH, edit lamina/bank/recall.py and ~/.config/inkwell/db, call "
+            "os.environ and HTTPServer; and/or e.g. version 3.12 with 5.5mm, --dry-run",
+            {
+                "inkwell_db_path",
+                "lamina/bank/recall.py",
+                "recall.py",
+                "~/.config/inkwell/db",
+                "os.environ",
+                "httpserver",
+            },
+            {"and/or", "e.g", "3.12", "5.5mm", "--dry-run", "dry-run"},
+        ),
+    ],
+)
+def test_entities_are_names_and_identifiers(text: str, present: set[str], absent: set[str]) -> None:
+    found = set(extract_entities(text))
+    assert present <= found
+    assert not absent & found
+
+
+def test_speakers_are_entities_of_their_memories() -> None:
+    assert extract_entities("Caroline: hi", ["Caroline"]) == ("caroline",)
