@@ -4,20 +4,22 @@ One compile before every model call (before each assistant API response of the t
 not each JSONL line). A request's cached prefix is its tokens up to the first content block
 that differs from the previous request; the cached share is the sum of those over the sum of
 all request tokens. Its ceiling for the same run is 1 minus the tokens new since the previous
-request over all request tokens: the share if no fold ever broke the prefix. Baselines in the
-same run: a sliding window (drop the oldest messages that do not fit) and compact-at-threshold
-(when over budget, replace everything but the recent window with one summary, as coding
-agents do). When the transcript records the provider's usage, its own cached share is shown
-for context (it includes the agent's fixed system prompt and tools).
+request (as sent: thinking left out, huge messages cut) over all request tokens: the share if
+no fold ever broke the prefix. Baselines in the same run: a sliding window (drop the oldest
+messages that do not fit) and compact-at-threshold (when over budget, replace everything but
+the newest 25% of the budget with one summary, as coding agents do). History visible: the
+summary tokens and oldest raw message of the last request, and per request on average its
+tokens, raw messages and summary tokens. When the transcript records the provider's usage, its
+own cached share is shown for context (it includes the agent's fixed system prompt and tools).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import click
 import orjson
@@ -28,13 +30,28 @@ from ..context.log import ContextLog
 from ..context.render import render_anthropic
 from ..context.summarise import ExtractiveSummariser
 from ..errors import InputError
-from ..messages import Role
+from ..messages import Message, Role
 from ..readers import read_transcript
 from .common import emit, transcript_files
 
 __all__ = ["cache_bench"]
 
-Strategy = Callable[[ContextLog], dict[str, Any]]
+
+class Strategy(Protocol):
+    """One way of fitting the log into the budget, replayed call by call."""
+
+    name: str
+    options: CompileOptions
+
+    def __call__(self, log: ContextLog) -> dict[str, Any]: ...
+
+    def summary_tokens(self) -> int: ...
+
+    def oldest_raw(self) -> int: ...
+
+    def raw_messages(self, log: ContextLog) -> int: ...
+
+    def summariser_calls(self) -> int: ...
 
 
 def _blocks(request: Mapping[str, Any]) -> list[tuple[str, bytes, int]]:
@@ -81,11 +98,18 @@ class Lamina:
     def summariser_calls(self) -> int:
         return self.compiler.forest.written
 
+    def raw_messages(self, log: ContextLog) -> int:
+        previous = self.compiler.previous
+        if previous is None:
+            return len(log)
+        raw = sum(i[1] - i[0] for i in previous.items if not isinstance(i, Summary))
+        return previous.head_end + raw + len(log) - previous.tail_start
+
 
 def _fits_from(log: ContextLog, avail: int, largest: int) -> int:
     total = 0
     for i in range(len(log) - 1, -1, -1):
-        total += min(log.tokens[i], largest) + 4
+        total += min(log.shown[i], largest) + 4
         if total > avail:
             return i + 1
     return 0
@@ -117,9 +141,15 @@ class SlidingWindow:
     def summariser_calls(self) -> int:
         return 0
 
+    def raw_messages(self, log: ContextLog) -> int:
+        return len(log) - self.start
+
 
 class CompactAtThreshold:
     name = "compact_at_threshold"
+    keep = 0.25
+    """The recent window a compaction leaves raw, as a share of the available tokens: the
+    baseline's own, whatever Lamina's `recent_share`."""
 
     def __init__(self, options: CompileOptions) -> None:
         self.options = options
@@ -136,7 +166,7 @@ class CompactAtThreshold:
         request = self._request(log)
         if request_tokens(request) <= self.options.available:
             return request
-        keep = int(self.options.available * self.options.recent_share)
+        keep = int(self.options.available * self.keep)
         start = _fits_from(log, keep, self.options.largest_message)
         while start < len(log) and log.messages[start].role is not Role.USER:
             start += 1
@@ -156,11 +186,15 @@ class CompactAtThreshold:
     def summariser_calls(self) -> int:
         return self.calls
 
+    def raw_messages(self, log: ContextLog) -> int:
+        return len(log) - self.oldest_raw()
 
-def replay(log_messages: Sequence[Any], strategy: Any) -> dict[str, Any]:
+
+def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any]:
     log = ContextLog()
     previous: list[tuple[str, bytes, int]] = []
     total = cached = new = peak = breaks = 0
+    raw_messages = summary_tokens = 0
     times: list[float] = []
     pending_new = 0
     requests = 0
@@ -178,11 +212,14 @@ def replay(log_messages: Sequence[Any], strategy: Any) -> dict[str, Any]:
             cached += prefix
             new += min(tokens, pending_new) if previous else tokens
             peak = max(peak, tokens)
+            raw_messages += strategy.raw_messages(log)
+            summary_tokens += strategy.summary_tokens()
             previous = blocks
             pending_new = 0
             requests += 1
         if log.append(message):
-            pending_new += log.tokens[-1]
+            # New tokens as sent: thinking is never sent, a huge message is cut.
+            pending_new += min(log.shown[-1], strategy.options.largest_message)
     ordered = sorted(times) or [0.0]
     return {
         "requests": requests,
@@ -198,10 +235,17 @@ def replay(log_messages: Sequence[Any], strategy: Any) -> dict[str, Any]:
         "summary_tokens": strategy.summary_tokens(),
         "oldest_raw_message": strategy.oldest_raw(),
         "log_messages": len(log),
+        # What the model saw, averaged over the requests: tokens, messages shown raw, and
+        # summary tokens standing for the rest.
+        "visible": {
+            "tokens_mean": round(total / requests) if requests else 0,
+            "raw_messages_mean": round(raw_messages / requests, 1) if requests else 0,
+            "summary_tokens_mean": round(summary_tokens / requests) if requests else 0,
+        },
     }
 
 
-def recorded_share(messages: Sequence[Any]) -> float | None:
+def recorded_share(messages: Sequence[Message]) -> float | None:
     read = total = 0
     for message in messages:
         if message.role is not Role.ASSISTANT or message.is_sidechain:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..messages import Message, ToolResultBlock, ToolUseBlock
 
-__all__ = ["Chunk", "cut_chunks", "first_boundary_after"]
+__all__ = ["Chunk", "cut_chunks", "first_boundary_after", "head_end"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,32 @@ def first_boundary_after(
         if total >= target and not waiting:
             return i + 1
     return None
+
+
+def head_end(messages: Sequence[Message], tokens: Sequence[int], target: int) -> int:
+    """Where the head ends: the valid boundary nearest to `target` tokens (the last one within
+    it or the first one past it), so one large opening message does not double the head. Until
+    the log has a boundary past `target` it is all head. Decided by the messages up to that
+    boundary, so appending never moves it."""
+    total = 0
+    waiting: set[str] = set()
+    within = (0, 0)  # (boundary, tokens before it)
+    for i in range(len(messages)):
+        for block in messages[i].blocks:
+            if isinstance(block, ToolUseBlock):
+                waiting.add(block.id)
+            elif isinstance(block, ToolResultBlock):
+                waiting.discard(block.tool_use_id)
+        total += tokens[i]
+        if waiting:
+            continue
+        if total < target:
+            within = (i + 1, total)
+            continue
+        if within[0] and target - within[1] < total - target:
+            return within[0]
+        return i + 1
+    return len(messages)
 
 
 def cut_chunks(

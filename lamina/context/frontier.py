@@ -6,8 +6,12 @@ chunk is shown raw or through a summary: a level-1 summary stands for one chunk,
 summary for `fan_in` consecutive level-k summaries. Summaries are written once and cached by
 the span they cover, so a later compile that needs the same one reuses it.
 
-Folding happens only when the request would not fit, oldest first, and then goes well below the
-budget (to `slack` of it) so the next fold, which changes the request's prefix, is far away.
+A fold changes the request's prefix, and everything after the first changed block is sent
+again uncached. So a compile keeps the previous compile's folds and folds only when the request
+would not fit; then it folds deep at once, oldest first: every complete chunk older than the
+recent window, so that the next fold is far away. Between folds the raw tail grows back. The
+head and the summaries before the first newly folded chunk stay as they were (cached).
+Token estimates use what each message costs as sent (`ContextLog.shown`: thinking left out).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ..errors import LaminaError
 from ..tokens import count_text
-from .chunks import Chunk, cut_chunks, first_boundary_after
+from .chunks import Chunk, cut_chunks, head_end
 from .log import ContextLog
 from .summarise import Summariser
 
@@ -26,6 +30,9 @@ __all__ = ["CompileOptions", "Frontier", "OverBudgetError", "Summary", "choose_f
 
 PAIR_OVERHEAD = 16
 """Tokens of a recall pair beyond its summary: the `[CM] Recall memory <id>.` turn and framing."""
+
+CUT_MARGIN = 40
+"""Tokens a message cut to fit its place may take beyond its allowance (the marker)."""
 
 
 class OverBudgetError(LaminaError):
@@ -39,15 +46,20 @@ class CompileOptions:
     budget: int = 32_000
     reserve: int = 4_000
     """Tokens kept free for the reply."""
-    head_share: float = 0.10
-    recent_share: float = 0.25
+    head_share: float = 0.20
+    """The opening messages kept raw (cut at the message boundary nearest this share of the
+    budget): the task as first stated, and a prefix that never changes."""
+    recent_share: float = 0.05
+    """The newest messages a fold leaves raw, with the chunks they are in; between folds the raw
+    tail grows back. A small window here leaves more room before the next fold (replaying the
+    shared spotter sessions at 32k: 6-8 folds and a cached share 0.5 point above compacting, where
+    0.25 gave 8-10 folds and a share below it; `lamina bench cache`)."""
     chunk_share: float = 0.10
     chunk_max: int = 6_000
     fan_in: int = 4
-    slack: float = 0.60
-    """After a fold, the request takes at most this share of the budget. Replaying the shared
-    spotter sessions at 32k, 0.6 gives 8-10 prefix breaks and a cached share at 98.5% of its
-    ceiling, against 12-13 breaks and 96% at 0.8 (`lamina bench cache`)."""
+    summary_share: float = 0.15
+    """When a fold leaves the summaries above this share of the budget, their oldest runs merge
+    into deeper levels, in the same fold, until they take half of it."""
 
     @property
     def available(self) -> int:
@@ -81,6 +93,10 @@ class Frontier:
     tokens: int
     folded: int = 0
     summaries: dict[str, Summary] = field(default_factory=dict)
+    chunks: tuple[Chunk, ...] = ()
+    """The complete chunks this layout was cut into, of `chunk_target` tokens: the next compile
+    of the same, longer log resumes cutting after them (boundaries never move)."""
+    chunk_target: int = 0
 
 
 class Forest:
@@ -128,43 +144,57 @@ class Forest:
         return self._make(level, key[1], key[2], text, [n.id for n in nodes])
 
 
-def _display_tokens(log: ContextLog, start: int, end: int, largest: int) -> int:
-    return sum(min(t, largest) for t in log.tokens[start:end])
+class _Plan:
+    """The layout being chosen, with its estimated cost kept up to date as items change."""
+
+    def __init__(self, log: ContextLog, largest: int) -> None:
+        self.prefix = [0]
+        total = 0
+        for shown, uncut in zip(log.shown, log.uncut, strict=True):
+            if shown > largest:  # cut to fit: its text and tool results, with a marker each
+                shown = min(shown, uncut + largest + CUT_MARGIN)
+            total += shown
+            self.prefix.append(total)
+
+    def span(self, start: int, end: int) -> int:
+        return self.prefix[end] - self.prefix[start]
+
+    def item(self, item: tuple[int, int] | Summary) -> int:
+        if isinstance(item, Summary):
+            return item.tokens + PAIR_OVERHEAD
+        return self.span(item[0], item[1])
 
 
-def _recent_start(log: ContextLog, tokens: int) -> int:
-    total = 0
-    for i in range(len(log) - 1, -1, -1):
-        total += log.tokens[i]
-        if total >= tokens:
+def _recent_start(plan: _Plan, tokens: int) -> int:
+    """The first message of the newest `tokens` of the log."""
+    end = len(plan.prefix) - 1
+    for i in range(end - 1, -1, -1):
+        if plan.span(i, end) >= tokens:
             return i
     return 0
 
 
-def _reuse(
-    items: list[tuple[int, int] | Summary], previous: Frontier | None
-) -> list[tuple[int, int] | Summary]:
-    """Keep the previous compile's folds where they still line up with the chunks: the same
-    prefix as last time, so the provider's cache keeps serving it."""
-    if previous is None:
-        return items
-    out = list(items)
-    for summary in previous.summaries.values():
-        starts = [
-            i
-            for i, item in enumerate(out)
-            if not isinstance(item, Summary) and item[0] == summary.start
-        ]
-        ends = [
-            i
-            for i, item in enumerate(out)
-            if not isinstance(item, Summary) and item[1] == summary.end
-        ]
-        if starts and ends and starts[0] <= ends[0]:
-            first, last = starts[0], ends[0]
-            if all(not isinstance(x, Summary) for x in out[first : last + 1]):
-                out[first : last + 1] = [summary]
-    return out
+def _reuse(complete: Sequence[Chunk], previous: Frontier | None) -> list[tuple[int, int] | Summary]:
+    """The complete chunks, each raw unless the previous compile showed it through a summary
+    that still lines up with the chunks: the same prefix as last time, so the provider's cache
+    keeps serving it."""
+    folds = {}
+    if previous is not None:
+        folds = {i.start: i for i in previous.items if isinstance(i, Summary)}
+    ends = {c.end for c in complete}
+    items: list[tuple[int, int] | Summary] = []
+    index = 0
+    while index < len(complete):
+        chunk = complete[index]
+        summary = folds.get(chunk.start)
+        if summary is not None and summary.end in ends:
+            items.append(summary)
+            while index < len(complete) and complete[index].end <= summary.end:
+                index += 1
+        else:
+            items.append((chunk.start, chunk.end))
+            index += 1
+    return items
 
 
 def choose_frontier(
@@ -175,75 +205,108 @@ def choose_frontier(
     limit: int | None = None,
 ) -> Frontier:
     """`limit`: the estimate to stay under (default: the budget less the reserve); the compiler
-    lowers it when the rendered request came out above its estimate."""
+    lowers it when the rendered request came out above its estimate.
+
+    The previous compile's folds are kept. When the request no longer fits, one fold makes room
+    for many calls to come: every complete chunk older than the recent window becomes a level-1
+    summary, and when the summaries then take more than `summary_share` of the budget, their
+    oldest runs merge into deeper levels until they take half of that. Only if the request still
+    does not fit are summaries merged further, and then chunks of the recent window folded."""
     avail = options.available if limit is None else limit
-    largest = options.largest_message
-    head_end = first_boundary_after(
-        log.messages, log.tokens, 0, int(options.available * options.head_share)
-    ) or len(log)
+    plan = _Plan(log, options.largest_message)
+    head = head_end(log.messages, log.shown, int(options.available * options.head_share))
     chunk_target = max(400, min(options.chunk_max, int(options.available * options.chunk_share)))
-    chunks = (
-        cut_chunks(log.messages, log.tokens, head_end, chunk_target) if head_end < len(log) else []
-    )
-    recent = _recent_start(log, int(options.available * options.recent_share))
-    complete = [c for c in chunks if c.complete]
-    middle = [c for c in complete if c.end <= recent]
-    # Complete chunks inside the recent window: raw by preference, folded only when nothing
-    # older is left to fold and the request still does not fit.
-    spare = [c for c in complete if c.end > recent]
-    tail_start = middle[-1].end if middle else head_end
-    items = _reuse([(c.start, c.end) for c in middle], previous)
-    head_tokens = _display_tokens(log, 0, head_end, largest)
+    complete = _complete_chunks(log, head, chunk_target, previous)
+    open_start = complete[-1].end if complete else head
+    items = _reuse(complete, previous)
+    by_start = {c.start: c for c in complete}
+    head_tokens = plan.span(0, head)
+    fixed = head_tokens + plan.span(open_start, len(log))
+    cost = fixed + sum(plan.item(i) for i in items)
 
-    def cost() -> int:
-        total = head_tokens + _display_tokens(log, tail_start, len(log), largest)
-        for item in items:
-            if isinstance(item, Summary):
-                total += item.tokens + PAIR_OVERHEAD
-            else:
-                total += _display_tokens(log, item[0], item[1], largest)
-        return total
+    def summaries() -> int:
+        return sum(plan.item(i) for i in items if isinstance(i, Summary))
 
-    def fold(target: int) -> int:
-        count = 0
-        # Oldest raw chunks first, into level-1 summaries.
-        for index, item in enumerate(items):
-            if cost() <= target:
-                return count
-            if not isinstance(item, Summary):
-                chunk = next(c for c in complete if c.start == item[0])
-                items[index] = forest.level1(log, chunk)
-                count += 1
-        # Then the oldest runs of same-level summaries into deeper ones.
-        while cost() > target:
-            run = _oldest_run(items, options.fan_in)
-            if run is None:
-                break
-            first, size = run
-            group = [i for i in items[first : first + size] if isinstance(i, Summary)]
-            items[first : first + size] = [forest.merge(group)]
-            count += 1
-        return count
+    def fold_chunk(index: int) -> None:
+        nonlocal cost
+        item = items[index]
+        assert not isinstance(item, Summary)
+        summary = forest.level1(log, by_start[item[0]])
+        cost += plan.item(summary) - plan.item(item)
+        items[index] = summary
+
+    def merge_oldest() -> bool:
+        nonlocal cost
+        run = _oldest_run(items, options.fan_in)
+        if run is None:
+            return False
+        first, size = run
+        group = [i for i in items[first : first + size] if isinstance(i, Summary)]
+        merged = forest.merge(group)
+        cost += plan.item(merged) - sum(plan.item(i) for i in group)
+        items[first : first + size] = [merged]
+        return True
 
     folded = 0
-    if cost() > avail:  # fold only when the budget requires it, then well below it
-        target = int(avail * options.slack)
-        folded += fold(target)
-        while cost() > avail and spare:
-            chunk = spare.pop(0)
-            items.append(forest.level1(log, chunk))
-            tail_start = chunk.end
-            folded += 1 + fold(target)
-    total = cost()
-    if total > avail:
-        raw_end = _display_tokens(log, tail_start, len(log), largest)
+    if cost > avail:  # fold only when the budget requires it, then far below it
+        recent = _recent_start(plan, int(options.available * options.recent_share))
+        for index, item in enumerate(items):
+            if isinstance(item, Summary):
+                continue
+            if item[1] > recent:
+                break
+            fold_chunk(index)
+            folded += 1
+        cap = int(options.available * options.summary_share)
+        if summaries() > cap:
+            while summaries() > cap // 2 and merge_oldest():
+                folded += 1
+        # Still over: deeper, then into the recent window, as far as the budget needs.
+        while cost > avail:
+            if not merge_oldest():
+                raw = next((n for n, i in enumerate(items) if not isinstance(i, Summary)), None)
+                if raw is None:
+                    break
+                fold_chunk(raw)
+            folded += 1
+    if cost > avail:
+        # Below the budget, `limit` leaves room for what rendering adds beyond the estimate.
+        needs = cost + options.available - avail
         raise OverBudgetError(
-            f"the request needs {total} tokens with everything folded, {total - avail} over the "
-            f"{avail} available (budget {options.budget} minus reserve {options.reserve}); the "
-            f"head and the newest messages, kept raw, alone take {head_tokens + raw_end}"
+            f"the request needs {needs} tokens with everything folded, {cost - avail} over the "
+            f"{options.available} available (budget {options.budget} minus reserve "
+            f"{options.reserve}); the head and the newest messages, kept raw, alone take {fixed}"
         )
-    summaries = {i.id: i for i in items if isinstance(i, Summary)}
-    return Frontier(head_end, items, tail_start, total, folded, summaries)
+    # Raw chunks after the last summary belong to the tail.
+    tail_start = open_start
+    while items:
+        last = items[-1]
+        if isinstance(last, Summary):
+            break
+        tail_start = last[0]
+        items.pop()
+    summaries_shown = {i.id: i for i in items if isinstance(i, Summary)}
+    return Frontier(
+        head, items, tail_start, cost, folded, summaries_shown, tuple(complete), chunk_target
+    )
+
+
+def _complete_chunks(
+    log: ContextLog, head: int, target: int, previous: Frontier | None
+) -> list[Chunk]:
+    known: list[Chunk] = []
+    if (
+        previous is not None
+        and previous.chunks
+        and previous.chunk_target == target
+        and previous.chunks[0].start == head
+        and previous.chunks[-1].end <= len(log)
+    ):
+        known = list(previous.chunks)
+    at = known[-1].end if known else head
+    if at >= len(log):
+        return known
+    return known + [c for c in cut_chunks(log.messages, log.shown, at, target) if c.complete]
 
 
 def _oldest_run(items: Sequence[tuple[int, int] | Summary], fan_in: int) -> tuple[int, int] | None:

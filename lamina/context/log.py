@@ -10,12 +10,26 @@ the record) and are dropped when a request is rendered.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..messages import Kind, Message, Role
-from ..tokens import TokenCounter, count_message, default_counter
+from ..messages import (
+    Block,
+    ImageBlock,
+    Kind,
+    Message,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UnknownBlock,
+)
+from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, default_counter
 
-__all__ = ["ContextLog", "enters_log"]
+__all__ = ["ContextLog", "enters_log", "shown_tokens", "uncut_tokens"]
+
+PLACEHOLDER_TOKENS = 10
+"""What a one-line placeholder costs (a document attached to a message is shown as one)."""
 
 _LEFT_OUT = frozenset(
     {
@@ -36,6 +50,41 @@ def enters_log(message: Message) -> bool:
     return message.role in (Role.USER, Role.ASSISTANT) and message.kind not in _LEFT_OUT
 
 
+def shown_tokens(message: Message, tokens: int, counter: TokenCounter) -> int:
+    """What a message of `tokens` (its `count_message`) costs in a rendered request: less its
+    thinking, blocks Lamina does not interpret (a document stays as a placeholder), images
+    that are not sendable, and the non-text parts of tool results. Only those rare blocks are
+    counted again."""
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            continue
+        if isinstance(block, ThinkingBlock):
+            tokens -= counter.count(block.thinking)
+        elif isinstance(block, UnknownBlock):
+            tokens -= _block_tokens(message, block, counter)
+            tokens += PLACEHOLDER_TOKENS if block.type == "document" else 0
+        elif isinstance(block, ImageBlock) and not isinstance(block.source, dict):
+            tokens -= _block_tokens(message, block, counter)
+        elif isinstance(block, ToolResultBlock) and not all(
+            isinstance(b, TextBlock) for b in block.content
+        ):
+            tokens -= _block_tokens(message, block, counter)
+            tokens += 4 + counter.count(block.text)
+    return max(MESSAGE_OVERHEAD, tokens)
+
+
+def uncut_tokens(message: Message, counter: TokenCounter) -> int:
+    """The part of a message's shown tokens that stays whole when a large message is cut to fit
+    its place: its framing and tool calls (only text and tool results are cut)."""
+    calls = [b for b in message.blocks if isinstance(b, ToolUseBlock)]
+    return MESSAGE_OVERHEAD + sum(_block_tokens(message, b, counter) for b in calls)
+
+
+def _block_tokens(message: Message, block: Block, counter: TokenCounter) -> int:
+    one = replace(message, blocks=(block,))
+    return count_message(one, counter) - MESSAGE_OVERHEAD
+
+
 @dataclass
 class ContextLog:
     """Messages in order, with their token counts; only ever appended to."""
@@ -43,6 +92,12 @@ class ContextLog:
     counter: TokenCounter = field(default_factory=default_counter)
     messages: list[Message] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+    """What each message costs as recorded (`count_message`)."""
+    shown: list[int] = field(default_factory=list)
+    """What each message costs in a rendered request (`shown_tokens`: thinking and the like are
+    left out). The frontier plans with these."""
+    uncut: list[int] = field(default_factory=list)
+    """The part of `shown` a cut leaves whole (`uncut_tokens`)."""
 
     @classmethod
     def from_messages(
@@ -56,8 +111,11 @@ class ContextLog:
         """Add a message if it enters the log; returns whether it did."""
         if not enters_log(message):
             return False
+        tokens = count_message(message, self.counter)
         self.messages.append(message)
-        self.tokens.append(count_message(message, self.counter))
+        self.tokens.append(tokens)
+        self.shown.append(shown_tokens(message, tokens, self.counter))
+        self.uncut.append(uncut_tokens(message, self.counter))
         return True
 
     def extend(self, messages: Iterable[Message]) -> None:

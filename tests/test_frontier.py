@@ -1,0 +1,198 @@
+"""The frontier's cache behaviour: fold only when needed, then deep, with a stable prefix."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from lamina.context import (
+    CompileOptions,
+    Compiler,
+    CompileResult,
+    ContextLog,
+    ExtractiveSummariser,
+    validate_anthropic,
+)
+from lamina.context.chunks import cut_chunks, head_end
+from lamina.messages import Message, Role, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from lamina.readers import read_transcript
+
+from .conftest import EXAMPLE, needs_shared, shared_transcripts
+from .test_compile import long_history, msg
+
+
+def blocks(request: dict[str, Any]) -> list[bytes]:
+    """The request's content blocks in order, cache markers left out."""
+    return [
+        orjson.dumps(
+            [m["role"], {k: v for k, v in b.items() if k != "cache_control"}],
+            option=orjson.OPT_SORT_KEYS,
+        )
+        for m in request["messages"]
+        for b in m["content"]
+    ]
+
+
+def replay(history: list[Message], options: CompileOptions) -> list[CompileResult]:
+    """One compile before every assistant message, as a live session would."""
+    compiler = Compiler(ExtractiveSummariser())
+    log = ContextLog()
+    results = []
+    for message in history:
+        if message.role is Role.ASSISTANT and len(log):
+            results.append(compiler.compile(log, options))
+        log.append(message)
+    return results
+
+
+@pytest.mark.parametrize(("budget", "reserve"), [(8_000, 1_000), (32_000, 4_000)])
+def test_between_folds_every_request_starts_with_the_previous_one(
+    budget: int, reserve: int
+) -> None:
+    options = CompileOptions(budget=budget, reserve=reserve)
+    results = replay(long_history(120, words=500), options)
+    folds = [r for r in results if r.report["folds"]]
+    assert folds, "the history is many times the budget"
+    for before, after in itertools.pairwise(results):
+        assert validate_anthropic(after.request) == []
+        assert after.tokens <= options.available
+        if not after.report["folds"]:
+            previous = blocks(before.request)
+            assert blocks(after.request)[: len(previous)] == previous
+
+
+@pytest.mark.parametrize(("budget", "reserve"), [(8_000, 1_000), (32_000, 4_000)])
+def test_a_fold_goes_deep_so_the_next_one_is_far_away(budget: int, reserve: int) -> None:
+    options = CompileOptions(budget=budget, reserve=reserve)
+    results = replay(long_history(120, words=500), options)
+    folds = [r for r in results if r.report["folds"]]
+    # Each fold brings the request to about half the budget or less: the room left holds as
+    # much new conversation as the request itself, so folds (prefix changes) stay rare.
+    assert all(r.tokens <= 0.55 * options.available for r in folds)
+    assert len(folds) * 6 < len(results)
+    # Summaries stay a small part of the request: the oldest merge into deeper levels.
+    cap = options.summary_share * options.available
+    assert all(r.report["summary_tokens"] <= cap for r in results)
+    assert max(int(level) for level in results[-1].report["summaries_by_level"]) >= 2
+
+
+def test_a_fold_keeps_the_newest_messages_raw() -> None:
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    compiler = Compiler(ExtractiveSummariser())
+    log = ContextLog()
+    folds = 0
+    for message in long_history(60, words=500):
+        if message.role is Role.ASSISTANT and len(log):
+            result = compiler.compile(log, options)
+            if result.report["folds"]:
+                folds += 1
+                newest = log.messages[-1].blocks[0]
+                text = newest.text if isinstance(newest, TextBlock | ToolResultBlock) else ""
+                assert json.dumps(text)[1:-1] in json.dumps(result.request)
+        log.append(message)
+    assert folds
+
+
+def test_the_head_ends_at_the_boundary_nearest_its_share_and_never_moves() -> None:
+    def sized(tokens: list[int]) -> tuple[list[Message], list[int]]:
+        messages = [msg(n, Role.USER if n % 2 == 0 else Role.ASSISTANT, TextBlock("x")) for n in
+                    range(len(tokens))]  # fmt: skip
+        return messages, tokens
+
+    # 900 tokens within a 1000 target beats 5,900 past it; 1,200 past it beats 300 within.
+    assert head_end(*sized([300, 300, 300, 5000, 200]), 1000) == 3
+    assert head_end(*sized([300, 900, 200]), 1000) == 2
+    # Until the log passes its target it is all head.
+    assert head_end(*sized([300, 300]), 1000) == 2
+    # A tool call and its result are never split.
+    call = msg(0, Role.ASSISTANT, ToolUseBlock("t1", "Read", {"file_path": "a"}))
+    result = msg(1, Role.USER, ToolResultBlock("t1", (TextBlock("x"),)))
+    messages = [call, result, msg(2, Role.ASSISTANT, TextBlock("y"))]
+    assert head_end(messages, [600, 600, 100], 1000) == 2
+    # Appending never moves it.
+    history = long_history(30)
+    log = ContextLog.from_messages(history)
+    found = {head_end(log.messages[:n], log.shown[:n], 2_000) for n in range(40, len(log))}
+    assert len(found) == 1
+
+
+def test_chunks_resumed_from_the_previous_compile_match_a_fresh_cut() -> None:
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    history = long_history(60, words=300)
+    compiler = Compiler(ExtractiveSummariser())
+    log = ContextLog()
+    for message in history:
+        log.append(message)
+        if message.role is Role.USER:
+            result = compiler.compile(log, options)
+    frontier = result.frontier
+    fresh = cut_chunks(log.messages, log.shown, frontier.head_end, frontier.chunk_target)
+    assert list(frontier.chunks) == [c for c in fresh if c.complete]
+
+
+def test_plans_with_what_a_request_costs_thinking_left_out() -> None:
+    history = [
+        msg(0, Role.USER, TextBlock("plan the release " * 20)),
+        msg(1, Role.ASSISTANT, ThinkingBlock("weighing the options " * 2000), TextBlock("ok")),
+    ] * 10
+    log = ContextLog.from_messages(history)
+    assert sum(log.shown) < sum(log.tokens) // 10
+    result = Compiler(ExtractiveSummariser()).compile(log, CompileOptions(budget=8_000))
+    # Thinking is never sent, so the whole conversation fits raw.
+    assert result.report["summaries_by_level"] == {}
+
+
+@needs_shared
+@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+def test_estimates_match_the_rendered_request(path: Path) -> None:
+    log = ContextLog.from_messages(read_transcript(str(path)).messages)
+    result = Compiler(ExtractiveSummariser()).compile(
+        log, CompileOptions(budget=10_000_000, reserve=0)
+    )
+    assert result.report["summaries_by_level"] == {}
+    assert abs(result.tokens - sum(log.shown)) <= 0.02 * result.tokens
+
+
+def test_a_large_tool_call_is_planned_whole() -> None:
+    # A tool call is never cut; a big one (a file written whole) counts in full.
+    history: list[Message] = []
+    for n in range(12):
+        history.append(msg(len(history), Role.USER, TextBlock(f"step {n} " + "go on " * 50)))
+        history.append(
+            msg(
+                len(history),
+                Role.ASSISTANT,
+                ToolUseBlock(f"w{n}", "Write", {"content": f"line {n}\n" * 1_500}),
+            )
+        )
+        history.append(
+            msg(len(history), Role.USER, ToolResultBlock(f"w{n}", (TextBlock("written"),)))
+        )
+        history.append(msg(len(history), Role.ASSISTANT, TextBlock(f"wrote {n}")))
+    options = CompileOptions(budget=12_000, reserve=1_000)
+    for result in replay(history, options):
+        assert validate_anthropic(result.request) == []
+        assert result.tokens <= options.available
+
+
+def test_cache_bench_reports_shares_baselines_and_visible_history() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "lamina", "bench", "cache", "--transcript", str(EXAMPLE),
+         "--budget", "8000", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    for name in ("lamina", "sliding_window", "compact_at_threshold"):
+        run = data[name]
+        assert {"cached_share", "ceiling", "compile_ms", "prefix_breaks", "visible"} <= set(run)
+        assert set(run["compile_ms"]) == {"p50", "p95"}
+        assert run["cached_share"] <= run["ceiling"] + 0.01
+    assert data["lamina"]["visible"]["summary_tokens_mean"] > 0
