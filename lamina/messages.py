@@ -34,6 +34,8 @@ __all__ = [
     "UnknownBlock",
     "block_from_dict",
     "blocks_from_content",
+    "message_from_json",
+    "message_to_json",
     "parse_timestamp",
 ]
 
@@ -281,3 +283,101 @@ def parse_timestamp(value: JSONValue) -> datetime | None:
             return None
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     return None
+
+
+# -- storage form ------------------------------------------------------------------------------
+# A message as one JSON object, for stores: every field, blocks tagged by their class (an
+# `UnknownBlock` may carry any `type`, even "text"), so `message_from_json(message_to_json(m))
+# == m` for any message a reader builds from JSON.
+
+
+def _block_to_json(block: Block) -> dict[str, JSONValue]:
+    if isinstance(block, TextBlock):
+        return {"b": "text", "text": block.text}
+    if isinstance(block, ThinkingBlock):
+        return {"b": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, ToolUseBlock):
+        return {"b": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if isinstance(block, ToolResultBlock):
+        return {
+            "b": "tool_result",
+            "tool_use_id": block.tool_use_id,
+            "content": [_block_to_json(b) for b in block.content],
+            "is_error": block.is_error,
+        }
+    if isinstance(block, ImageBlock):
+        return {"b": "image", "media_type": block.media_type, "source": block.source}
+    return {"b": "unknown", "type": block.type, "data": dict(block.data)}
+
+
+def _block_from_json(data: Mapping[str, JSONValue]) -> Block:
+    kind = data["b"]
+    if kind == "text":
+        return TextBlock(data["text"])
+    if kind == "thinking":
+        return ThinkingBlock(data["thinking"], data["signature"])
+    if kind == "tool_use":
+        return ToolUseBlock(data["id"], data["name"], data["input"])
+    if kind == "tool_result":
+        content = tuple(_block_from_json(b) for b in data["content"])
+        return ToolResultBlock(data["tool_use_id"], content, data["is_error"])
+    if kind == "image":
+        return ImageBlock(data["media_type"], data["source"])
+    return UnknownBlock(data["type"], data["data"])
+
+
+def message_to_json(message: Message) -> dict[str, JSONValue]:
+    """The message as one JSON-able object (see `message_from_json`)."""
+    source = message.source
+    return {
+        "id": message.id,
+        "role": message.role.value,
+        "blocks": [_block_to_json(b) for b in message.blocks],
+        "kind": message.kind.value,
+        "timestamp": message.timestamp.isoformat() if message.timestamp else None,
+        "source": {
+            "path": source.path,
+            "index": source.index,
+            "line": source.line,
+            "end_line": source.end_line,
+            "offset": source.offset,
+            "end_offset": source.end_offset,
+        },
+        "record_type": message.record_type,
+        "subtype": message.subtype,
+        "speaker": message.speaker,
+        "session_id": message.session_id,
+        "agent_id": message.agent_id,
+        "is_meta": message.is_meta,
+        "is_sidechain": message.is_sidechain,
+        "is_compact_summary": message.is_compact_summary,
+        "tool_use_result": message.tool_use_result,
+        "model": message.model,
+        "stop_reason": message.stop_reason,
+        "records": [dict(r) for r in message.records],
+    }
+
+
+def message_from_json(data: Mapping[str, JSONValue]) -> Message:
+    """The message `message_to_json` wrote, equal to the original."""
+    timestamp = data["timestamp"]
+    return Message(
+        id=data["id"],
+        role=Role(data["role"]),
+        blocks=tuple(_block_from_json(b) for b in data["blocks"]),
+        kind=Kind(data["kind"]),
+        timestamp=datetime.fromisoformat(timestamp) if timestamp else None,
+        source=Source(**data["source"]),
+        record_type=data["record_type"],
+        subtype=data["subtype"],
+        speaker=data["speaker"],
+        session_id=data["session_id"],
+        agent_id=data["agent_id"],
+        is_meta=data["is_meta"],
+        is_sidechain=data["is_sidechain"],
+        is_compact_summary=data["is_compact_summary"],
+        tool_use_result=data["tool_use_result"],
+        model=data["model"],
+        stop_reason=data["stop_reason"],
+        records=tuple(data["records"]),
+    )

@@ -16,7 +16,20 @@ import pytest
 
 from lamina.bank.model import Cursor, Memory
 from lamina.errors import StoreError
-from lamina.store.base import RetainBatch, Store
+from lamina.messages import (
+    Block,
+    ImageBlock,
+    Kind,
+    Message,
+    Role,
+    Source,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UnknownBlock,
+)
+from lamina.store.base import RetainBatch, Store, StoredSummary
 from lamina.store.sqlite import SQLiteStore
 
 
@@ -278,3 +291,133 @@ def test_size_is_reported(store: Store) -> None:
     store.apply_retain(batch(0, ["r1"], [memory("m1")]))
     size = store.size_bytes()
     assert size is not None and size > 0
+
+
+# -- context logs ------------------------------------------------------------------------------
+
+
+def log_message(n: int, text: str | None = None) -> Message:
+    """A message with every kind of block and field set, so a round trip misses nothing."""
+    blocks: tuple[Block, ...] = (
+        TextBlock(text if text is not None else f"message {n} \x00 ünï 🙂"),
+        ThinkingBlock("hmm", "sig"),
+        ToolUseBlock(f"t{n}", "Bash", {"command": "ls", "n": [1, 2.5, None, True]}),
+        ToolResultBlock(f"t{n}", (TextBlock("out"), ImageBlock("image/png", {"data": "x"}))),
+        UnknownBlock("text", {"type": "text", "text": 3}),
+    )
+    return Message(
+        id=f"m{n}",
+        role=Role.USER if n % 2 == 0 else Role.ASSISTANT,
+        blocks=blocks,
+        kind=Kind.PROMPT if n % 2 == 0 else Kind.REPLY,
+        timestamp=datetime(2026, 3, 1, 10, n % 60, tzinfo=UTC),
+        source=Source(path="s.jsonl", index=n, line=n + 1, end_line=n + 2, offset=10 * n),
+        record_type="user",
+        session_id="sess",
+        is_meta=n == 3,
+        tool_use_result={"stdout": "out"},
+        model="claude-sonnet-4-5",
+        records=({"uuid": f"u{n}", "message": {"content": [{"type": "text", "text": "x"}]}},),
+    )
+
+
+def summary(sid: str, level: int = 1, start: int = 0, end: int = 2) -> StoredSummary:
+    children = ("a", "b") if level > 1 else ()
+    return StoredSummary(
+        sid, level, start, end, children, f"summary {sid} ünï", 7, "extractive@1", "h1", "complete"
+    )
+
+
+def test_log_messages_are_appended_once_in_order_and_come_back_equal(store: Store) -> None:
+    messages = [log_message(n) for n in range(5)]
+    assert store.append_log_messages("b", "log", messages[:3]) == 3
+    # Appending again (the same messages, and a prefix of them with new ones) stores each once.
+    assert store.append_log_messages("b", "log", messages[:3]) == 0
+    assert store.append_log_messages("b", "log", messages[1:]) == 2
+    assert store.read_log("b", "log") == messages
+    assert store.read_log("b", "log", start=3) == messages[3:]
+    assert store.read_log("b", "log", start=9) == []
+    assert store.read_log("b", "other") == []
+    [info] = store.list_logs("b")
+    assert (info.bank, info.id, info.messages, info.summaries) == ("b", "log", 5, 0)
+
+
+def test_a_log_can_be_created_empty_and_deleted(store: Store) -> None:
+    assert store.append_log_messages("b", "empty", []) == 0
+    assert [i.id for i in store.list_logs("b")] == ["empty"]
+    assert store.get_bank("b") is not None
+    assert store.delete_log("b", "empty") and not store.delete_log("b", "empty")
+    assert store.list_logs("b") == []
+
+
+def test_summaries_are_written_once(store: Store) -> None:
+    """A second save of the same id is a no-op that returns False: the first write stands."""
+    store.append_log_messages("b", "log", [log_message(0), log_message(1)])
+    first = summary("L1-0-2")
+    assert store.save_summary("b", "log", first)
+    assert not store.save_summary("b", "log", replace(first, text="something else"))
+    merged = summary("L2-0-2", level=2)
+    assert store.save_summary("b", "log", merged)
+    assert store.load_summaries("b", "log") == [first, merged]
+    assert store.list_logs("b")[0].summaries == 2
+    with pytest.raises(StoreError):
+        store.save_summary("b", "no such log", first)
+
+
+def test_the_last_frontier_round_trips_and_is_replaced(store: Store) -> None:
+    store.append_log_messages("b", "log", [log_message(0)])
+    assert store.load_frontier("b", "log") is None
+    state = {"version": 1, "items": [["raw", 0, 4], ["summary", "L1-4-9"]], "tokens": 812}
+    store.save_frontier("b", "log", state)
+    assert store.load_frontier("b", "log") == state
+    store.save_frontier("b", "log", {"version": 1, "items": []})
+    assert store.load_frontier("b", "log") == {"version": 1, "items": []}
+    with pytest.raises(StoreError):
+        store.save_frontier("b", "no such log", state)
+
+
+def test_logs_are_isolated_by_bank_and_id(store: Store) -> None:
+    store.append_log_messages("b", "one", [log_message(0), log_message(1)])
+    store.append_log_messages("b", "two", [log_message(1, "other text")])
+    store.append_log_messages("c", "one", [log_message(5)])
+    store.save_summary("b", "one", summary("S"))
+    store.save_frontier("b", "one", {"version": 1})
+    assert [m.id for m in store.read_log("b", "one")] == ["m0", "m1"]
+    assert [m.text for m in store.read_log("b", "two")] == ["other text"]
+    assert [m.id for m in store.read_log("c", "one")] == ["m5"]
+    assert store.load_summaries("b", "two") == store.load_summaries("c", "one") == []
+    assert store.load_frontier("c", "one") is None
+    assert [i.id for i in store.list_logs("b")] == ["one", "two"]
+    store.delete_log("b", "one")
+    assert store.read_log("b", "one") == [] and store.load_summaries("b", "one") == []
+    assert len(store.read_log("b", "two")) == 1 and len(store.read_log("c", "one")) == 1
+
+
+def test_deleting_a_bank_removes_its_logs(store: Store) -> None:
+    store.append_log_messages("b", "log", [log_message(0)])
+    store.save_summary("b", "log", summary("S"))
+    store.save_frontier("b", "log", {"version": 1})
+    store.append_log_messages("c", "log", [log_message(0)])
+    assert store.delete_bank("b")
+    assert store.list_logs("b") == [] and store.read_log("b", "log") == []
+    assert store.load_summaries("b", "log") == [] and store.load_frontier("b", "log") is None
+    # Recreated, the bank starts with no logs; the other bank kept its own.
+    store.append_log_messages("b", "log", [])
+    assert store.read_log("b", "log") == []
+    assert [m.id for m in store.read_log("c", "log")] == ["m0"]
+
+
+def test_racing_appends_of_one_log_store_each_message_once(store: Store) -> None:
+    messages = [log_message(n) for n in range(40)]
+    start = threading.Barrier(4)
+
+    def append(offset: int) -> int:
+        start.wait()
+        return sum(
+            store.append_log_messages("b", "log", messages[n : n + 5]) for n in range(offset, 40, 5)
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        added = list(pool.map(append, [0, 0, 5, 10]))
+    assert sum(added) == 40
+    assert sorted(m.id for m in store.read_log("b", "log")) == sorted(m.id for m in messages)

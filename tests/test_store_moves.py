@@ -62,7 +62,7 @@ def test_migrate_reports_what_it_applied_then_nothing(tmp_path: Path, pg_url: st
     first = lamina("--database-url", pg_url, "migrate", "--json", home=tmp_path)
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
-    assert report["applied"] == ["0001_initial"]
+    assert report["applied"] == ["0001_initial", "0002_context_logs"]
     assert pg_url.rsplit("@", 1)[1] in report["database"]
     again = lamina("--database-url", pg_url, "migrate", home=tmp_path)
     assert again.returncode == 0 and "up to date" in again.stdout
@@ -70,6 +70,7 @@ def test_migrate_reports_what_it_applied_then_nothing(tmp_path: Path, pg_url: st
     assert json.loads(sqlite.stdout)["applied"] == [
         "0001_initial",
         "0002_api_keys_and_operations",
+        "0003_context_logs",
     ]
 
 
@@ -88,7 +89,7 @@ def test_processes_migrating_one_database_at_once_apply_each_migration_once(pg_u
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         outputs.append(out.decode().strip())
-    assert sorted(outputs).count("['0001_initial']") == 1
+    assert sorted(outputs).count("['0001_initial', '0002_context_logs']") == 1
     assert sorted(outputs).count("[]") == 3
 
 

@@ -8,17 +8,30 @@ Writes that belong together arrive as one `RetainBatch` and are applied in one t
 guarded by the document cursor's version (compare and swap): two processes retaining the same
 growing transcript cannot both commit what they read from the same cursor, so each record is
 stored once.
+
+Context logs (the context compiler's persistence) live in a bank too: a log's messages in
+append order, the summaries written for it (each once, never changed), and the frontier of its
+last compile. Deleting the bank deletes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+from ..messages import JSONValue, Message
 
-__all__ = ["MemoryRow", "RetainBatch", "RetainOutcome", "Store"]
+__all__ = [
+    "ContextLogInfo",
+    "MemoryRow",
+    "RetainBatch",
+    "RetainOutcome",
+    "Store",
+    "StoredSummary",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +71,36 @@ class MemoryRow:
     seq: int
     memory: Memory
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextLogInfo:
+    bank: str
+    id: str
+    messages: int
+    summaries: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSummary:
+    """A summary of a stretch of a context log, as stored: written once, never changed."""
+
+    id: str
+    level: int
+    """1 for a summary of a chunk, k+1 for one merging level-k summaries."""
+    start: int
+    end: int
+    """The log positions it covers: `log[start:end]`."""
+    children: tuple[str, ...]
+    """Ids of the merged summaries (empty at level 1)."""
+    text: str
+    tokens: int
+    summariser: str
+    request_hash: str
+    """A hash of what the summariser was asked (who, what, how long)."""
+    stop_reason: str
 
 
 class Store(Protocol):
@@ -158,3 +201,36 @@ class Store(Protocol):
     def size_bytes(self) -> int | None:
         """Bytes the store takes on disk (None when unknown, e.g. in memory)."""
         ...
+
+    # context logs: messages in append order, summaries written once, the last frontier
+    def append_log_messages(self, bank: str, log: str, messages: Sequence[Message]) -> int:
+        """Append messages to a log in order, creating the bank and the log if needed (also
+        with no messages); a message whose id the log already holds is skipped. Returns how
+        many were added."""
+        ...
+
+    def read_log(self, bank: str, log: str, start: int = 0) -> list[Message]:
+        """The log's messages from position `start` (0-based) on, in order; none for no log."""
+        ...
+
+    def list_logs(self, bank: str) -> list[ContextLogInfo]: ...
+
+    def delete_log(self, bank: str, log: str) -> bool:
+        """Delete a log with its summaries and frontier."""
+        ...
+
+    def save_summary(self, bank: str, log: str, summary: StoredSummary) -> bool:
+        """Write a summary once: False, and nothing changed, when the log already holds one with
+        this id (the first write stands). `StoreError` when there is no such log."""
+        ...
+
+    def load_summaries(self, bank: str, log: str) -> list[StoredSummary]:
+        """All summaries of a log in the order they were written."""
+        ...
+
+    def save_frontier(self, bank: str, log: str, frontier: Mapping[str, JSONValue]) -> None:
+        """Replace the log's last frontier (a JSON object the compiler defines). `StoreError`
+        when there is no such log."""
+        ...
+
+    def load_frontier(self, bank: str, log: str) -> dict[str, JSONValue] | None: ...

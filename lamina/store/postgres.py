@@ -28,12 +28,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 
 from ..bank.entities import entity_terms
 from ..bank.lexical import tokenize
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
-from .base import MemoryRow, RetainBatch, RetainOutcome
+from ..messages import JSONValue, Message, message_from_json, message_to_json
+from .base import ContextLogInfo, MemoryRow, RetainBatch, RetainOutcome, StoredSummary
 from .postgres_migrations import MIGRATIONS
 from .postgres_search import PostgresSearch
 from .urls import describe_target
@@ -634,6 +636,140 @@ class PostgresStore(PostgresSearch):
         data["created_at"] = data["created_at"].isoformat()
         data["updated_at"] = data["updated_at"].isoformat()
         return data
+
+    # -- context logs ----------------------------------------------------------------------
+    def _log_id(
+        self, conn: psycopg.Connection[Any], bank: str, log: str, lock: bool = False
+    ) -> int:
+        row = conn.execute(
+            "SELECT l.id FROM context_logs l JOIN banks b ON b.id = l.bank_id"
+            " WHERE b.name = %s AND l.name = %s" + (" FOR UPDATE OF l" if lock else ""),
+            (bank, log),
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"no context log {log!r} in bank {bank!r}")
+        return int(row[0])
+
+    def append_log_messages(self, bank: str, log: str, messages: Sequence[Message]) -> int:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO banks (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (bank,)
+            )
+            conn.execute(
+                "INSERT INTO context_logs (bank_id, name, created_at, updated_at)"
+                " SELECT id, %s, %s, %s FROM banks WHERE name = %s"
+                " ON CONFLICT (bank_id, name) DO NOTHING",
+                (log, now, now, bank),
+            )
+            # The log's row lock orders appenders: positions follow commit order.
+            log_id = self._log_id(conn, bank, log, lock=True)
+            have = conn.execute(
+                "SELECT message_id FROM context_messages WHERE log_id = %s"
+                " AND message_id = ANY(%s::text[])",
+                (log_id, [m.id for m in messages]),
+            ).fetchall()
+            seen = {r[0] for r in have}
+            new: list[Message] = []
+            for message in messages:
+                if message.id not in seen:
+                    seen.add(message.id)
+                    new.append(message)
+            if not new:
+                return 0
+            row = conn.execute(
+                "UPDATE context_logs SET messages = messages + %s, updated_at = %s"
+                " WHERE id = %s RETURNING messages",
+                (len(new), now, log_id),
+            ).fetchone()
+            assert row is not None
+            first = int(row[0]) - len(new)
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO context_messages (log_id, position, message_id, body)"
+                    " VALUES (%s, %s, %s, %s)",
+                    [
+                        (log_id, first + n, m.id, orjson.dumps(message_to_json(m)).decode())
+                        for n, m in enumerate(new)
+                    ],
+                )
+        return len(new)
+
+    def read_log(self, bank: str, log: str, start: int = 0) -> list[Message]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT m.body FROM context_messages m JOIN context_logs l ON l.id = m.log_id"
+                " JOIN banks b ON b.id = l.bank_id WHERE b.name = %s AND l.name = %s"
+                " AND m.position >= %s ORDER BY m.position",
+                (bank, log, start),
+            ).fetchall()
+        return [message_from_json(orjson.loads(r[0])) for r in rows]
+
+    def list_logs(self, bank: str) -> list[ContextLogInfo]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT l.name, l.messages, l.created_at, l.updated_at,"
+                " (SELECT count(*) FROM context_summaries s WHERE s.log_id = l.id)"
+                " FROM context_logs l JOIN banks b ON b.id = l.bank_id WHERE b.name = %s"
+                " ORDER BY l.name",
+                (bank,),
+            ).fetchall()
+        return [ContextLogInfo(bank, r[0], int(r[1]), int(r[4]), r[2], r[3]) for r in rows]
+
+    def delete_log(self, bank: str, log: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM context_logs l USING banks b WHERE b.id = l.bank_id"
+                " AND b.name = %s AND l.name = %s",
+                (bank, log),
+            )
+        return cur.rowcount > 0
+
+    def save_summary(self, bank: str, log: str, summary: StoredSummary) -> bool:
+        with self._write() as conn:
+            log_id = self._log_id(conn, bank, log)
+            cur = conn.execute(
+                "INSERT INTO context_summaries (log_id, id, level, start_position, end_position,"
+                " children, text, tokens, summariser, request_hash, stop_reason, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (log_id, id) DO NOTHING",
+                (
+                    log_id, summary.id, summary.level, summary.start, summary.end,
+                    list(summary.children), summary.text, summary.tokens, summary.summariser,
+                    summary.request_hash, summary.stop_reason, _now(),
+                ),
+            )  # fmt: skip
+        return cur.rowcount > 0
+
+    def load_summaries(self, bank: str, log: str) -> list[StoredSummary]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT s.id, s.level, s.start_position, s.end_position, s.children, s.text,"
+                " s.tokens, s.summariser, s.request_hash, s.stop_reason FROM context_summaries s"
+                " JOIN context_logs l ON l.id = s.log_id JOIN banks b ON b.id = l.bank_id"
+                " WHERE b.name = %s AND l.name = %s ORDER BY s.seq",
+                (bank, log),
+            ).fetchall()
+        return [StoredSummary(r[0], r[1], int(r[2]), int(r[3]), tuple(r[4]), *r[5:]) for r in rows]
+
+    def save_frontier(self, bank: str, log: str, frontier: Mapping[str, JSONValue]) -> None:
+        with self._write() as conn:
+            log_id = self._log_id(conn, bank, log)
+            conn.execute(
+                "UPDATE context_logs SET frontier = %s WHERE id = %s", (_jsonb(frontier), log_id)
+            )
+
+    def load_frontier(self, bank: str, log: str) -> dict[str, JSONValue] | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT l.frontier FROM context_logs l JOIN banks b ON b.id = l.bank_id"
+                " WHERE b.name = %s AND l.name = %s",
+                (bank, log),
+            ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        value: dict[str, JSONValue] = row[0]
+        return value
 
     # -- maintenance -----------------------------------------------------------------------
     def size_bytes(self) -> int | None:

@@ -122,4 +122,47 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0002_context_logs",
+        """
+        -- Message bodies are JSON in text, not jsonb: jsonb cannot hold \\u0000, which tool
+        -- output can contain, and a message must come back exactly as it was appended.
+        CREATE TABLE context_logs (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            bank_id bigint NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            name text NOT NULL,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            messages bigint NOT NULL DEFAULT 0,
+            frontier jsonb,
+            UNIQUE (bank_id, name)
+        );
+
+        CREATE TABLE context_messages (
+            log_id bigint NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            position bigint NOT NULL,
+            message_id text NOT NULL,
+            body text NOT NULL,
+            PRIMARY KEY (log_id, position),
+            UNIQUE (log_id, message_id)
+        );
+
+        CREATE TABLE context_summaries (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            log_id bigint NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            id text NOT NULL,
+            level integer NOT NULL,
+            start_position bigint NOT NULL,
+            end_position bigint NOT NULL,
+            children text[] NOT NULL,
+            text text NOT NULL,
+            tokens integer NOT NULL,
+            summariser text NOT NULL,
+            request_hash text NOT NULL,
+            stop_reason text NOT NULL,
+            created_at timestamptz NOT NULL,
+            UNIQUE (log_id, id)
+        );
+        """,
+    ),
 ]

@@ -22,7 +22,8 @@ import orjson
 
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
-from .base import MemoryRow, RetainBatch, RetainOutcome
+from ..messages import JSONValue, Message, message_from_json, message_to_json
+from .base import ContextLogInfo, MemoryRow, RetainBatch, RetainOutcome, StoredSummary
 from .sqlite_migrations import MIGRATIONS
 
 __all__ = ["SQLiteStore"]
@@ -578,6 +579,135 @@ class SQLiteStore:
         data = dict(zip(keys, row, strict=True))
         data["result"] = orjson.loads(data["result"]) if data["result"] else None
         return data
+
+    # -- context logs ----------------------------------------------------------------------
+    def _log_id(self, conn: sqlite3.Connection, bank: str, log: str) -> int | None:
+        row = conn.execute(
+            "SELECT l.id FROM context_logs l JOIN banks b ON b.id = l.bank_id"
+            " WHERE b.name = ? AND l.name = ?",
+            (bank, log),
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def _existing_log(self, conn: sqlite3.Connection, bank: str, log: str) -> int:
+        log_id = self._log_id(conn, bank, log)
+        if log_id is None:
+            raise StoreError(f"no context log {log!r} in bank {bank!r}")
+        return log_id
+
+    def append_log_messages(self, bank: str, log: str, messages: Sequence[Message]) -> int:
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO banks (name, created_at) VALUES (?, ?)", (bank, now)
+            )
+            bank_id = self._bank_id(conn, bank)
+            conn.execute(
+                "INSERT OR IGNORE INTO context_logs (bank_id, name, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?)",
+                (bank_id, log, now, now),
+            )
+            log_id, count = conn.execute(
+                "SELECT id, messages FROM context_logs WHERE bank_id = ? AND name = ?",
+                (bank_id, log),
+            ).fetchone()
+            added = 0
+            for message in messages:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO context_messages (log_id, position, message_id, body)"
+                    " VALUES (?, ?, ?, ?)",
+                    (log_id, count + added, message.id, _json(message_to_json(message))),
+                )
+                added += cur.rowcount
+            if added:
+                conn.execute(
+                    "UPDATE context_logs SET messages = ?, updated_at = ? WHERE id = ?",
+                    (count + added, now, log_id),
+                )
+        return added
+
+    def read_log(self, bank: str, log: str, start: int = 0) -> list[Message]:
+        conn = self.conn
+        log_id = self._log_id(conn, bank, log)
+        if log_id is None:
+            return []
+        rows = conn.execute(
+            "SELECT body FROM context_messages WHERE log_id = ? AND position >= ?"
+            " ORDER BY position",
+            (log_id, start),
+        )
+        return [message_from_json(orjson.loads(r[0])) for r in rows]
+
+    def list_logs(self, bank: str) -> list[ContextLogInfo]:
+        rows = self.conn.execute(
+            "SELECT l.name, l.messages, l.created_at, l.updated_at,"
+            " (SELECT count(*) FROM context_summaries s WHERE s.log_id = l.id)"
+            " FROM context_logs l JOIN banks b ON b.id = l.bank_id WHERE b.name = ?"
+            " ORDER BY l.name",
+            (bank,),
+        )
+        return [
+            ContextLogInfo(
+                bank, r[0], r[1], r[4], datetime.fromisoformat(r[2]), datetime.fromisoformat(r[3])
+            )
+            for r in rows
+        ]
+
+    def delete_log(self, bank: str, log: str) -> bool:
+        with self._write() as conn:
+            log_id = self._log_id(conn, bank, log)
+            if log_id is None:
+                return False
+            conn.execute("DELETE FROM context_logs WHERE id = ?", (log_id,))
+        return True
+
+    def save_summary(self, bank: str, log: str, summary: StoredSummary) -> bool:
+        with self._write() as conn:
+            log_id = self._existing_log(conn, bank, log)
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO context_summaries (log_id, id, level, start_position,"
+                " end_position, children, text, tokens, summariser, request_hash, stop_reason,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    log_id, summary.id, summary.level, summary.start, summary.end,
+                    _json(list(summary.children)), summary.text, summary.tokens,
+                    summary.summariser, summary.request_hash, summary.stop_reason, _now(),
+                ),
+            )  # fmt: skip
+        return cur.rowcount > 0
+
+    def load_summaries(self, bank: str, log: str) -> list[StoredSummary]:
+        conn = self.conn
+        log_id = self._log_id(conn, bank, log)
+        if log_id is None:
+            return []
+        rows = conn.execute(
+            "SELECT id, level, start_position, end_position, children, text, tokens,"
+            " summariser, request_hash, stop_reason FROM context_summaries WHERE log_id = ?"
+            " ORDER BY seq",
+            (log_id,),
+        )
+        return [
+            StoredSummary(r[0], r[1], r[2], r[3], tuple(orjson.loads(r[4])), *r[5:]) for r in rows
+        ]
+
+    def save_frontier(self, bank: str, log: str, frontier: Mapping[str, JSONValue]) -> None:
+        with self._write() as conn:
+            log_id = self._existing_log(conn, bank, log)
+            conn.execute(
+                "UPDATE context_logs SET frontier = ? WHERE id = ?", (_json(frontier), log_id)
+            )
+
+    def load_frontier(self, bank: str, log: str) -> dict[str, JSONValue] | None:
+        row = self.conn.execute(
+            "SELECT l.frontier FROM context_logs l JOIN banks b ON b.id = l.bank_id"
+            " WHERE b.name = ? AND l.name = ?",
+            (bank, log),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        value: dict[str, JSONValue] = orjson.loads(row[0])
+        return value
 
     # -- maintenance -----------------------------------------------------------------------
     def size_bytes(self) -> int | None:

@@ -94,4 +94,45 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0003_context_logs",
+        """
+        CREATE TABLE context_logs (
+            id INTEGER PRIMARY KEY,
+            bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            messages INTEGER NOT NULL DEFAULT 0,
+            frontier TEXT,
+            UNIQUE (bank_id, name)
+        );
+
+        CREATE TABLE context_messages (
+            log_id INTEGER NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            message_id TEXT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (log_id, position),
+            UNIQUE (log_id, message_id)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE context_summaries (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            log_id INTEGER NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            id TEXT NOT NULL,
+            level INTEGER NOT NULL,
+            start_position INTEGER NOT NULL,
+            end_position INTEGER NOT NULL,
+            children TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            summariser TEXT NOT NULL,
+            request_hash TEXT NOT NULL,
+            stop_reason TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (log_id, id)
+        );
+        """,
+    ),
 ]
