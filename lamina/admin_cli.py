@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -270,33 +271,66 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
     help="Request format: an Anthropic Messages or an OpenAI Chat Completions request.",
 )
 @click.option("--report", "show_report", is_flag=True, help="Print the report (text mode).")
+@click.option(
+    "--bank",
+    default=None,
+    help="Keep the log in this bank: append what is new, reuse the summaries and the last "
+    "frontier stored with it, store what this compile writes.",
+)
+@click.option(
+    "--log",
+    "log_id",
+    default=None,
+    help="The log's id in the bank (default: the file's name without its extension).",
+)
 @json_option
+@click.pass_context
 def compile_command(
+    ctx: click.Context,
     file: str,
     budget: int,
     reserve: int | None,
     fmt: RequestFormat,
     show_report: bool,
+    bank: str | None,
+    log_id: str | None,
     as_json: bool,
 ) -> None:
     """Compile a transcript into a request that fits a token budget, old stretches folded into
-    summaries shown as recall pairs (offline extractive summariser).
+    summaries shown as recall pairs (offline extractive summariser). With --bank, the log is
+    kept in the database, so the next compile of the grown transcript summarises only what
+    is new and keeps the request's prefix.
 
     Example: lamina compile examples/session.jsonl --budget 8000 --format openai --report
     """
-    from .context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
+    from .context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser, StoredLog
     from .readers import read_transcript
 
+    if log_id is not None and bank is None:
+        raise InputError("--log needs --bank")
     transcript = read_transcript(file)
     for warning in transcript.warnings[:20]:
         click.echo(f"warning: {warning}", err=True)
-    log = ContextLog.from_messages(transcript.messages)
     options = CompileOptions(
         budget=budget, reserve=min(4000, budget // 8) if reserve is None else reserve
     )
     if options.available < 500:
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
-    result = Compiler(ExtractiveSummariser()).compile(log, options, request_format=fmt)
+    if bank is None:
+        log = ContextLog.from_messages(transcript.messages)
+        result = Compiler(ExtractiveSummariser()).compile(log, options, request_format=fmt)
+    else:
+        from .config import database_target
+        from .store import open_store
+
+        obj = ctx.find_root().obj or {}
+        store = open_store(database_target(obj.get("home"), obj.get("database_url")))
+        try:
+            stored = StoredLog.open(store, bank, log_id or Path(file).stem, ExtractiveSummariser())
+            stored.append(transcript.messages)
+            result = stored.compile(options, request_format=fmt)
+        finally:
+            store.close()
     if as_json:
         emit_json({"request": result.request, "report": result.report})
         return

@@ -4,6 +4,7 @@ from .compile import Compiler, CompileResult, CoverageError, request_tokens
 from .frontier import CompileOptions, OverBudgetError
 from .log import ContextLog, enters_log
 from .render import REQUEST_FORMATS, RequestFormat
+from .stored import StoredLog
 from .summarise import ExtractiveSummariser, Summariser
 from .validate import validate_anthropic, validate_openai
 
@@ -17,6 +18,7 @@ __all__ = [
     "ExtractiveSummariser",
     "OverBudgetError",
     "RequestFormat",
+    "StoredLog",
     "Summariser",
     "enters_log",
     "request_tokens",

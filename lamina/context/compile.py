@@ -91,9 +91,17 @@ class CompileResult:
 
 
 class Compiler:
-    def __init__(self, summariser: Summariser) -> None:
-        self.forest = Forest(summariser)
-        self.previous: Frontier | None = None
+    def __init__(
+        self,
+        summariser: Summariser,
+        *,
+        forest: Forest | None = None,
+        previous: Frontier | None = None,
+    ) -> None:
+        """`forest` and `previous` carry over what earlier compiles of the same log wrote and
+        chose (see `StoredLog`, which loads them from a store)."""
+        self.forest = forest or Forest(summariser)
+        self.previous: Frontier | None = previous
         """The last compile's frontier: its folds are kept while they still fit."""
 
     def compile(

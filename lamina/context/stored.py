@@ -1,0 +1,167 @@
+"""A context log kept in a store: its messages, its forest and its last frontier.
+
+    log = StoredLog.open(store, "my-project", "session-42", ExtractiveSummariser())
+    log.append(new_messages)          # stored once each, whatever is appended twice
+    result = log.compile(CompileOptions(budget=32_000))
+
+Opening a log loads its messages, every summary written for it and the frontier of its last
+compile, so a compile in a new process neither summarises again what was summarised before
+nor changes the request's prefix when nothing requires it. New summaries are stored as soon as
+they are written; the frontier after each compile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..messages import JSONValue, Message
+from ..store.base import Store, StoredSummary
+from ..tokens import TokenCounter
+from .chunks import Chunk
+from .compile import Compiler, CompileResult
+from .frontier import CompileOptions, Forest, Frontier, Summary
+from .log import ContextLog, enters_log
+from .render import RequestFormat
+from .summarise import Summariser
+
+__all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
+
+FRONTIER_VERSION = 1
+
+
+def _stored(summary: Summary) -> StoredSummary:
+    return StoredSummary(
+        id=summary.id,
+        level=summary.level,
+        start=summary.start,
+        end=summary.end,
+        children=summary.children,
+        text=summary.text,
+        tokens=summary.tokens,
+        summariser=summary.summariser,
+        request_hash=summary.request_hash,
+        stop_reason=summary.stop_reason,
+    )
+
+
+def _summary(stored: StoredSummary) -> Summary:
+    return Summary(
+        id=stored.id,
+        level=stored.level,
+        start=stored.start,
+        end=stored.end,
+        text=stored.text,
+        tokens=stored.tokens,
+        children=stored.children,
+        summariser=stored.summariser,
+        request_hash=stored.request_hash,
+        stop_reason=stored.stop_reason,
+    )
+
+
+def frontier_to_json(frontier: Frontier) -> dict[str, JSONValue]:
+    """The frontier as stored: raw spans as [start, end], summaries by id."""
+    return {
+        "version": FRONTIER_VERSION,
+        "head_end": frontier.head_end,
+        "tail_start": frontier.tail_start,
+        "tokens": frontier.tokens,
+        "chunk_target": frontier.chunk_target,
+        "chunks": [[c.start, c.end, c.tokens] for c in frontier.chunks],
+        "items": [i.id if isinstance(i, Summary) else [i[0], i[1]] for i in frontier.items],
+    }
+
+
+def frontier_from_json(data: Mapping[str, Any], forest: Forest, length: int) -> Frontier | None:
+    """The stored frontier, or None when it cannot serve as the previous one: another
+    version, a summary the forest does not hold, or a span past the log's `length`."""
+    if data.get("version") != FRONTIER_VERSION:
+        return None
+    items: list[tuple[int, int] | Summary] = []
+    for item in data["items"]:
+        if isinstance(item, str):
+            summary = forest.by_id.get(item)
+            if summary is None:
+                return None
+            items.append(summary)
+        else:
+            items.append((int(item[0]), int(item[1])))
+    chunks = tuple(Chunk(int(s), int(e), int(t), complete=True) for s, e, t in data["chunks"])
+    if data["tail_start"] > length or (chunks and chunks[-1].end > length):
+        return None
+    return Frontier(
+        head_end=data["head_end"],
+        items=items,
+        tail_start=data["tail_start"],
+        tokens=data["tokens"],
+        summaries={i.id: i for i in items if isinstance(i, Summary)},
+        chunks=chunks,
+        chunk_target=data["chunk_target"],
+    )
+
+
+class StoredLog:
+    """One context log of a bank, kept in a store (see the module's doc)."""
+
+    def __init__(
+        self,
+        store: Store,
+        bank: str,
+        log_id: str,
+        summariser: Summariser,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        self.store = store
+        self.bank = bank
+        self.id = log_id
+        store.append_log_messages(bank, log_id, [])  # the log exists from here on
+        self.log = ContextLog.from_messages(store.read_log(bank, log_id), counter)
+        self._ids = {m.id for m in self.log}
+        known = [_summary(s) for s in store.load_summaries(bank, log_id)]
+        forest = Forest(summariser, known, on_write=self._save_summary)
+        state = store.load_frontier(bank, log_id)
+        previous = None if state is None else frontier_from_json(state, forest, len(self.log))
+        self.compiler = Compiler(summariser, forest=forest, previous=previous)
+
+    @classmethod
+    def open(
+        cls,
+        store: Store,
+        bank: str,
+        log_id: str,
+        summariser: Summariser,
+        counter: TokenCounter | None = None,
+    ) -> StoredLog:
+        return cls(store, bank, log_id, summariser, counter)
+
+    def _save_summary(self, summary: Summary) -> None:
+        self.store.save_summary(self.bank, self.id, _stored(summary))
+
+    def append(self, messages: Iterable[Message]) -> int:
+        """Store and add the messages that enter the log (`enters_log`) and are not in it yet
+        (by id); returns how many were added."""
+        new: list[Message] = []
+        for message in messages:
+            if enters_log(message) and message.id not in self._ids:
+                self._ids.add(message.id)
+                new.append(message)
+        added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
+        self.refresh()
+        return added
+
+    def refresh(self) -> int:
+        """Read what other processes appended since; returns how many messages that was."""
+        more = self.store.read_log(self.bank, self.id, start=len(self.log))
+        self.log.extend(more)
+        self._ids.update(m.id for m in more)
+        return len(more)
+
+    def compile(
+        self, options: CompileOptions, request_format: RequestFormat = "anthropic"
+    ) -> CompileResult:
+        """Compile the log (see `Compiler.compile`) and store the frontier chosen."""
+        self.refresh()
+        result = self.compiler.compile(self.log, options, request_format)
+        self.store.save_frontier(self.bank, self.id, frontier_to_json(result.frontier))
+        return result
