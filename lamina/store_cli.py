@@ -53,9 +53,10 @@ def copy_command(
 ) -> None:
     """Copy banks between databases (SQLite <-> PostgreSQL), without loss, resumable.
 
-    Documents, cursors, retained record ids, memories with their vectors, and API keys. Each
-    document is copied in one transaction; run the command again after an interruption and it
-    skips what is already there.
+    Documents, cursors, retained record ids, memories with their vectors, context logs with
+    their summaries and last frontier, and API keys. Each document is copied in one
+    transaction; run the command again after an interruption and it skips what is already
+    there.
 
     Example: lamina copy --from ~/.local/share/lamina/lamina.db --to postgresql://lamina@db/lamina
     """
@@ -87,7 +88,8 @@ def copy_command(
     for bank in report.banks:
         click.echo(
             f"{bank.bank}: {bank.copied} documents copied ({bank.memories} memories,"
-            f" {bank.records} records), {bank.skipped} already there"
+            f" {bank.records} records), {bank.skipped} already there; {bank.logs} context logs"
+            f" ({bank.log_messages} messages, {bank.summaries} summaries copied)"
         )
     if not no_api_keys:
         click.echo(

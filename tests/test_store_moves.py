@@ -182,6 +182,57 @@ def test_an_interrupted_copy_resumes_and_a_finished_one_changes_nothing(
     source.close()
 
 
+def test_context_logs_copy_to_postgres_and_back_equal_and_resumably(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from lamina.context import CompileOptions, ExtractiveSummariser, StoredLog, enters_log
+    from lamina.errors import StoreError
+
+    options = CompileOptions(budget=4_000, reserve=500)
+    messages = [m for m in read_example() if enters_log(m)]
+    source = SQLiteStore(tmp_path / "a.db")
+    live = StoredLog.open(source, "proj", "sess", ExtractiveSummariser())
+    for message in messages:
+        if live.append([message]) and message.role == "assistant":
+            last = live.compile(options)
+    StoredLog.open(source, "other", "notes", ExtractiveSummariser()).append(messages[:5])
+    logged = source.read_log("proj", "sess")
+    assert source.load_summaries("proj", "sess") and source.load_frontier("proj", "sess")
+
+    middle = PostgresStore(pg_url)
+    # As if an earlier copy had stopped a third of the way into the log.
+    middle.append_log_messages("proj", "sess", logged[:20])
+    first = copy_banks(source, middle)
+    copied = {b.bank: b.as_dict()["logs"] for b in first.banks}
+    summaries = len(source.load_summaries("proj", "sess"))
+    assert copied == {
+        "other": {"logs": 1, "messages": 5, "summaries": 0},
+        "proj": {"logs": 1, "messages": len(logged) - 20, "summaries": summaries},
+    }
+    again = copy_banks(source, middle)
+    assert [(b.log_messages, b.summaries) for b in again.banks] == [(0, 0), (0, 0)]
+
+    back = SQLiteStore(tmp_path / "b.db")
+    copy_banks(middle, back)
+    for store in (middle, back):
+        for bank, log in (("proj", "sess"), ("other", "notes")):
+            assert store.read_log(bank, log) == source.read_log(bank, log)
+            assert store.load_summaries(bank, log) == source.load_summaries(bank, log)
+            assert store.load_frontier(bank, log) == source.load_frontier(bank, log)
+    # The copied log is live: it compiles the same request without summarising again.
+    moved = StoredLog.open(back, "proj", "sess", ExtractiveSummariser())
+    result = moved.compile(options)
+    assert result.report["summaries_written"] == 0 and result.request == last.request
+
+    # A log that went another way in the target is not overwritten.
+    back.delete_log("other", "notes")
+    back.append_log_messages("other", "notes", messages[5:6])
+    with pytest.raises(StoreError, match="differs"):
+        copy_banks(source, back, ["other"])
+    for store in (source, middle, back):
+        store.close()
+
+
 def read_example() -> list:  # type: ignore[type-arg]
     from lamina.readers import read_transcript
 

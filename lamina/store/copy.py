@@ -9,6 +9,11 @@ documents behind, never half of one. Running it again skips the documents whose 
 record count already match, so a copy is resumable, and repeating a finished copy changes
 nothing. A target document that differs is replaced by the source's (its stray memories
 deleted), so the target ends up equal to the source for every bank copied.
+
+Context logs move too: the messages the target's log does not hold yet are appended (in order,
+after checking that what it holds is the start of the source's log), the summaries it does not
+hold are written (in the order they were written), and the last frontier is set to the
+source's. A log is append-only, so one that went another way in the target is an error.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ class BankCopy:
     skipped: int = 0
     memories: int = 0
     records: int = 0
+    logs: int = 0
+    log_messages: int = 0
+    """Messages appended to the target's logs."""
+    summaries: int = 0
+    """Summaries written to the target's logs."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +51,11 @@ class BankCopy:
             "skipped": self.skipped,
             "memories": self.memories,
             "records": self.records,
+            "logs": {
+                "logs": self.logs,
+                "messages": self.log_messages,
+                "summaries": self.summaries,
+            },
         }
 
 
@@ -153,4 +168,25 @@ def _copy_bank(source: Store, target: Store, bank: str, progress: Progress | Non
             result.memories += len(memories)
         if progress is not None:
             progress(bank, done, len(documents))
+    for log in source.list_logs(bank):
+        _copy_log(source, target, bank, log.id, result)
     return result
+
+
+def _copy_log(source: Store, target: Store, bank: str, log: str, result: BankCopy) -> None:
+    result.logs += 1
+    messages = source.read_log(bank, log)
+    held = [m.id for m in target.read_log(bank, log)]
+    if held != [m.id for m in messages[: len(held)]]:
+        raise StoreError(
+            f"{bank}/{log}: the target's context log differs from the source's; delete one of"
+            " them first"
+        )
+    result.log_messages += target.append_log_messages(bank, log, messages[len(held) :])
+    written = {s.id for s in target.load_summaries(bank, log)}
+    for summary in source.load_summaries(bank, log):
+        if summary.id not in written:
+            result.summaries += int(target.save_summary(bank, log, summary))
+    frontier = source.load_frontier(bank, log)
+    if frontier is not None and frontier != target.load_frontier(bank, log):
+        target.save_frontier(bank, log, frontier)
