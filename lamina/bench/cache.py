@@ -15,7 +15,6 @@ own cached share is shown for context (it includes the agent's fixed system prom
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ from ..context.summarise import ExtractiveSummariser
 from ..errors import InputError
 from ..messages import Message, Role
 from ..readers import read_transcript
-from .common import emit, transcript_files
+from .common import emit, percentiles, transcript_files
 
 __all__ = ["cache_bench"]
 
@@ -220,15 +219,11 @@ def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any
         if log.append(message):
             # New tokens as sent: thinking is never sent, a huge message is cut.
             pending_new += min(log.shown[-1], strategy.options.largest_message)
-    ordered = sorted(times) or [0.0]
     return {
         "requests": requests,
         "cached_share": round(cached / total, 4) if total else None,
         "ceiling": round(1 - new / total, 4) if total else None,
-        "compile_ms": {
-            "p50": round(statistics.median(ordered), 2),
-            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
-        },
+        "compile_ms": percentiles(times),
         "prefix_breaks": breaks,
         "peak_tokens": peak,
         "summariser_calls": strategy.summariser_calls(),

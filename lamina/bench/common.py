@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ import orjson
 from ..embed import Embedder
 from ..errors import InputError
 
-__all__ = ["Precomputed", "emit", "shared_data_dir", "transcript_files"]
+__all__ = ["Precomputed", "emit", "percentiles", "shared_data_dir", "transcript_files"]
 
 
 def shared_data_dir(sub: str) -> Path | None:
@@ -75,3 +76,12 @@ class Precomputed:
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         vector: npt.NDArray[np.float32] = self.vectors[text]
         return vector
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of timings in milliseconds, rounded to hundredths (0 when there are none)."""
+    ordered = sorted(values) or [0.0]
+    return {
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+    }

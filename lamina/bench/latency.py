@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 import resource
-import statistics
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -32,7 +31,7 @@ from ..readers.locomo import read_locomo_samples
 from ..store.base import RetainBatch
 from ..store.sqlite import SQLiteStore
 from ..turns import conversational_text
-from .common import Precomputed, emit, shared_data_dir
+from .common import Precomputed, emit, percentiles, shared_data_dir
 
 __all__ = ["latency_bench"]
 
@@ -53,14 +52,6 @@ def _base_texts() -> tuple[list[str], list[str]]:
                 texts.append(f"{message.role.value}: {text[:1500]}")
     questions = [q.question for s in samples for q in s.questions if q.category in (1, 2, 3, 4)]
     return texts, questions
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "p50": round(statistics.median(ordered), 2),
-        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
-    }
 
 
 def build(bank: MemoryBank, name: str, n: int, texts: list[str], vectors: np.ndarray) -> None:
@@ -207,10 +198,10 @@ def latency_bench(
                 agree += got == exact[: len(got)]
             results[str(n)] = {
                 "memories": n,
-                "lamina_recall_ms": _percentiles(ours),
-                "recall_ms_without_query_embedding": _percentiles(without_embedding),
-                "query_embedding_ms": _percentiles(embed_only),
-                "baseline_exact_ms": _percentiles(base),
+                "lamina_recall_ms": percentiles(ours),
+                "recall_ms_without_query_embedding": percentiles(without_embedding),
+                "query_embedding_ms": percentiles(embed_only),
+                "baseline_exact_ms": percentiles(base),
                 "top_results_agree_with_exact": round(agree / len(asked), 3),
                 "build_s": round(build_s, 1),
                 "index_load_s": round(index_s, 2),

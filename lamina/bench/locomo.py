@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
-from .common import emit, shared_data_dir
+from .common import emit, percentiles, shared_data_dir
 
 __all__ = ["evaluate", "locomo_bench"]
 
@@ -118,11 +118,7 @@ def evaluate(
             "by_category": {k: v for k, v in scores.items() if k != "overall"},
         }
     if latencies and "lamina" in out:
-        ordered = sorted(latencies)
-        out["lamina"]["recall_ms"] = {
-            "p50": round(statistics.median(ordered), 2),
-            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
-        }
+        out["lamina"]["recall_ms"] = percentiles(latencies)
     return out
 
 
@@ -173,16 +169,12 @@ def compare_stores(
     for sample in samples:
         pg.delete_bank(_bank_name(sample, prefix))
     pg.close()
-    ordered = sorted(latencies)
     return {
         **tally.scores()["overall"],
         "top10_overlap_with_sqlite": round(statistics.mean(overlaps), 4),
         "top10_identical_share": round(same_order / len(questions), 4),
         "retain_turns_per_s": round(sum(len(s.messages) for s in samples) / retain_s, 1),
-        "recall_ms": {
-            "p50": round(statistics.median(ordered), 2),
-            "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
-        },
+        "recall_ms": percentiles(latencies),
     }
 
 

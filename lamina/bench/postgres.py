@@ -13,7 +13,6 @@ reused: building a million memories takes a while); `--fresh` rebuilds them.
 from __future__ import annotations
 
 import multiprocessing
-import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -31,19 +30,11 @@ from ..readers.locomo import read_locomo_samples
 from ..store import open_store
 from ..store.postgres import PostgresStore
 from ..store.search import SearchFilter
-from .common import Precomputed, shared_data_dir
+from .common import Precomputed, percentiles, shared_data_dir
 
 __all__ = ["postgres_latency", "retain_throughput"]
 
 WRITERS = 4
-
-
-def _percentiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "p50": round(statistics.median(ordered), 2),
-        "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
-    }
 
 
 def postgres_latency(
@@ -102,8 +93,8 @@ def postgres_latency(
             overlap.append(len({s for s, _ in approximate} & {s for s, _ in exact}) / 10)
         out[str(n)] = {
             "memories": n,
-            "recall_ms_without_query_embedding": _percentiles(timings),
-            "dense_search_ms": _percentiles(hnsw_ms),
+            "recall_ms_without_query_embedding": percentiles(timings),
+            "dense_search_ms": percentiles(hnsw_ms),
             "dense_recall_at_10_vs_exact": round(float(np.mean(overlap)), 3),
             "dense_index": "hnsw" if n > _exact_limit() else "exact scan",
             "build_s": build_s,
