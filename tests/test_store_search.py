@@ -157,7 +157,8 @@ def test_hnsw_finds_nearly_what_exact_search_finds(
     matrix = np.stack([m.embedding for m in memories if m.embedding is not None])
     rng = np.random.default_rng(2)
     overlap = []
-    monkeypatch.setattr(postgres_search, "EXACT_LIMIT", 100)  # force the HNSW index
+    monkeypatch.setattr(postgres_search, "EXACT_LIMIT", 100)  # a "big" bank: HNSW
+    assert store.ensure_vector_index("b", matrix.shape[1])
     for _ in range(20):
         query = matrix[int(rng.integers(len(matrix)))] + rng.normal(0, 0.05, matrix.shape[1])
         query = (query / np.linalg.norm(query)).astype(np.float32)

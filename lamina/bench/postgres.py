@@ -67,12 +67,12 @@ def postgres_latency(
         if not reused:
             store.delete_bank(name)
             # A bulk load: without the HNSW index, then the index built in one go.
-            store.drop_vector_index(embedder.dim)
+            store.drop_vector_index(name, embedder.dim)
             started = time.perf_counter()
             build(bank, name, n, texts, vectors)
             build_s = round(time.perf_counter() - started, 1)
             started = time.perf_counter()
-            store.ensure_vector_index(embedder.dim, build_memory="2GB")
+            store.ensure_vector_index(name, embedder.dim, build_memory="2GB")
             index_s = round(time.perf_counter() - started, 1)
             with store.pool.connection() as conn:
                 conn.execute("VACUUM ANALYZE")

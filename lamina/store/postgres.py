@@ -457,7 +457,7 @@ class PostgresStore(PostgresSearch):
                     (1 if deleted else 0, bank_id),
                 )
         for dim in {int(m.embedding.shape[0]) for m in batch.memories if m.embedding is not None}:
-            self.ensure_vector_index(dim)
+            self.ensure_vector_index(batch.bank, dim)
         return RetainOutcome(True, new_records, inserted - replaced, replaced, deleted)
 
     # -- memories --------------------------------------------------------------------------
@@ -562,7 +562,7 @@ class PostgresStore(PostgresSearch):
                 (bank_row[0],),
             )
         for dim in {int(np.asarray(v).shape[0]) for v in vectors.values()}:
-            self.ensure_vector_index(dim)
+            self.ensure_vector_index(bank, dim)
         return changed
 
     # -- API keys and operations ------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -40,9 +40,10 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-PROBE_FACTOR = 4
-"""A term's postings are read whole when it has at most this many per candidate memory;
-otherwise the candidates are looked up in it one by one."""
+PROBE_COST = 10
+"""Looking one candidate up in a term's postings costs about this many postings read whole."""
+SHORTLIST = 4
+"""Candidates scored in full, per result wanted, before proving the rest cannot matter."""
 
 
 class _Postings:
@@ -61,6 +62,8 @@ class _Postings:
         self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
         self.filter_sql, self.filter_params = filter_sql, filter_params
         self.whole: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self.cost = 0
+        """Work done so far: postings read whole count 1, each candidate looked up PROBE_COST."""
 
     def _fetch(
         self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None
@@ -106,6 +109,7 @@ class _Postings:
         todo = [t for t in terms if t not in self.whole]
         if todo:
             self.whole.update(self._fetch(todo, None))
+            self.cost += sum(len(self.whole[t][0]) for t in todo)
 
     def union(self, terms: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Every memory holding one of `terms` (read whole), with their summed scores."""
@@ -121,6 +125,7 @@ class _Postings:
             have, score = self.whole[term]
         else:
             have, score = self._fetch([term], seqs)[term]
+            self.cost += PROBE_COST * len(seqs)
         out = np.zeros(len(seqs))
         if len(have) == 0 or len(seqs) == 0:
             return out
@@ -284,36 +289,55 @@ class PostgresSearch:
             while k < len(order) and seen < 2 * depth:
                 seen += df[order[k]]
                 k += 1
+            shortlist = SHORTLIST * depth
+            budget = self.lexical_search_budget
             while True:
                 finding, adding = order[:k], order[k:]
                 lists.read(finding)
                 seqs, scores = lists.union(finding)
+                # Only the best `shortlist` by their finding terms are scored in full: one left
+                # out can gain at most reach = sum(bound[adding]) on the best one left out.
+                left_out = -np.inf
+                if adding and len(seqs) > shortlist:
+                    best = np.lexsort((seqs, -scores))
+                    left_out = float(scores[best[shortlist]])
+                    keep = np.sort(best[:shortlist])
+                    seqs, scores = seqs[keep], scores[keep]
                 for term in adding:
-                    if df[term] <= PROBE_FACTOR * len(seqs):
+                    if df[term] <= PROBE_COST * len(seqs):
                         lists.read([term])  # cheaper to read whole than to look up each
-                    scores += lists.lookup(term, seqs)
+                    scores = scores + lists.lookup(term, seqs)
                 top = np.lexsort((seqs, -scores))[:depth]
                 ranked = [(int(seqs[i]), float(scores[i])) for i in top]
                 kth = ranked[-1][1] if len(ranked) >= depth else 0.0
-                # A memory holding none of the finding terms scores below sum(bound[adding]).
-                # Widening only raises the k-th score, so jump straight to the first split
-                # this one already proves enough.
+                reach = sum(bound[t] for t in adding)
+                if reach <= kth and left_out + reach <= kth:
+                    return ranked  # exact: nothing outside can reach the k-th score
+                if reach <= kth:
+                    # Everything that matters holds a finding term: score more of them.
+                    shortlist *= SHORTLIST
+                    more = sum(min(df[t], PROBE_COST * shortlist) for t in adding)
+                    if budget is not None and lists.cost + more > budget:
+                        return ranked  # approximate: see lexical_search_budget
+                    continue
+                # A memory holding none of the finding terms scores below `reach`. Widening
+                # only raises the k-th score, so jump to the first split this one proves.
                 wider = k
                 while wider < len(order) and sum(bound[t] for t in order[wider:]) > kth:
                     wider += 1
-                if wider == k:
-                    return ranked
-                more = sum(df[t] for t in order[k:wider])
-                if self.lexical_postings_budget and seen + more > self.lexical_postings_budget:
-                    return ranked  # approximate: see lexical_postings_budget
-                seen += more
+                more = sum(df[t] for t in order[k:wider] if t not in lists.whole)
+                if budget is not None and lists.cost + more > budget:
+                    return ranked  # approximate: see lexical_search_budget
                 k = wider
 
-    lexical_postings_budget: int | None = None
-    """When set, lexical search stops widening its candidates once it would read more than
-    this many postings, and returns the best of what it has: an approximation (for memories
-    that hold only very common query terms) traded for bounded latency on huge banks. None
-    (the default) is exact."""
+    lexical_search_budget: int | None = 150_000
+    """Lexical search stops widening once its work (postings read, lookups counted
+    PROBE_COST each) would pass this, and returns the best of what it has. The exact top k
+    sometimes needs a very common query word's contribution to tens of thousands of
+    memories (a name said in most of them); on a bank of a million memories that costs
+    hundreds of milliseconds. Under the budget the result is exact (on banks of up to about
+    100,000 memories nearly always); over it, the ranking can miss or misorder memories
+    whose score depends on the query's commonest words. None: always exact."""
 
     def lexical_scores(
         self, bank: str, terms: Sequence[str], seqs: Sequence[int]
@@ -332,39 +356,75 @@ class PostgresSearch:
             return self._scores(conn, bank_id, avgdl, weights, sorted(weights), seqs)
 
     # -- dense -----------------------------------------------------------------------------
-    def ensure_vector_index(self, dim: int, *, build_memory: str | None = None) -> None:
-        """The HNSW index for vectors of `dim` numbers (created once, outside transactions).
+    @staticmethod
+    def _index_name(bank_id: int, dim: int) -> str:
+        return f"memories_embedding_b{bank_id}_d{dim}"
 
+    def vector_index_exists(self, bank_id: int, dim: int) -> bool:
+        known: set[tuple[int, int]] = self.__dict__.setdefault("_vector_indexes", set())
+        if (bank_id, dim) in known:
+            return True
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+                " WHERE c.relname = %s AND i.indisvalid",
+                (self._index_name(bank_id, dim),),
+            ).fetchone()
+        if row is not None:
+            known.add((bank_id, dim))
+        return row is not None
+
+    def ensure_vector_index(
+        self, bank: str, dim: int, *, build_memory: str | None = None, force: bool = False
+    ) -> bool:
+        """The bank's HNSW index for vectors of `dim` numbers, once it holds more than
+        EXACT_LIMIT memories (smaller banks are scanned exactly). Built concurrently, so
+        retains into the bank go on meanwhile; returns whether the index exists now.
+
+        One index per bank (a partial index) rather than one for the whole table: a query
+        filtered to one bank of a shared index walks the other banks' vectors too.
         Bulk loads are faster without it: `drop_vector_index`, load, then this with
         `build_memory` (e.g. "2GB") to build it in one go, in parallel."""
-        known: set[int] = self.__dict__.setdefault("_vector_indexes", set())
-        if dim in known and build_memory is None:
-            return
-        # Another process may create it at the same moment.
-        with (
-            self._conn() as conn,
-            suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable),
-        ):
+        with self._conn() as conn:
+            info = self._bank(conn, bank)
+        if info is None:
+            return False
+        bank_id, live, _total = info
+        if self.vector_index_exists(bank_id, dim):
+            return True
+        if live <= EXACT_LIMIT and not force:
+            return False
+        name = self._index_name(bank_id, dim)
+        # Another process may build it at the same moment; an interrupted concurrent build
+        # leaves an invalid index behind, dropped first.
+        with self._conn() as conn:
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
             if build_memory is not None:
                 conn.execute(f"SET maintenance_work_mem = '{build_memory}'")
                 conn.execute("SET max_parallel_maintenance_workers = 2")
-            conn.execute(
-                f"CREATE INDEX IF NOT EXISTS memories_embedding_{dim} ON memories"
-                f" USING hnsw ((embedding::vector({dim})) vector_ip_ops)"
-                f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
-                f" WHERE vector_dims(embedding) = {dim}"
-            )
-            if build_memory is not None:
-                conn.execute("RESET maintenance_work_mem")
-                conn.execute("RESET max_parallel_maintenance_workers")
-        known.add(dim)
+            try:
+                conn.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories"
+                    f" USING hnsw ((embedding::vector({dim})) vector_ip_ops)"
+                    f" WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                    f" WHERE bank_id = {int(bank_id)} AND vector_dims(embedding) = {dim}"
+                )
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable):
+                pass
+            finally:
+                if build_memory is not None:
+                    conn.execute("RESET maintenance_work_mem")
+                    conn.execute("RESET max_parallel_maintenance_workers")
+        return self.vector_index_exists(bank_id, dim)
 
-    def drop_vector_index(self, dim: int) -> None:
-        """Drop the HNSW index of `dim` (before a bulk load); stores keep it dropped until
-        `ensure_vector_index(dim, build_memory=...)`."""
-        self.__dict__.setdefault("_vector_indexes", set()).add(dim)
+    def drop_vector_index(self, bank: str, dim: int) -> None:
+        """Drop the bank's HNSW index (before a bulk load; see ensure_vector_index)."""
         with self._conn() as conn:
-            conn.execute(f"DROP INDEX IF EXISTS memories_embedding_{dim}")
+            info = self._bank(conn, bank)
+            if info is None:
+                return
+            self.__dict__.setdefault("_vector_indexes", set()).discard((info[0], dim))
+            conn.execute(f"DROP INDEX IF EXISTS {self._index_name(info[0], dim)}")
 
     def dense_search(
         self,
@@ -399,8 +459,15 @@ class PostgresSearch:
                 ).fetchone()
                 candidates = int(row[0]) if row else 0
             query = np.asarray(vector, dtype=np.float32)
+            indexed = not exact and candidates > EXACT_LIMIT
+            if indexed and not self.vector_index_exists(bank_id, dim):
+                indexed = False  # not built yet: scan exactly, slower but right
+            if indexed:
+                # The bank's partial index applies only when the planner sees its bank id.
+                conditions = conditions.replace("m.bank_id = %s", f"m.bank_id = {int(bank_id)}", 1)
+                params = params[1:]
             with conn.transaction():
-                if exact or candidates <= EXACT_LIMIT:
+                if not indexed:
                     # Ordering by the bare expression keeps the planner off the HNSW index.
                     order_by = "m.embedding <#> %s"
                 else:
