@@ -501,19 +501,24 @@ class PostgresSearch:
             bank_id = info[0]
             filter_sql, filter_params = self._filter_sql(bank_id, where)
             extra = f" AND {filter_sql}" if filter_sql else ""
+            # Materialised, so the date range (an index range) is read first and only then
+            # ordered: ordering by seq first would walk the whole bank to fill a late range.
             inside = conn.execute(
-                "SELECT m.seq, extract(epoch FROM m.t) FROM memories m WHERE m.bank_id = %s"
-                f" AND m.t >= %s AND m.t < %s{extra} ORDER BY m.seq LIMIT %s",
+                "WITH r AS MATERIALIZED (SELECT m.seq, m.t FROM memories m"
+                f" WHERE m.bank_id = %s AND m.t >= %s AND m.t < %s{extra})"
+                " SELECT seq, extract(epoch FROM t) FROM r ORDER BY seq LIMIT %s",
                 [bank_id, start, end, *filter_params, depth],
             ).fetchall()
             out = [(int(s), float(t)) for s, t in inside]
             if len(out) < depth and reach > 0:
                 near = conn.execute(
-                    "SELECT m.seq, extract(epoch FROM m.t) FROM memories m WHERE m.bank_id = %s"
+                    "WITH r AS MATERIALIZED (SELECT m.seq, m.t FROM memories m"
+                    " WHERE m.bank_id = %s"
                     " AND ((m.t < %s AND m.t >= %s - make_interval(secs => %s))"
-                    " OR (m.t >= %s AND m.t < %s + make_interval(secs => %s)))"
-                    f"{extra} ORDER BY greatest(extract(epoch FROM %s - m.t),"
-                    " extract(epoch FROM m.t - %s)), m.seq LIMIT %s",
+                    f" OR (m.t >= %s AND m.t < %s + make_interval(secs => %s))){extra})"
+                    " SELECT seq, extract(epoch FROM t) FROM r ORDER BY"
+                    " greatest(extract(epoch FROM %s - t), extract(epoch FROM t - %s)), seq"
+                    " LIMIT %s",
                     [bank_id, start, start, reach, end, end, reach, *filter_params, start,
                      end, depth - len(out)],
                 ).fetchall()  # fmt: skip
