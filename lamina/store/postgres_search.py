@@ -4,12 +4,13 @@ Lexical: BM25 over the `postings` table with the in-process index's formula. Exa
 without reading every posting of common terms: terms are taken rarest first, and a term is
 only used to *find* candidates while the memories it alone could bring in might still beat
 the current k-th score (the "MaxScore" bound: a term adds at most weight * (k1 + 1)); the
-other terms only add to the candidates' scores.
+other terms only add to the candidates' scores. Its work is bounded by
+`lexical_search_budget` (exact below it).
 
 Dense: the dot product with the query (pgvector's `<#>`). Banks (or filtered subsets) of up to
-EXACT_LIMIT memories are scanned exactly; larger ones use an HNSW index per vector size,
-created when the first vector of that size is stored, with iterative scans so filters still
-return `depth` results.
+EXACT_LIMIT memories are scanned exactly; a larger bank gets its own HNSW index (a partial
+index per bank and vector size, built when the bank passes EXACT_LIMIT), searched with
+iterative scans so filters still return `depth` results.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .search import BM25_B, BM25_K1, SearchFilter
 
 __all__ = ["EXACT_LIMIT", "PostgresSearch"]
 
-EXACT_LIMIT = 20_000
+EXACT_LIMIT = 5_000
 """Up to this many candidate memories, dense search scans them exactly."""
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
