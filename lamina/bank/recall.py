@@ -329,7 +329,14 @@ def _assemble(
     `prefetch`, when given, is told the fused order before any `memory_at` call."""
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
     if options.fusion == "rrf":
-        fused = fuse(rankings, options.channel_weights, options.rrf_k)
+        fusing = dict(rankings)
+        if "entities" in channels:
+            # Ranks carry no scale: keep only memories that share an entity worth at least
+            # half a rare one, or a name said in most memories would rank every one of them.
+            ranking, scores = channels["entities"]
+            floor = 0.5 * entity_scale(size)
+            fusing["entities"] = [slot for slot in ranking if scores[slot] >= floor]
+        fused = fuse(fusing, options.channel_weights, options.rrf_k)
     else:
         fused = combsum(channels, options.channel_weights, {"entities": entity_scale(size)})
     order = sorted(fused, key=lambda s: (-fused[s], s))
