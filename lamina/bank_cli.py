@@ -333,21 +333,37 @@ def forget(
 @click.command()
 @_bank_option
 @click.option("--force", is_flag=True, help="Embed every memory again, not only stale ones.")
+@click.option(
+    "--entities",
+    is_flag=True,
+    help="Also extract the memories' names and identifiers again (banks retained before the "
+    "entity channel have none).",
+)
 @json_option
 @click.pass_context
-def reindex(ctx: click.Context, bank: str | None, force: bool, as_json: bool) -> None:
+def reindex(
+    ctx: click.Context, bank: str | None, force: bool, entities: bool, as_json: bool
+) -> None:
     """Embed again the memories whose vectors are missing or from another model.
 
-    Example: lamina reindex --bank my-project
+    Example: lamina reindex --bank my-project --entities
     """
     name = bank or default_bank()
     memory_bank = _open(ctx)
     done = memory_bank.reindex(name, force=force)
-    result = {"bank": name, "embedded": done, "embedder": memory_bank.embedder.name}
+    result: dict[str, object] = {
+        "bank": name,
+        "embedded": done,
+        "embedder": memory_bank.embedder.name,
+    }
+    if entities:
+        result["entities_updated"] = memory_bank.refresh_entities(name)
     if as_json:
         emit_json(result)
-    else:
-        click.echo(f"{name}: {done} memories embedded with {memory_bank.embedder.name}")
+        return
+    click.echo(f"{name}: {done} memories embedded with {memory_bank.embedder.name}")
+    if entities:
+        click.echo(f"{name}: entities extracted again for {result['entities_updated']} memories")
 
 
 @click.command("export")

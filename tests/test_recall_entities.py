@@ -174,3 +174,20 @@ def test_entities_are_names_and_identifiers(text: str, present: set[str], absent
 
 def test_speakers_are_entities_of_their_memories() -> None:
     assert extract_entities("Caroline: hi", ["Caroline"]) == ("caroline",)
+
+
+def test_reindex_entities_brings_an_old_bank_up_to_date(bank: MemoryBank) -> None:
+    """Memories stored before the entity channel have no entities until `reindex --entities`."""
+    query = "where is INKWELL_DB_PATH set?"
+    stored = list(bank.memories("code", with_embeddings=False))
+    assert bank.store.set_entities("code", {m.id: () for m in stored}) == len(stored)
+    old = bank.recall(query, "code")
+    assert all("entities" not in h.channels for h in old.hits)
+    assert "INKWELL_DB_PATH" not in old.hits[0].text
+    named = sum(1 for m in stored if m.entities)
+    assert bank.refresh_entities("code") == named
+    assert bank.refresh_entities("code") == 0  # nothing left to change
+    top = bank.recall(query, "code").hits[0]
+    assert "INKWELL_DB_PATH" in top.text and top.channels["entities"]["rank"] == 1
+    again = {m.id: m.entities for m in bank.memories("code", with_embeddings=False)}
+    assert again == {m.id: m.entities for m in stored}

@@ -24,6 +24,7 @@ from ..messages import Message
 from ..store import open_store
 from ..store.base import Store
 from ..store.search import SearchStore
+from .entities import extract_entities
 from .index import BankIndex
 from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
@@ -159,9 +160,19 @@ class MemoryBank:
             self._indexes.pop(bank, None)
         return self.store.delete_bank(bank)
 
-    def memories(self, bank: str) -> Iterator[Memory]:
-        for row in self.store.iter_memories(bank):
+    def memories(self, bank: str, *, with_embeddings: bool = True) -> Iterator[Memory]:
+        for row in self.store.iter_memories(bank, with_embeddings=with_embeddings):
             yield row.memory
+
+    def refresh_entities(self, bank: str) -> int:
+        """Extract every memory's entities again (memories stored before the entity channel
+        have none); returns how many memories changed."""
+        changed = {
+            m.id: found
+            for m in self.memories(bank, with_embeddings=False)
+            if (found := extract_entities(m.text, m.speakers)) != tuple(m.entities)
+        }
+        return self.store.set_entities(bank, changed) if changed else 0
 
     def reindex(self, bank: str, *, batch: int = 256, force: bool = False) -> int:
         """Embed again every memory whose vector is missing or from another embedder."""

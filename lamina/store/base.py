@@ -168,6 +168,10 @@ class Store(Protocol):
 
     def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int: ...
 
+    def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
+        """Replace the entities of the given memories (by id); returns how many changed."""
+        ...
+
     # API keys (HTTP and MCP access) and asynchronous operations
     def create_api_key(self, name: str, key_hash: str, banks: Sequence[str]) -> None: ...
 

@@ -539,6 +539,65 @@ class PostgresStore(PostgresSearch):
             for row in cur:
                 yield MemoryRow(int(row[0]), self._memory(bank, row))
 
+    def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
+        if not entities:
+            return 0
+        with self._write() as conn:
+            bank_row = conn.execute(
+                "SELECT id FROM banks WHERE name = %s FOR UPDATE", (bank,)
+            ).fetchone()
+            if bank_row is None:
+                return 0
+            bank_id = int(bank_row[0])
+            rows = conn.execute(
+                "SELECT seq, id, entities, terms FROM memories WHERE bank_id = %s AND id = ANY(%s)",
+                (bank_id, list(entities)),
+            ).fetchall()
+            old_df: Counter[str] = Counter()
+            new_df: Counter[str] = Counter()
+            postings: list[tuple[str, int, int, int]] = []
+            seqs: list[int] = []
+            for seq, memory_id, old, length in rows:
+                seqs.append(int(seq))
+                old_df.update(set(entity_terms(old)))
+                counts = Counter(entity_terms(entities[memory_id]))
+                new_df.update(counts.keys())
+                postings.extend((term, int(seq), tf, int(length)) for term, tf in counts.items())
+            if not seqs:
+                return 0
+            # The entity postings (their terms carry ENTITY_PREFIX) are replaced whole.
+            conn.execute(
+                "DELETE FROM postings WHERE bank_id = %s AND seq = ANY(%s) AND term = ANY(%s)",
+                (bank_id, seqs, list(old_df)),
+            )
+            for counts, sign in ((old_df, -1), (new_df, 1)):
+                if counts:
+                    terms = list(counts)
+                    conn.execute(
+                        "INSERT INTO term_counts (bank_id, term, df) SELECT %s, t, n"
+                        " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"
+                        " ON CONFLICT (bank_id, term) DO UPDATE"
+                        " SET df = term_counts.df + excluded.df",
+                        (bank_id, terms, [sign * counts[t] for t in terms]),
+                    )
+            with (
+                conn.cursor() as cur,
+                cur.copy("COPY postings (bank_id, term, seq, tf, terms) FROM STDIN") as copy,
+            ):
+                for term, seq, tf, length in postings:
+                    copy.write_row((bank_id, term, seq, tf, length))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE memories SET entities = %s WHERE seq = %s",
+                    [(list(entities[str(r[1])]), int(r[0])) for r in rows],
+                )
+            conn.execute(
+                "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                " WHERE id = %s",
+                (bank_id,),
+            )
+        return len(seqs)
+
     def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
         with self._write() as conn:
             bank_row = conn.execute(

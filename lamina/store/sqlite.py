@@ -493,6 +493,26 @@ class SQLiteStore:
         for row in rows:
             yield MemoryRow(int(row[0]), self._memory(bank, row, row[15]))
 
+    def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
+        with self._write() as conn:
+            bank_id = self._bank_id(conn, bank)
+            if bank_id is None or not entities:
+                return 0
+            before = conn.total_changes
+            conn.executemany(
+                "UPDATE memories SET entities = ? WHERE bank_id = ? AND id = ?",
+                [(_json(list(found)), bank_id, mid) for mid, found in entities.items()],
+            )
+            changed = conn.total_changes - before
+            if changed:
+                # Changed in place: readers must rebuild their index.
+                conn.execute(
+                    "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                    " WHERE id = ?",
+                    (bank_id,),
+                )
+        return changed
+
     def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
         with self._write() as conn:
             bank_id = self._bank_id(conn, bank)
