@@ -133,7 +133,16 @@ def default_counter() -> TokenCounter:
 
 
 def count_text(text: str, counter: TokenCounter | None = None) -> int:
-    return (counter or default_counter()).count(text)
+    if counter is None:
+        return _count_default(text)
+    return counter.count(text)
+
+
+@lru_cache(maxsize=16_384)
+def _count_default(text: str) -> int:
+    """Counts with the default counter, remembered: a compile counts the same message texts
+    on every call (a string's hash is computed once, so a repeat costs a dict lookup)."""
+    return default_counter().count(text)
 
 
 def _json_text(value: object) -> str:
