@@ -19,6 +19,7 @@ from lamina.readers.locomo import read_locomo_samples
 from lamina.store import open_store
 from lamina.store.copy import copy_banks
 from lamina.store.postgres import PostgresStore
+from lamina.store.search import SearchFilter
 from lamina.store.sqlite import SQLiteStore
 
 from .conftest import CLAUDE_CODE, EXAMPLE, LOCOMO, needs_shared
@@ -275,3 +276,38 @@ def test_the_cli_retains_and_recalls_on_postgres(tmp_path: Path, pg_url: str) ->
     assert not (tmp_path / "lamina.db").exists()
     banks = lamina(*env_url, "banks", "--json", home=tmp_path)
     assert [b["bank"] for b in json.loads(banks.stdout)["banks"]] == ["ex"]
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="../shared/data/locomo is not beside the checkout")
+def test_a_copy_into_postgres_builds_the_vector_index_once_after_the_load(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lamina.store import postgres_search
+
+    source = MemoryBank(SQLiteStore(tmp_path / "a.db"), HashEmbedder())
+    for sample in read_locomo_samples(str(LOCOMO))[:2]:
+        source.retain_messages(sample.messages, "big", sample.sample_id)
+    monkeypatch.setattr(postgres_search, "EXACT_LIMIT", 10)  # "big" enough for its own HNSW
+    target = PostgresStore(pg_url)
+    built: list[str] = []
+    original = PostgresStore.ensure_vector_index
+
+    def spy(self: PostgresStore, bank: str, dim: int, **kw: object) -> bool:
+        made = original(self, bank, dim, **kw)  # type: ignore[arg-type]
+        if made:
+            built.append(bank)
+        return made
+
+    monkeypatch.setattr(PostgresStore, "ensure_vector_index", spy)
+    copy_banks(source.store, target)
+    # Not once per document during the load: once, after it.
+    assert built == ["big"]
+    with target.pool.connection() as conn:
+        bank_id = conn.execute("SELECT id FROM banks WHERE name = 'big'").fetchone()[0]
+    assert target.vector_index_exists(bank_id, HashEmbedder().dim)
+    query = HashEmbedder().embed_query("when did she go to the support group?")
+    approximate = [s for s, _ in target.dense_search("big", query, 5, SearchFilter())]
+    exact = [s for s, _ in target.dense_search("big", query, 5, SearchFilter(), exact=True)]
+    assert len(set(approximate) & set(exact)) >= 4
+    target.close()
+    source.close()

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -391,6 +391,8 @@ class PostgresSearch:
         if info is None:
             return False
         bank_id, live, _total = info
+        if bank in self.__dict__.get("_bulk_loading", ()):
+            return False  # built once the load is over
         if self.vector_index_exists(bank_id, dim):
             return True
         if live <= EXACT_LIMIT and not force:
@@ -417,6 +419,44 @@ class PostgresSearch:
                     conn.execute("RESET maintenance_work_mem")
                     conn.execute("RESET max_parallel_maintenance_workers")
         return self.vector_index_exists(bank_id, dim)
+
+    @contextmanager
+    def bulk_load(self, bank: str) -> Iterator[None]:
+        """Load many memories into a bank faster: its HNSW indexes are dropped for the load
+        and built once after it, in parallel (`lamina copy` uses this)."""
+        with self._conn() as conn:
+            info = self._bank(conn, bank)
+            bank_id = info[0] if info is not None else None
+            names = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT indexname FROM pg_indexes WHERE tablename = 'memories'"
+                    " AND indexname LIKE %s",
+                    (f"memories_embedding_b{bank_id}_d%",),
+                )
+            ]
+        if bank_id is None:
+            yield
+            return
+        for name in names:
+            self.drop_vector_index(bank, int(name.rsplit("_d", 1)[1]))
+        loading: set[str] = self.__dict__.setdefault("_bulk_loading", set())
+        loading.add(bank)
+        try:
+            yield
+        finally:
+            loading.discard(bank)
+            with self._conn() as conn:
+                dims = [
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT DISTINCT vector_dims(embedding) FROM memories"
+                        " WHERE bank_id = %s AND embedding IS NOT NULL",
+                        (bank_id,),
+                    )
+                ]
+            for dim in dims:
+                self.ensure_vector_index(bank, dim, build_memory="1GB")
 
     def drop_vector_index(self, bank: str, dim: int) -> None:
         """Drop the bank's HNSW index (before a bulk load; see ensure_vector_index)."""
