@@ -183,11 +183,6 @@ def _top(
     return [int(i) for i in order if np.isfinite(masked[i])]
 
 
-def time_scores(index: BankIndex, ranges: Sequence[TimeRange]) -> npt.NDArray[np.float32]:
-    """1 inside a range, decaying with the distance to it in units of the range's length."""
-    return time_scores_of(index.times, ranges)
-
-
 TIME_FLOOR = 0.05
 """Time scores below this are 0: beyond ln(20) = 3.0 range lengths from the range."""
 
@@ -200,6 +195,7 @@ def time_reach(r: TimeRange) -> float:
 def time_scores_of(
     times: npt.NDArray[np.float64], ranges: Sequence[TimeRange]
 ) -> npt.NDArray[np.float32]:
+    """1 inside a range, decaying with the distance to it in units of the range's length."""
     best = np.zeros(len(times), dtype=np.float64)
     known = ~np.isnan(times)
     for r in ranges:
@@ -224,7 +220,7 @@ def channel_rankings(
     when the query names entities that some memory names too."""
     out: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
     if ranges and len(index):
-        scores = time_scores(index, ranges)
+        scores = time_scores_of(index.times, ranges)
         out["time"] = (_top(scores, keep & (scores > 0), depth), scores)
     lexical = index.lexical.scores(query)
     out["lexical"] = (_top(lexical, keep & (lexical > 0), depth), lexical)

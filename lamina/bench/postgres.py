@@ -29,6 +29,7 @@ from ..embed import Embedder
 from ..readers.locomo import read_locomo_samples
 from ..store import open_store
 from ..store.postgres import PostgresStore
+from ..store.postgres_search import EXACT_LIMIT
 from ..store.search import SearchFilter
 from .common import Precomputed, percentiles, shared_data_dir
 
@@ -96,7 +97,7 @@ def postgres_latency(
             "recall_ms_without_query_embedding": percentiles(timings),
             "dense_search_ms": percentiles(hnsw_ms),
             "dense_recall_at_10_vs_exact": round(float(np.mean(overlap)), 3),
-            "dense_index": "hnsw" if n > _exact_limit() else "exact scan",
+            "dense_index": "hnsw" if n > EXACT_LIMIT else "exact scan",
             "build_s": build_s,
             "hnsw_build_s": index_s,
             "reused_existing_bank": reused,
@@ -104,12 +105,6 @@ def postgres_latency(
     out["database_mb"] = round((store.size_bytes() or 0) / 1e6, 1)
     store.close()
     return out
-
-
-def _exact_limit() -> int:
-    from ..store.postgres_search import EXACT_LIMIT
-
-    return EXACT_LIMIT
 
 
 # -- retain throughput ---------------------------------------------------------------------

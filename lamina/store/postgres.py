@@ -489,17 +489,7 @@ class PostgresStore(PostgresSearch):
         )
 
     def get_memories(self, bank: str, ids: Sequence[str]) -> list[Memory]:
-        if not ids:
-            return []
-        with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT {self._MEMORY_COLUMNS}, m.embedding FROM memories m"
-                " JOIN documents d ON d.id = m.document_id JOIN banks b ON b.id = m.bank_id"
-                " WHERE b.name = %s AND m.id = ANY(%s)",
-                (bank, list(ids)),
-                binary=True,
-            )
-            found = {row[1]: self._memory(bank, row) for row in rows}
+        found = {m.id: m for _seq, m in self._memories_where(bank, "m.id", list(ids))}
         return [found[i] for i in ids if i in found]
 
     def delete_memory(self, bank: str, memory_id: str) -> bool:
@@ -570,22 +560,9 @@ class PostgresStore(PostgresSearch):
                 "DELETE FROM postings WHERE bank_id = %s AND seq = ANY(%s) AND term = ANY(%s)",
                 (bank_id, seqs, list(old_df)),
             )
-            for counts, sign in ((old_df, -1), (new_df, 1)):
-                if counts:
-                    terms = list(counts)
-                    conn.execute(
-                        "INSERT INTO term_counts (bank_id, term, df) SELECT %s, t, n"
-                        " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"
-                        " ON CONFLICT (bank_id, term) DO UPDATE"
-                        " SET df = term_counts.df + excluded.df",
-                        (bank_id, terms, [sign * counts[t] for t in terms]),
-                    )
-            with (
-                conn.cursor() as cur,
-                cur.copy("COPY postings (bank_id, term, seq, tf, terms) FROM STDIN") as copy,
-            ):
-                for term, seq, tf, length in postings:
-                    copy.write_row((bank_id, term, seq, tf, length))
+            _count_terms(conn, bank_id, old_df, -1)
+            _count_terms(conn, bank_id, new_df, 1)
+            _add_postings(conn, bank_id, postings)
             with conn.cursor() as cur:
                 cur.executemany(
                     "UPDATE memories SET entities = %s WHERE seq = %s",
@@ -919,21 +896,39 @@ def _insert_memories(
             " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             rows,
         )
-        with cur.copy("COPY postings (bank_id, term, seq, tf, terms) FROM STDIN") as copy:
-            for term, seq, tf, length in postings:
-                copy.write_row((bank_id, term, seq, tf, length))
-    if df:
-        terms = list(df)
-        conn.execute(
-            "INSERT INTO term_counts (bank_id, term, df) SELECT %s, t, n"
-            " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"
-            " ON CONFLICT (bank_id, term) DO UPDATE SET df = term_counts.df + excluded.df",
-            (bank_id, terms, [df[t] for t in terms]),
-        )
+    _add_postings(conn, bank_id, postings)
+    _count_terms(conn, bank_id, df, 1)
     conn.execute(
         "UPDATE banks SET live_memories = live_memories + %s, total_terms = total_terms + %s"
         " WHERE id = %s",
         (len(memories), total, bank_id),
+    )
+
+
+def _add_postings(
+    conn: psycopg.Connection[Any], bank_id: int, postings: Sequence[tuple[str, int, int, int]]
+) -> None:
+    """Write (term, seq, tf, terms) postings of the bank."""
+    with (
+        conn.cursor() as cur,
+        cur.copy("COPY postings (bank_id, term, seq, tf, terms) FROM STDIN") as copy,
+    ):
+        for term, seq, tf, length in postings:
+            copy.write_row((bank_id, term, seq, tf, length))
+
+
+def _count_terms(
+    conn: psycopg.Connection[Any], bank_id: int, counts: Counter[str], sign: int
+) -> None:
+    """Add (sign 1) or take away (sign -1) memories holding each term from its df."""
+    if not counts:
+        return
+    terms = list(counts)
+    conn.execute(
+        "INSERT INTO term_counts (bank_id, term, df) SELECT %s, t, n"
+        " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"
+        " ON CONFLICT (bank_id, term) DO UPDATE SET df = term_counts.df + excluded.df",
+        (bank_id, terms, [sign * counts[t] for t in terms]),
     )
 
 

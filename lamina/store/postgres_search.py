@@ -120,21 +120,34 @@ class _Postings:
         summed = np.bincount(inverse, weights=scores, minlength=len(unique))
         return unique.astype(np.int64), summed.astype(np.float64)
 
+    def scores(self, terms: Sequence[str], seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The summed scores of `terms` for `seqs` (sorted), looked up in one query."""
+        found = self._fetch(terms, seqs)
+        self.cost += PROBE_COST * len(seqs) * len(terms)
+        return sum((_align(found[t], seqs) for t in terms), np.zeros(len(seqs)))
+
     def lookup(self, term: str, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The term's scores for `seqs` (sorted), 0 where it does not occur."""
         if term in self.whole:
-            have, score = self.whole[term]
-        else:
-            have, score = self._fetch([term], seqs)[term]
-            self.cost += PROBE_COST * len(seqs)
-        out = np.zeros(len(seqs))
-        if len(have) == 0 or len(seqs) == 0:
-            return out
-        at = np.searchsorted(seqs, have)
-        inside = at < len(seqs)
-        inside[inside] = seqs[at[inside]] == have[inside]
-        out[at[inside]] = score[inside]
+            return _align(self.whole[term], seqs)
+        self.cost += PROBE_COST * len(seqs)
+        return _align(self._fetch([term], seqs)[term], seqs)
+
+
+def _align(
+    postings: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]],
+    seqs: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """A term's (seq, score) arrays laid over `seqs` (sorted): 0 where it does not occur."""
+    have, score = postings
+    out = np.zeros(len(seqs))
+    if len(have) == 0 or len(seqs) == 0:
         return out
+    at = np.searchsorted(seqs, have)
+    inside = at < len(seqs)
+    inside[inside] = seqs[at[inside]] == have[inside]
+    out[at[inside]] = score[inside]
+    return out
 
 
 class PostgresSearch:
@@ -211,57 +224,20 @@ class PostgresSearch:
 
     # -- lexical ---------------------------------------------------------------------------
     @staticmethod
-    def _bm25_sql(avgdl: float) -> str:
-        k1, b = BM25_K1, BM25_B
-        return (
-            f"sum(w.weight * p.tf * {k1 + 1} / (p.tf + {k1} * (1 - {b} + {b} * p.terms"
-            f" / {avgdl!r})))"
-        )
-
-    def _weights(
-        self, conn: psycopg.Connection[Any], bank_id: int, n: int, terms: Sequence[str]
-    ) -> dict[str, float]:
+    def _term_stats(
+        conn: psycopg.Connection[Any], bank_id: int, n: int, terms: Sequence[str]
+    ) -> tuple[dict[str, int], dict[str, float]]:
+        """Document frequency and BM25 weight (query count x idf) of each query term the bank
+        holds."""
         counts = Counter(terms)
         if not counts or n == 0:
-            return {}
+            return {}, {}
         rows = conn.execute(
             "SELECT term, df FROM term_counts WHERE bank_id = %s AND term = ANY(%s) AND df > 0",
             (bank_id, sorted(counts)),
         ).fetchall()
-        return {str(t): counts[str(t)] * _idf(n, int(df)) for t, df in rows}
-
-    def _scores(
-        self,
-        conn: psycopg.Connection[Any],
-        bank_id: int,
-        avgdl: float,
-        weights: dict[str, float],
-        terms: Sequence[str],
-        seqs: Sequence[int] | None,
-        filter_sql: str = "",
-        filter_params: Sequence[Any] = (),
-    ) -> dict[int, float]:
-        """BM25 contributions of `terms` to the memories holding them (or only to `seqs`)."""
-        if not terms:
-            return {}
-        params: list[Any] = [list(terms), [weights[t] for t in terms], bank_id, list(terms)]
-        restrict = ""
-        if seqs is not None:
-            restrict = " AND p.seq = ANY(%s)"
-            params.append(list(seqs))
-        if filter_sql:
-            restrict += (
-                " AND p.seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
-                f" AND {filter_sql})"
-            )
-            params += [bank_id, *filter_params]
-        rows = conn.execute(
-            f"SELECT p.seq, {self._bm25_sql(avgdl)} FROM postings p"
-            " JOIN unnest(%s::text[], %s::float8[]) AS w(term, weight) ON w.term = p.term"
-            f" WHERE p.bank_id = %s AND p.term = ANY(%s){restrict} GROUP BY p.seq",
-            params,
-        ).fetchall()
-        return {int(seq): float(score) for seq, score in rows}
+        df = {str(t): int(d) for t, d in rows}
+        return df, {t: counts[t] * _idf(n, d) for t, d in df.items()}
 
     def lexical_search(
         self, bank: str, terms: Sequence[str], depth: int, where: SearchFilter
@@ -272,15 +248,9 @@ class PostgresSearch:
                 return []
             bank_id, n, total = info
             avgdl = total / n if total else 1.0
-            counts = Counter(terms)
-            rows = conn.execute(
-                "SELECT term, df FROM term_counts WHERE bank_id = %s AND term = ANY(%s) AND df > 0",
-                (bank_id, sorted(counts)),
-            ).fetchall()
-            if not rows:
+            df, weights = self._term_stats(conn, bank_id, n, terms)
+            if not weights:
                 return []
-            df = {str(t): int(d) for t, d in rows}
-            weights = {t: counts[t] * _idf(n, d) for t, d in df.items()}
             order = sorted(weights, key=lambda t: (-weights[t], t))
             bound = {t: weights[t] * (BM25_K1 + 1) for t in order}
             filter_sql, filter_params = self._filter_sql(bank_id, where)
@@ -350,11 +320,13 @@ class PostgresSearch:
             if info is None or info[1] == 0:
                 return {}
             bank_id, n, total = info
-            weights = self._weights(conn, bank_id, n, terms)
+            _df, weights = self._term_stats(conn, bank_id, n, terms)
             if not weights:
                 return {}
-            avgdl = total / n if total else 1.0
-            return self._scores(conn, bank_id, avgdl, weights, sorted(weights), seqs)
+            lists = _Postings(conn, bank_id, total / n if total else 1.0, weights, "", ())
+            wanted = np.unique(np.asarray(seqs, dtype=np.int64))
+            scores = lists.scores(sorted(weights), wanted)
+            return {int(q): float(v) for q, v in zip(wanted, scores, strict=True) if v > 0}
 
     # -- dense -----------------------------------------------------------------------------
     @staticmethod
@@ -380,7 +352,8 @@ class PostgresSearch:
     ) -> bool:
         """The bank's HNSW index for vectors of `dim` numbers, once it holds more than
         EXACT_LIMIT memories (smaller banks are scanned exactly). Built concurrently, so
-        retains into the bank go on meanwhile; returns whether the index exists now.
+        retains into the bank go on meanwhile; returns whether the index exists now (for a
+        bank still at or under EXACT_LIMIT, only an index this store already knows of).
 
         One index per bank (a partial index) rather than one for the whole table: a query
         filtered to one bank of a shared index walks the other banks' vectors too.
@@ -393,10 +366,11 @@ class PostgresSearch:
         bank_id, live, _total = info
         if bank in self.__dict__.get("_bulk_loading", ()):
             return False  # built once the load is over
+        if live <= EXACT_LIMIT and not force:
+            # Scanned exactly: no catalogue lookup on every retain into a small bank.
+            return (bank_id, dim) in self.__dict__.get("_vector_indexes", ())
         if self.vector_index_exists(bank_id, dim):
             return True
-        if live <= EXACT_LIMIT and not force:
-            return False
         name = self._index_name(bank_id, dim)
         # Another process may build it at the same moment; an interrupted concurrent build
         # leaves an invalid index behind, dropped first.
@@ -485,8 +459,10 @@ class PostgresSearch:
                 return []
             bank_id, live, _total = info
             filter_sql, filter_params = self._filter_sql(bank_id, where)
-            conditions = f"m.bank_id = %s AND vector_dims(m.embedding) = {dim}"
-            params: list[Any] = [bank_id]
+            # The bank id is written out (an integer from the database): a bank's partial
+            # HNSW index applies only when the planner sees it.
+            conditions = f"m.bank_id = {int(bank_id)} AND vector_dims(m.embedding) = {dim}"
+            params: list[Any] = []
             if embedder is not None:
                 conditions += " AND m.embedder = %s"
                 params.append(embedder)
@@ -503,17 +479,12 @@ class PostgresSearch:
             indexed = not exact and candidates > EXACT_LIMIT
             if indexed and not self.vector_index_exists(bank_id, dim):
                 indexed = False  # not built yet: scan exactly, slower but right
-            if indexed:
-                # The bank's partial index applies only when the planner sees its bank id.
-                conditions = conditions.replace("m.bank_id = %s", f"m.bank_id = {int(bank_id)}", 1)
-                params = params[1:]
             with conn.transaction():
                 if not indexed:
                     # Ordering by the bare expression keeps the planner off the HNSW index.
                     order_by = "m.embedding <#> %s"
                 else:
-                    self_ef = max(depth, 100)
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {self_ef}")
+                    conn.execute(f"SET LOCAL hnsw.ef_search = {max(depth, 100)}")
                     conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
                     order_by = f"m.embedding::vector({dim}) <#> %s::vector({dim})"
                 rows = conn.execute(
@@ -603,15 +574,21 @@ class PostgresSearch:
     def memories_by_seq(
         self, bank: str, seqs: Sequence[int], *, with_embeddings: bool = True
     ) -> dict[int, Memory]:
-        if not seqs:
-            return {}
+        return dict(self._memories_where(bank, "m.seq", list(seqs), with_embeddings))
+
+    def _memories_where(
+        self, bank: str, column: str, values: list[Any], with_embeddings: bool = True
+    ) -> list[tuple[int, Memory]]:
+        """(seq, memory) of the bank's memories whose `column` is one of `values`."""
+        if not values:
+            return []
         embedding = "m.embedding" if with_embeddings else "NULL::vector"
         with self._conn() as conn:
             rows = conn.execute(
                 f"SELECT {self._MEMORY_COLUMNS}, {embedding} FROM memories m"
                 " JOIN documents d ON d.id = m.document_id JOIN banks b ON b.id = m.bank_id"
-                " WHERE b.name = %s AND m.seq = ANY(%s)",
-                (bank, list(seqs)),
+                f" WHERE b.name = %s AND {column} = ANY(%s)",
+                (bank, values),
                 binary=True,
             )
-            return {int(row[0]): self._memory(bank, row) for row in rows}
+            return [(int(row[0]), self._memory(bank, row)) for row in rows]
