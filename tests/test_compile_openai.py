@@ -21,7 +21,8 @@ from lamina.context import (
     validate_anthropic,
     validate_openai,
 )
-from lamina.context.frontier import Frontier, Summary
+from lamina.context.forest import Summary
+from lamina.context.frontier import Frontier
 from lamina.context.render import SEPARATOR, render, render_anthropic, render_openai
 from lamina.errors import InputError
 from lamina.messages import (

@@ -24,7 +24,8 @@ import click
 import orjson
 
 from ..context.compile import Compiler, request_tokens
-from ..context.frontier import CompileOptions, Forest, Frontier, Summary
+from ..context.forest import Forest, Summary
+from ..context.frontier import CompileOptions, Frontier
 from ..context.log import ContextLog
 from ..context.render import render_anthropic
 from ..context.summarise import ExtractiveSummariser

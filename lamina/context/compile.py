@@ -23,14 +23,8 @@ import orjson
 
 from ..errors import LaminaError
 from ..tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
-from .frontier import (
-    CompileOptions,
-    Forest,
-    Frontier,
-    OverBudgetError,
-    Summary,
-    choose_frontier,
-)
+from .forest import Forest, Summary
+from .frontier import CompileOptions, Frontier, OverBudgetError, choose_frontier
 from .log import ContextLog
 from .render import RequestFormat, render
 from .summarise import Summariser

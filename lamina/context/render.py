@@ -38,7 +38,8 @@ from ..messages import (
     UnknownBlock,
 )
 from ..tokens import count_text
-from .frontier import Frontier, Summary
+from .forest import Summary
+from .frontier import Frontier
 from .log import ContextLog
 
 __all__ = [

@@ -20,7 +20,8 @@ from ..store.base import Store, StoredSummary
 from ..tokens import TokenCounter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
-from .frontier import CompileOptions, Forest, Frontier, Summary
+from .forest import Forest, Summary
+from .frontier import CompileOptions, Frontier
 from .log import ContextLog, enters_log
 from .render import RequestFormat
 from .summarise import Summariser
