@@ -17,6 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from .conftest import CLAUDE_CODE, needs_shared
+
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
@@ -34,19 +36,21 @@ def lamina(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 class Server:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, database_url: str | None = None, max_body: int = 65536) -> None:
         self.home = home
         self.keys: dict[str, str] = {}
+        db = ("--database-url", database_url) if database_url else ()
         for name, bank in (("a", "alpha"), ("b", "beta")):
-            out = lamina(home, "keys", "create", name, "--bank", bank, "--json")
+            out = lamina(home, *db, "keys", "create", name, "--bank", bank, "--json")
             assert out.returncode == 0, out.stderr
             self.keys[name] = json.loads(out.stdout)["key"]
         self.port = free_port()
         env = {**os.environ, "LAMINA_HOME": str(home)}
+        env.pop("LAMINA_DATABASE_URL", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lamina", "serve", "--port", str(self.port),
-             "--max-body", "65536"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-m", "lamina", *db, "serve", "--port", str(self.port),
+             "--max-body", str(max_body)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 60
@@ -194,7 +198,8 @@ json_values = st.recursive(
 @given(
     path=st.sampled_from(
         ["/v1/banks/alpha/recall", "/v1/banks/alpha/retain", "/v1/banks/%00/recall",
-         "/v1/banks/alpha/documents/..%2F..", "/v1/operations/x", "/v1/compile"]
+         "/v1/banks/alpha/documents/..%2F..", "/v1/operations/x", "/v1/compile",
+         "/v1/banks/alpha/logs/fuzz/messages", "/v1/banks/alpha/logs/fuzz/compile"]
     ),
     body=json_values,
 )  # fmt: skip
@@ -207,3 +212,178 @@ def test_malformed_requests_never_get_a_5xx(server: Server, path: str, body: Any
 def test_serving_beyond_loopback_needs_a_key(tmp_path: Path) -> None:
     out = lamina(tmp_path / "home", "serve", "--host", "0.0.0.0", "--port", str(free_port()))
     assert out.returncode == 2 and "without API keys" in out.stderr
+
+
+# -- context logs ------------------------------------------------------------------------------
+
+
+def chat(turns: int, start: int = 0) -> list[dict[str, Any]]:
+    """A conversation in the Anthropic shape, without ids (as clients send it)."""
+    out: list[dict[str, Any]] = []
+    for n in range(start, start + turns):
+        out.append({"role": "user", "content": f"question {n} " + "about the cache " * 20})
+        out.append({"role": "assistant", "content": f"answer {n} " + "keep it warm " * 30})
+    return out
+
+
+def test_log_append_is_idempotent_and_compile_needs_a_log(server: Server) -> None:
+    path = "/v1/banks/alpha/logs/chat-1"
+    first = server.call("POST", f"{path}/messages", json={"messages": chat(10)})
+    assert first.status_code == 200, first.text
+    assert first.json() | {} == {"bank": "alpha", "log": "chat-1", "received": 20, "added": 20,
+                                 "messages": 20}  # fmt: skip
+    # The whole conversation again, then with two new turns: only what is new is added.
+    assert server.call("POST", f"{path}/messages", json={"messages": chat(10)}).json()["added"] == 0
+    grown = server.call("POST", f"{path}/messages", json={"messages": chat(12)}).json()
+    assert (grown["added"], grown["messages"]) == (4, 24)
+    # Only the new ones, in the OpenAI shape this time; a message said twice in one request
+    # is kept twice.
+    twice = [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "Done."}] * 2
+    more = server.call("POST", f"{path}/messages", json={"messages": twice, "format": "openai"})
+    assert (more.json()["added"], more.json()["messages"]) == (4, 28)
+
+    listed = server.call("GET", "/v1/banks/alpha/logs").json()["logs"]
+    [entry] = [log for log in listed if log["id"] == "chat-1"]
+    assert entry["messages"] == 28 and entry["tokens"] > 28 * 20 and entry["summaries"] == 0
+    assert entry["updated"]
+
+    missing = server.call("POST", "/v1/banks/alpha/logs/nope/compile", json={})
+    assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
+    assert server.call("GET", "/v1/banks/alpha/logs/nope").status_code == 404
+    low = server.call("POST", f"{path}/compile", json={"budget": 10})
+    assert low.status_code == 422 and "budget" in low.json()["error"]["message"]
+    tight = server.call("POST", f"{path}/compile", json={"budget": 1000, "reserve": 900})
+    assert tight.status_code == 422 and "reserve" in tight.json()["error"]["message"]
+    empty = server.call("POST", f"{path}/messages", json={"messages": []})
+    assert empty.status_code == 422 and "messages" in empty.json()["error"]["message"]
+
+
+def test_a_key_sees_only_its_banks_logs(server: Server) -> None:
+    path = "/v1/banks/alpha/logs/private"
+    assert server.call("POST", f"{path}/messages", json={"messages": chat(3)}).status_code == 200
+    compiled = server.call("POST", f"{path}/compile", json={"budget": 4000, "reserve": 500})
+    assert compiled.status_code == 200, compiled.text
+    for method, url, body in [
+        ("GET", "/v1/banks/alpha/logs", None),
+        ("GET", path, None),
+        ("POST", f"{path}/messages", {"messages": chat(1, start=50)}),
+        ("POST", f"{path}/compile", {"budget": 4000, "reserve": 500}),
+        ("POST", f"{path}/compile", {"messages": chat(1, start=50)}),
+        ("DELETE", path, None),
+    ]:
+        theirs = server.call(method, url, key="b", json=body)
+        assert theirs.status_code == 404, (method, url, theirs.text)
+        assert theirs.json()["error"]["message"] == "no bank named 'alpha'"
+        assert server.call(method, url, key=None, json=body).status_code == 401
+    # Nothing of the above reached alpha's log, and beta holds no log of its own.
+    assert server.call("GET", path).json()["messages"] == 6
+    assert server.call("GET", "/v1/banks/beta/logs", key="b").status_code == 404
+    server.call("POST", "/v1/banks/beta/logs/own/messages", key="b", json={"messages": chat(1)})
+    assert [e["id"] for e in server.call("GET", "/v1/banks/beta/logs", key="b").json()["logs"]] == [
+        "own"
+    ]
+    assert server.call("GET", "/v1/banks/beta/logs/private", key="b").status_code == 404
+
+
+def test_deleting_a_log_removes_it(server: Server) -> None:
+    path = "/v1/banks/alpha/logs/doomed"
+    server.call("POST", f"{path}/messages", json={"messages": chat(40)})
+    assert server.call("POST", f"{path}/compile", json={"budget": 4000, "reserve": 500}).json()[
+        "report"
+    ]["summaries_written"]
+    gone = server.call("DELETE", path)
+    assert gone.status_code == 200 and gone.json()["deleted"] is True
+    assert "doomed" not in [
+        e["id"] for e in server.call("GET", "/v1/banks/alpha/logs").json()["logs"]
+    ]
+    assert server.call("DELETE", path).status_code == 404
+    assert server.call("POST", f"{path}/compile", json={}).status_code == 404
+    # A new log of the same name starts empty: no summary of the old one comes back.
+    server.call("POST", f"{path}/messages", json={"messages": chat(1)})
+    assert server.call("GET", path).json()["summaries"] == 0
+
+
+def spotter_batches(count: int = 6) -> list[list[dict[str, Any]]]:
+    """spotter-258c7280's records in `count` consecutive slices, each cut where a live agent
+    compiles: before a model call (a new response starts), with every tool call answered."""
+    path = CLAUDE_CODE / "spotter-258c7280.jsonl"
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    cuts, seen, pending = [], set(), set()
+    for i, record in enumerate(records):
+        content = (record.get("message") or {}).get("content")
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        if record.get("type") == "assistant":
+            if record["message"].get("id") not in seen and not pending and i > 200:
+                cuts.append(i)
+            seen.add(record["message"].get("id"))
+        pending |= {b["id"] for b in blocks if b.get("type") == "tool_use"}
+        pending -= {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+    chosen = [cuts[len(cuts) * n // count] for n in range(count)] + [len(records)]
+    return [records[a:b] for a, b in zip([0, *chosen], chosen, strict=False)]
+
+
+def unmarked(request: dict[str, Any]) -> list[Any]:
+    """The request's messages without their cache breakpoints."""
+    return [
+        {**m, "content": [{k: v for k, v in b.items() if k != "cache_control"}
+                          for b in m["content"]]}
+        for m in request["messages"]
+    ]  # fmt: skip
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def log_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Server, str]]:
+    database = str(tmp_path / "db" / "lamina.db")
+    if request.param == "postgres":
+        database = str(request.getfixturevalue("pg_url"))
+    srv = Server(tmp_path / "home", database_url=database, max_body=64 * 1024 * 1024)
+    yield srv, database
+    srv.proc.terminate()
+    srv.proc.wait(timeout=30)
+
+
+@needs_shared
+def test_a_stored_log_keeps_its_prefix_and_summarises_once(log_server: tuple[Server, str]) -> None:
+    from lamina.context import validate_anthropic
+    from lamina.store import open_store
+
+    server, database = log_server
+    path = "/v1/banks/alpha/logs/spotter"
+    options = {"budget": 32_000, "reserve": 4_000}
+    previous: dict[str, Any] | None = None
+    written = grown_kept = 0
+    batches = spotter_batches()
+    # Only what is new each time; at the end, the whole transcript again (nothing to add).
+    for batch in [*batches, [r for b in batches for r in b]]:
+        out = server.call("POST", f"{path}/compile", json={**options, "messages": batch})
+        assert out.status_code == 200, out.text
+        data = out.json()
+        assert validate_anthropic(data["request"]) == []
+        assert data["report"]["tokens"] <= 28_000
+        written += data["report"]["summaries_written"]
+        if previous is not None and data["report"]["folds"] == 0:
+            # Nothing had to fold: the previous request is the prefix of this one (cache
+            # breakpoints move on; the provider's cache ignores them).
+            before = unmarked(previous["request"])
+            assert unmarked(data["request"])[: len(before)] == before
+            grown = data["report"]["log_messages"] > previous["report"]["log_messages"]
+            grown_kept += grown
+        previous = data
+    assert data["report"]["summaries_written"] == 0  # the repeat wrote nothing
+    assert written > 0 and grown_kept >= 1
+    store = open_store(database)
+    try:
+        summaries = store.load_summaries("alpha", "spotter")
+        assert len(summaries) == written == len({s.id for s in summaries})
+        assert len({(s.level, s.start, s.end) for s in summaries}) == written
+    finally:
+        store.close()
+    [entry] = server.call("GET", "/v1/banks/alpha/logs").json()["logs"]
+    assert entry["summaries"] == written and entry["messages"] == data["report"]["log_messages"]
+    shown = server.call("GET", path).json()
+    assert (
+        shown["last_frontier"]["raw_messages"] + shown["last_frontier"]["folded_messages"]
+        == (entry["messages"])
+    )
+    openai = server.call("POST", f"{path}/compile", json={**options, "request_format": "openai"})
+    assert openai.status_code == 200 and openai.json()["report"]["summaries_written"] == 0

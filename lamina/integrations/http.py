@@ -10,6 +10,14 @@
     GET    /v1/operations/{id}                   an asynchronous retain's state and result
     POST   /v1/compile                           messages, budget, reserve, request_format
                                                  -> request (Anthropic or OpenAI), report
+    GET    /v1/banks/{bank}/logs                 context logs: id, messages, tokens,
+                                                 summaries, updated
+    GET    /v1/banks/{bank}/logs/{log}           one log: summaries by level, last frontier
+    POST   /v1/banks/{bank}/logs/{log}/messages  messages, format -> how many were added
+    POST   /v1/banks/{bank}/logs/{log}/compile   budget, reserve, request_format, messages
+                                                 -> request, report; summaries and frontier
+                                                 kept for the next compile
+    DELETE /v1/banks/{bank}/logs/{log}           delete a log, its summaries and frontier
     OpenAPI at /openapi.json, docs at /docs.
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
@@ -18,6 +26,12 @@ configured the server only serves loopback and asks for no key; `lamina serve` r
 another address until a key exists. Request bodies over the size limit get 413. Lamina's errors
 map to status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
 the database, so any instance sharing it can answer for them.
+
+Context logs: `/v1/compile` compiles what it is sent and keeps nothing; a stored log keeps the
+messages appended to it, every summary written for it and its last frontier, so each compile
+summarises only what is new and keeps the previous request's prefix unless the budget forces a
+fold. Messages without an id are identified by their content (`lamina.integrations.logs`):
+sending the whole conversation again adds only what is new.
 """
 
 from __future__ import annotations
@@ -41,6 +55,9 @@ from .. import __version__
 from ..access import Access, access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
+from ..config import load_config
+from ..context import CompileOptions, Compiler, ContextLog, StoredLog
+from ..context.frontier import OverBudgetError
 from ..context.render import RequestFormat
 from ..errors import (
     AccessError,
@@ -52,12 +69,21 @@ from ..errors import (
     StoreError,
     UnknownFormatError,
 )
+from .logs import (
+    check_budget,
+    describe_log,
+    find_log,
+    log_summariser,
+    log_summary,
+    read_message_list,
+)
 
 __all__ = ["DEFAULT_MAX_BODY", "create_app"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 _STATUS: list[tuple[type[LaminaError], int]] = [
     (NotFoundError, 404),
+    (OverBudgetError, 422),
     (UnknownFormatError, 415),
     (ReadError, 422),
     (InputError, 400),
@@ -117,6 +143,26 @@ class CompileBody(BaseModel):
     reserve: int = Field(default=4_000, ge=0)
     request_format: RequestFormat = "anthropic"
     """The request to return: an Anthropic Messages or an OpenAI Chat Completions request."""
+
+
+class AppendBody(BaseModel):
+    messages: list[Any] = Field(min_length=1)
+    """Messages in the Anthropic or OpenAI shape (or Claude Code records), as for /v1/compile."""
+    format: Literal["anthropic", "openai", "claude-code"] | None = None
+
+
+class LogCompileBody(BaseModel):
+    budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
+    reserve: int = Field(default=4_000, ge=0)
+    request_format: RequestFormat = "anthropic"
+    messages: list[Any] | None = None
+    """Messages to append before compiling (optional)."""
+    format: Literal["anthropic", "openai", "claude-code"] | None = None
+
+
+def _invalid(field: str, message: str) -> RequestValidationError:
+    """A 422 naming the body field, in the shape of pydantic's own validation errors."""
+    return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])
 
 
 class _TooLarge(Exception):
@@ -191,6 +237,11 @@ def create_app(
         if not auth.allows(bank) or (must_exist and store.get_bank(bank) is None):
             raise NotFoundError(f"no bank named {bank!r}")
         return bank
+
+    summariser = log_summariser(load_config())
+
+    def open_log(name: str, log: str) -> StoredLog:
+        return StoredLog.open(store, name, log, summariser)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -289,19 +340,57 @@ def create_app(
 
     @app.post("/v1/compile")
     def compile_request(body: CompileBody, auth: Auth) -> dict[str, Any]:
-        from ..context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
-        from ..readers import read_messages
-
         if body.budget - body.reserve < 500:
             raise InputError("budget minus reserve must leave at least 500 tokens")
-        with tempfile.TemporaryDirectory(prefix="lamina-http-") as tmp:
-            path = Path(tmp) / "messages.jsonl"
-            path.write_bytes(b"\n".join(orjson.dumps(m) for m in body.messages) + b"\n")
-            messages = list(read_messages(str(path), format=body.format))
-        log = ContextLog.from_messages(messages)
+        log = ContextLog.from_messages(read_message_list(body.messages, body.format))
         options = CompileOptions(budget=body.budget, reserve=body.reserve)
-        result = Compiler(ExtractiveSummariser()).compile(log, options, body.request_format)
+        result = Compiler(summariser).compile(log, options, body.request_format)
         return {"request": result.request, "report": result.report}
+
+    @app.get("/v1/banks/{bank}/logs")
+    def list_logs(bank: str, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        return {"bank": name, "logs": [log_summary(store, i) for i in store.list_logs(name)]}
+
+    @app.get("/v1/banks/{bank}/logs/{log}")
+    def show_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:
+        return describe_log(store, bank_for(auth, bank), log)
+
+    @app.post("/v1/banks/{bank}/logs/{log}/messages")
+    def append_to_log(bank: str, log: str, body: AppendBody, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank, must_exist=False)
+        messages = read_message_list(body.messages, body.format, ids_from=log)
+        stored = open_log(name, log)
+        added = stored.append(messages)
+        return {"bank": name, "log": log, "received": len(messages), "added": added,
+                "messages": len(stored.log)}  # fmt: skip
+
+    @app.post("/v1/banks/{bank}/logs/{log}/compile")
+    def compile_log(bank: str, log: str, body: LogCompileBody, auth: Auth) -> dict[str, Any]:
+        problem = check_budget(body.budget, body.reserve)
+        if problem is not None:
+            raise _invalid("reserve", problem)
+        if body.messages:
+            name = bank_for(auth, bank, must_exist=False)
+            messages = read_message_list(body.messages, body.format, ids_from=log)
+            stored = open_log(name, log)
+            stored.append(messages)
+        else:
+            name = bank_for(auth, bank)
+            find_log(store, name, log)
+            stored = open_log(name, log)
+        if not len(stored.log):
+            raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
+        options = CompileOptions(budget=body.budget, reserve=body.reserve)
+        result = stored.compile(options, body.request_format)
+        return {"request": result.request, "report": result.report}
+
+    @app.delete("/v1/banks/{bank}/logs/{log}")
+    def delete_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        if not store.delete_log(name, log):
+            raise NotFoundError(f"no log {log!r} in bank {name!r}")
+        return {"bank": name, "log": log, "deleted": True}
 
     @app.get("/v1/operations/{op_id}")
     def operation(op_id: str, auth: Auth) -> dict[str, Any]:

@@ -1,0 +1,167 @@
+"""Stored context logs as the HTTP API, the MCP server and `lamina logs` offer them.
+
+    summariser = log_summariser(load_config())
+    messages = read_message_list(body["messages"], None, ids_from="session-42")
+    log = StoredLog.open(store, bank, "session-42", summariser)
+    log.append(messages)
+    log_summary(store, find_log(store, bank, "session-42"))
+
+One place for what the three layers share: the summariser stored logs are compiled with, how a
+list of messages sent over the wire becomes Lamina messages (the same readers as a transcript
+file), and how a log is described.
+
+Messages sent without an `id` (the Anthropic and OpenAI shapes have none) get one from their
+content: the log's id, the message as sent, and how often the same message came earlier in the
+same list. A client may therefore send the whole conversation every time or only what is new;
+either way each message is stored once. The one thing content alone cannot tell apart is the
+same message sent again in a *later* request (a second plain "ok"): give such messages ids.
+Claude Code records carry their own ids; send the lines of one streamed response in one request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..context.log import ContextLog
+from ..context.summarise import ExtractiveSummariser, Summariser
+from ..errors import NotFoundError
+from ..messages import Message
+from ..readers import read_messages
+from ..store.base import ContextLogInfo, Store
+
+__all__ = [
+    "MIN_AVAILABLE",
+    "check_budget",
+    "describe_log",
+    "find_log",
+    "log_summariser",
+    "log_summary",
+    "read_message_list",
+]
+
+MIN_AVAILABLE = 500
+"""Tokens a compile must have left once the reply reserve is taken from the budget."""
+
+
+def log_summariser(config: Mapping[str, Any] | None = None) -> Summariser:
+    """The summariser stored logs are compiled with over HTTP, MCP and `lamina logs`.
+
+    For now always the offline `ExtractiveSummariser`; this is the one place to choose the
+    configured summariser (`config` is the user's config file) once there is one. A log's
+    summaries record which summariser wrote them, so switching never rewrites old ones."""
+    del config
+    return ExtractiveSummariser()
+
+
+def _with_ids(scope: str, messages: Sequence[Any]) -> list[Any]:
+    """Messages without an id get one from their content (see the module's doc)."""
+    seen: Counter[str] = Counter()
+    out: list[Any] = []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("id") or message.get("uuid"):
+            out.append(message)
+            continue
+        body = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+        digest = hashlib.sha1(scope.encode() + b"\x00" + body).hexdigest()[:24]
+        seen[digest] += 1
+        repeat = seen[digest]
+        out.append({**message, "id": f"m_{digest}" + (f".{repeat}" if repeat > 1 else "")})
+    return out
+
+
+def read_message_list(
+    messages: Sequence[Any], format: str | None = None, *, ids_from: str | None = None
+) -> list[Message]:
+    """Messages sent as JSON (Anthropic or OpenAI shape, or Claude Code records) read with the
+    transcript readers, `format` detected when None. With `ids_from`, messages without an id get
+    one from their content, scoped by that string (see the module's doc)."""
+    if not messages:
+        return []
+    if ids_from is not None and format != "claude-code":
+        messages = _with_ids(ids_from, messages)
+    with tempfile.TemporaryDirectory(prefix="lamina-messages-") as tmp:
+        path = Path(tmp) / "messages.jsonl"
+        path.write_bytes(b"\n".join(orjson.dumps(m) for m in messages) + b"\n")
+        return list(read_messages(str(path), format=format))
+
+
+def check_budget(budget: int, reserve: int) -> str | None:
+    """Why a budget and reserve cannot compile (None when they can)."""
+    if reserve < 0:
+        return "must be 0 or more"
+    if budget - reserve < MIN_AVAILABLE:
+        return f"must leave at least {MIN_AVAILABLE} tokens of the budget ({budget})"
+    return None
+
+
+def find_log(store: Store, bank: str, log: str) -> ContextLogInfo:
+    """The log's entry in the bank; `NotFoundError` when there is none."""
+    for info in store.list_logs(bank):
+        if info.id == log:
+            return info
+    raise NotFoundError(f"no log {log!r} in bank {bank!r}")
+
+
+def log_summary(store: Store, info: ContextLogInfo) -> dict[str, Any]:
+    """What a listing shows of a log: id, messages, tokens (as recorded), summaries, times."""
+    tokens = sum(ContextLog.from_messages(store.read_log(info.bank, info.id)).tokens)
+    return {
+        "id": info.id,
+        "messages": info.messages,
+        "tokens": tokens,
+        "summaries": info.summaries,
+        "created": info.created_at.isoformat(),
+        "updated": info.updated_at.isoformat(),
+    }
+
+
+def describe_log(store: Store, bank: str, log: str) -> dict[str, Any]:
+    """A log in detail: its listing entry, summaries by level (count and tokens) and what its
+    last compile showed raw and folded (None before the first compile)."""
+    info = find_log(store, bank, log)
+    summaries = store.load_summaries(bank, log)
+    levels: dict[str, dict[str, int]] = {}
+    for summary in sorted(summaries, key=lambda s: s.level):
+        entry = levels.setdefault(str(summary.level), {"count": 0, "tokens": 0})
+        entry["count"] += 1
+        entry["tokens"] += summary.tokens
+    return {
+        "bank": bank,
+        **log_summary(store, info),
+        "summaries_by_level": levels,
+        "last_frontier": _frontier_shape(
+            store.load_frontier(bank, log), {s.id: s.level for s in summaries}, info.messages
+        ),
+    }
+
+
+def _frontier_shape(
+    frontier: Mapping[str, Any] | None, levels: Mapping[str, int], length: int
+) -> dict[str, Any] | None:
+    """How many of the log's `length` messages the stored frontier kept raw (head, raw spans,
+    recent tail) and how many it folded into which summaries."""
+    if frontier is None:
+        return None
+    head, tail = int(frontier.get("head_end", 0)), int(frontier.get("tail_start", 0))
+    middle_raw = 0
+    shown: Counter[str] = Counter()
+    for item in frontier.get("items", []):
+        if isinstance(item, str):
+            shown[str(levels.get(item, "?"))] += 1
+        else:
+            middle_raw += int(item[1]) - int(item[0])
+    return {
+        "tokens": frontier.get("tokens"),
+        "raw_messages": head + middle_raw + max(0, length - tail),
+        "folded_messages": max(0, tail - head - middle_raw),
+        "head_messages": head,
+        "tail_from_message": tail,
+        "summaries_shown_by_level": dict(sorted(shown.items())),
+    }
