@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -29,7 +29,7 @@ from lamina.messages import (
     ToolUseBlock,
     UnknownBlock,
 )
-from lamina.store.base import RetainBatch, Store, StoredSummary
+from lamina.store.base import RetainBatch, Store, StoredPin, StoredSummary
 from lamina.store.sqlite import SQLiteStore
 
 
@@ -421,3 +421,39 @@ def test_racing_appends_of_one_log_store_each_message_once(store: Store) -> None
         added = list(pool.map(append, [0, 0, 5, 10]))
     assert sum(added) == 40
     assert sorted(m.id for m in store.read_log("b", "log")) == sorted(m.id for m in messages)
+
+
+def test_pins_are_kept_per_log_replaced_by_name_and_deleted_with_the_log(store: Store) -> None:
+    with pytest.raises(StoreError, match="no context log"):
+        store.save_pin("b", "log", StoredPin("spec", "raw", 0, 2, 5, None))
+    store.append_log_messages("b", "log", [log_message(0)])
+    store.append_log_messages("b", "other", [log_message(0)])
+    spec = StoredPin("spec", "raw", 0, 2, 5, None)
+    readme = StoredPin("readme", "max", 1, None, None, "README.md")
+    store.save_pin("b", "log", spec)
+    store.save_pin("b", "log", readme)
+    assert store.load_pins("b", "log") == [spec, readme]
+    assert store.load_pins("b", "other") == [] and store.load_pins("c", "log") == []
+    # Replacing a pin keeps its place in the order.
+    exact = StoredPin("spec", "exact", 2, 2, 9, None)
+    store.save_pin("b", "log", exact)
+    assert store.load_pins("b", "log") == [exact, readme]
+    assert store.delete_pin("b", "log", "spec") and not store.delete_pin("b", "log", "spec")
+    assert store.load_pins("b", "log") == [readme]
+    store.delete_log("b", "log")
+    store.append_log_messages("b", "log", [])
+    assert store.load_pins("b", "log") == []
+
+
+def test_spending_is_summed_per_summariser_over_a_window(store: Store) -> None:
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    store.record_spend("anthropic:haiku", now - timedelta(hours=3), 1_000, 200)
+    store.record_spend("anthropic:haiku", now - timedelta(minutes=30), 500, 100)
+    store.record_spend("openai:mini", now - timedelta(minutes=5), 7, 3)
+    assert store.spent_since("anthropic:haiku", now - timedelta(hours=1)) == 600
+    assert store.spent_since("anthropic:haiku", now - timedelta(days=1)) == 1_800
+    assert store.spent_since("openai:mini", now - timedelta(days=1)) == 10
+    assert store.spent_since("nobody", now - timedelta(days=1)) == 0
+    # Entries older than two days go when new ones come.
+    store.record_spend("openai:mini", now + timedelta(days=2, hours=1), 1, 1)
+    assert store.spent_since("anthropic:haiku", now - timedelta(days=30)) == 0

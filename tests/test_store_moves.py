@@ -16,7 +16,7 @@ from lamina.access import hash_key
 from lamina.bank.bank import MemoryBank
 from lamina.embed import HashEmbedder
 from lamina.readers.locomo import read_locomo_samples
-from lamina.store import open_store
+from lamina.store import open_store, postgres_migrations, sqlite_migrations
 from lamina.store.copy import copy_banks
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
@@ -26,6 +26,9 @@ from .conftest import CLAUDE_CODE, EXAMPLE, LOCOMO, needs_shared
 
 PINS = Path(__file__).parent / "schema"
 SPOTTER = CLAUDE_CODE / "spotter-258c7280.jsonl"
+
+PG_MIGRATIONS = [name for name, _sql in postgres_migrations.MIGRATIONS]
+SQLITE_MIGRATIONS = [name for name, _sql in sqlite_migrations.MIGRATIONS]
 
 
 def lamina(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -63,16 +66,12 @@ def test_migrate_reports_what_it_applied_then_nothing(tmp_path: Path, pg_url: st
     first = lamina("--database-url", pg_url, "migrate", "--json", home=tmp_path)
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
-    assert report["applied"] == ["0001_initial", "0002_context_logs"]
+    assert report["applied"] == PG_MIGRATIONS
     assert pg_url.rsplit("@", 1)[1] in report["database"]
     again = lamina("--database-url", pg_url, "migrate", home=tmp_path)
     assert again.returncode == 0 and "up to date" in again.stdout
     sqlite = lamina("migrate", "--json", home=tmp_path)
-    assert json.loads(sqlite.stdout)["applied"] == [
-        "0001_initial",
-        "0002_api_keys_and_operations",
-        "0003_context_logs",
-    ]
+    assert json.loads(sqlite.stdout)["applied"] == SQLITE_MIGRATIONS
 
 
 def test_processes_migrating_one_database_at_once_apply_each_migration_once(pg_url: str) -> None:
@@ -90,7 +89,7 @@ def test_processes_migrating_one_database_at_once_apply_each_migration_once(pg_u
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         outputs.append(out.decode().strip())
-    assert sorted(outputs).count("['0001_initial', '0002_context_logs']") == 1
+    assert sorted(outputs).count(str(PG_MIGRATIONS)) == 1
     assert sorted(outputs).count("[]") == 3
 
 
@@ -187,6 +186,7 @@ def test_context_logs_copy_to_postgres_and_back_equal_and_resumably(
     tmp_path: Path, pg_url: str
 ) -> None:
     from lamina.context import CompileOptions, ExtractiveSummariser, StoredLog, enters_log
+    from lamina.context.pins import Pin
     from lamina.errors import StoreError
 
     options = CompileOptions(budget=4_000, reserve=500)
@@ -197,6 +197,8 @@ def test_context_logs_copy_to_postgres_and_back_equal_and_resumably(
         if live.append([message]) and message.role == "assistant":
             last = live.compile(options)
     StoredLog.open(source, "other", "notes", ExtractiveSummariser()).append(messages[:5])
+    live.pin(Pin("opening", "raw", start=0, end=3))
+    live.pin(Pin("readme", "max", 1, document="README.md"))
     logged = source.read_log("proj", "sess")
     assert source.load_summaries("proj", "sess") and source.load_frontier("proj", "sess")
 
@@ -207,11 +209,11 @@ def test_context_logs_copy_to_postgres_and_back_equal_and_resumably(
     copied = {b.bank: b.as_dict()["logs"] for b in first.banks}
     summaries = len(source.load_summaries("proj", "sess"))
     assert copied == {
-        "other": {"logs": 1, "messages": 5, "summaries": 0},
-        "proj": {"logs": 1, "messages": len(logged) - 20, "summaries": summaries},
+        "other": {"logs": 1, "messages": 5, "summaries": 0, "pins": 0},
+        "proj": {"logs": 1, "messages": len(logged) - 20, "summaries": summaries, "pins": 2},
     }
     again = copy_banks(source, middle)
-    assert [(b.log_messages, b.summaries) for b in again.banks] == [(0, 0), (0, 0)]
+    assert [(b.log_messages, b.summaries, b.pins) for b in again.banks] == [(0, 0, 0)] * 2
 
     back = SQLiteStore(tmp_path / "b.db")
     copy_banks(middle, back)
@@ -220,6 +222,8 @@ def test_context_logs_copy_to_postgres_and_back_equal_and_resumably(
             assert store.read_log(bank, log) == source.read_log(bank, log)
             assert store.load_summaries(bank, log) == source.load_summaries(bank, log)
             assert store.load_frontier(bank, log) == source.load_frontier(bank, log)
+            assert store.load_pins(bank, log) == source.load_pins(bank, log)
+    assert [p.name for p in back.load_pins("proj", "sess")] == ["opening", "readme"]
     # The copied log is live: it compiles the same request without summarising again.
     moved = StoredLog.open(back, "proj", "sess", ExtractiveSummariser())
     result = moved.compile(options)

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from ..messages import Message, ToolResultBlock, ToolUseBlock
 
-__all__ = ["Chunk", "cut_chunks", "first_boundary_after", "head_end"]
+__all__ = [
+    "Chunk",
+    "boundary_at_or_before",
+    "cut_chunks",
+    "first_boundary_after",
+    "head_end",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +74,21 @@ def head_end(messages: Sequence[Message], tokens: Sequence[int], target: int) ->
             return within[0]
         return i + 1
     return len(messages)
+
+
+def boundary_at_or_before(messages: Sequence[Message], position: int) -> int:
+    """The last valid boundary at or before `position` (0 at worst)."""
+    waiting: set[str] = set()
+    best = 0
+    for i in range(min(position, len(messages))):
+        for block in messages[i].blocks:
+            if isinstance(block, ToolUseBlock):
+                waiting.add(block.id)
+            elif isinstance(block, ToolResultBlock):
+                waiting.discard(block.tool_use_id)
+        if not waiting:
+            best = i + 1
+    return best
 
 
 def cut_chunks(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier, OverBudgetError, choose_frontier
 from .log import ContextLog
+from .pins import Pin, pin_spans
 from .render import RequestFormat, render
 from .summarise import Summariser
 
@@ -103,14 +105,16 @@ class Compiler:
         log: ContextLog,
         options: CompileOptions,
         request_format: RequestFormat = "anthropic",
+        pins: Sequence[Pin] = (),
     ) -> CompileResult:
-        """The log as a request in `request_format` within the budget; the report has the same
-        fields whichever the format."""
+        """The log as a request in `request_format` within the budget, holding `pins`; the
+        report has the same fields whichever the format."""
         started = time.perf_counter()
         written_before = self.forest.written
+        before = self.previous
         limit = options.available
         for _attempt in range(6):
-            frontier = choose_frontier(log, self.forest, options, self.previous, limit)
+            frontier = choose_frontier(log, self.forest, options, self.previous, limit, pins)
             request = render(request_format, log, frontier, options.largest_message)
             tokens = request_tokens(request)
             if tokens <= options.available:
@@ -144,9 +148,59 @@ class Compiler:
                      "tokens": log.span_tokens(frontier.tail_start, len(log))},
             "folds": frontier.folded,
             "summaries_written": self.forest.written - written_before,
+            "changed": _changes(before, frontier),
+            "pins": _pins_report(log, frontier, pins),
             "compile_ms": round((time.perf_counter() - started) * 1000, 2),
         }  # fmt: skip
         return CompileResult(request, frontier, tokens, report)
+
+
+def _changes(before: Frontier | None, after: Frontier) -> dict[str, Any]:
+    """What changed since the previous compile: how many of its leading items (raw chunks and
+    summaries after the head) this one shows alike, and the summaries shown and hidden."""
+    if before is None:
+        return {"first_compile": True}
+    kept = 0
+    for old, new in zip(before.items, after.items, strict=False):
+        if old != new:
+            break
+        kept += 1
+    old_ids = {i.id for i in before.items if isinstance(i, Summary)}
+    new_ids = {i.id for i in after.items if isinstance(i, Summary)}
+    return {
+        "first_compile": False,
+        "head_kept": before.head_end == after.head_end,
+        "items_kept": kept,
+        "summaries_shown": sorted(new_ids - old_ids),
+        "summaries_hidden": sorted(old_ids - new_ids),
+    }
+
+
+def _pins_report(log: ContextLog, frontier: Frontier, pins: Sequence[Pin]) -> list[Any]:
+    """Each pin with the messages it holds and how they are shown (raw or a summary level)."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for pin, start, end in pin_spans(pins, log.messages):
+        spans.setdefault(pin.name, []).append((start, end))
+    out: list[Any] = []
+    for pin in pins:
+        held = spans.get(pin.name, [])
+        levels: set[int] = set()
+        for start, end in held:
+            for item in frontier.items:
+                lo, hi = (item.start, item.end) if isinstance(item, Summary) else item
+                if lo < end and start < hi:
+                    levels.add(item.level if isinstance(item, Summary) else 0)
+            if start < frontier.head_end or end > frontier.tail_start:
+                levels.add(0)
+        out.append(
+            {
+                "name": pin.name,
+                "pin": pin.describe(),
+                "messages": [[s, e - 1] for s, e in held],
+                "shown_at_levels": sorted(levels),
+            }
+        )
+    return out
 
 
 def _check_coverage(log: ContextLog, frontier: Frontier) -> None:

@@ -16,13 +16,15 @@ Token estimates use what each message costs as sent (`ContextLog.shown`: thinkin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import LaminaError
-from .chunks import Chunk, cut_chunks, head_end
+from .chunks import Chunk, boundary_at_or_before, cut_chunks, head_end
 from .forest import Forest, Summary
 from .log import ContextLog
+from .pins import Pin, PinConflictError, pin_spans
 
 __all__ = [
     "CompileOptions",
@@ -143,12 +145,152 @@ def _reuse(complete: Sequence[Chunk], previous: Frontier | None) -> list[tuple[i
     return items
 
 
+class _Holds:
+    """The levels the pins allow each complete chunk (0 is raw), and the pins behind them."""
+
+    def __init__(
+        self,
+        complete: Sequence[Chunk],
+        spans: Sequence[tuple[Pin, int, int]],
+    ) -> None:
+        self.starts = [c.start for c in complete]
+        self.low = [0] * len(complete)
+        self.high = [_UNBOUNDED] * len(complete)
+        self.by: list[list[Pin]] = [[] for _ in complete]
+        self.active = bool(spans)
+        for pin, start, end in spans:
+            low, high = pin.allowed
+            first = max(0, bisect_right(self.starts, start) - 1)
+            for index in range(first, len(complete)):
+                chunk = complete[index]
+                if chunk.start >= end:
+                    break
+                if chunk.end <= start:
+                    continue
+                self.by[index].append(pin)
+                self.low[index] = max(self.low[index], low)
+                self.high[index] = min(self.high[index], high)
+                if self.low[index] > self.high[index]:
+                    other = next(p for p in self.by[index] if not _compatible(p, pin))
+                    raise PinConflictError(
+                        f"{other.describe()} and {pin.describe()} fall in the same chunk "
+                        f"(messages {chunk.start}-{chunk.end - 1}) at this budget, and ask "
+                        "for different levels of it; unpin one, or pin whole chunks alike"
+                    )
+
+    def chunks(self, start: int, end: int) -> range:
+        """Indexes of the complete chunks within `log[start:end]`."""
+        return range(bisect_left(self.starts, start), bisect_left(self.starts, end))
+
+    def allows(self, item: tuple[int, int] | Summary, level: int) -> bool:
+        """Whether every chunk `item` covers may be shown at `level`."""
+        if not self.active:
+            return True
+        start, end = (item.start, item.end) if isinstance(item, Summary) else item
+        return all(self.low[i] <= level <= self.high[i] for i in self.chunks(start, end))
+
+
+_UNBOUNDED = 1 << 30
+
+
+def _compatible(a: Pin, b: Pin) -> bool:
+    return max(a.allowed[0], b.allowed[0]) <= min(a.allowed[1], b.allowed[1])
+
+
+def _level(item: tuple[int, int] | Summary) -> int:
+    return item.level if isinstance(item, Summary) else 0
+
+
+def _unfold(
+    items: list[tuple[int, int] | Summary], holds: _Holds, complete: Sequence[Chunk]
+) -> list[tuple[int, int] | Summary]:
+    """`items` with every summary the pins no longer allow shown as its raw chunks again."""
+    out: list[tuple[int, int] | Summary] = []
+    for item in items:
+        if isinstance(item, Summary) and not holds.allows(item, item.level):
+            out.extend(
+                (complete[i].start, complete[i].end) for i in holds.chunks(item.start, item.end)
+            )
+        else:
+            out.append(item)
+    return out
+
+
+def _hold_exact(
+    log: ContextLog,
+    forest: Forest,
+    items: list[tuple[int, int] | Summary],
+    holds: _Holds,
+    complete: Sequence[Chunk],
+    fan_in: int,
+) -> tuple[list[tuple[int, int] | Summary], int]:
+    """Fold the chunks pinned at an exact level to that level now (within each pinned run of
+    chunks, `fan_in` at a time); returns the items and how many summaries were shown anew."""
+    if not holds.active or not any(holds.low):
+        return items, 0
+    out: list[tuple[int, int] | Summary] = []
+    index = 0
+    shown = 0
+    while index < len(items):
+        item = items[index]
+        start = item.start if isinstance(item, Summary) else item[0]
+        first = bisect_left(holds.starts, start)
+        level = holds.low[first] if first < len(holds.low) else 0
+        if level == 0 or _level(item) == level:
+            out.append(item)
+            index += 1
+            continue
+        # A run of items over chunks held at this same exact level: rebuild it at the level.
+        run_end = index
+        chunk_ids: list[int] = []
+        while run_end < len(items):
+            other = items[run_end]
+            span = (other.start, other.end) if isinstance(other, Summary) else other
+            covered = list(holds.chunks(*span))
+            if not covered or any(holds.low[c] != level for c in covered):
+                break
+            chunk_ids.extend(covered)
+            run_end += 1
+        if run_end == index:  # a summary over chunks held differently: leave it be
+            out.append(item)
+            index += 1
+            continue
+        nodes = _build_level(log, forest, [complete[c] for c in chunk_ids], level, fan_in)
+        if nodes is None:  # the summariser could not write it: shown raw, never dropped
+            out.extend(items[index:run_end])
+        else:
+            out.extend(nodes)
+            shown += len(nodes)
+        index = run_end
+    return out, shown
+
+
+def _build_level(
+    log: ContextLog, forest: Forest, chunks: Sequence[Chunk], level: int, fan_in: int
+) -> list[Summary] | None:
+    """Summaries of `level` over `chunks`, merging `fan_in` at a time; None when the
+    summariser could not write one of them."""
+    nodes: list[Summary] = []
+    for chunk in chunks:
+        node = forest.level1(log, chunk)
+        if node is None:
+            return None
+        nodes.append(node)
+    for _ in range(1, level):
+        merged = [forest.merge(nodes[i : i + fan_in]) for i in range(0, len(nodes), fan_in)]
+        if any(m is None for m in merged):
+            return None
+        nodes = [m for m in merged if m is not None]
+    return nodes
+
+
 def choose_frontier(
     log: ContextLog,
     forest: Forest,
     options: CompileOptions,
     previous: Frontier | None = None,
     limit: int | None = None,
+    pins: Sequence[Pin] = (),
 ) -> Frontier:
     """`limit`: the estimate to stay under (default: the budget less the reserve); the compiler
     lowers it when the rendered request came out above its estimate.
@@ -157,43 +299,76 @@ def choose_frontier(
     for many calls to come: every complete chunk older than the recent window becomes a level-1
     summary, and when the summaries then take more than `summary_share` of the budget, their
     oldest runs merge into deeper levels until they take half of that. Only if the request still
-    does not fit are summaries merged further, and then chunks of the recent window folded."""
+    does not fit are summaries merged further, and then chunks of the recent window folded.
+
+    `pins` hold chunks at the levels they allow (see `lamina.context.pins`): chunks pinned at an
+    exact level are folded to it at once, and no fold goes below a pin's maximum. A chunk or run
+    the summariser cannot write a summary for (`Forest.level1`/`merge` return None) stays as it
+    is, and the fold moves on to the next."""
     avail = options.available if limit is None else limit
     plan = _Plan(log, options.largest_message)
     head = head_end(log.messages, log.shown, int(options.available * options.head_share))
+    spans = pin_spans(pins, log.messages) if pins else []
+    folded_pins = [start for pin, start, _end in spans if pin.mode == "exact"]
+    if folded_pins and min(folded_pins) < head:  # the head ends where an exact pin starts
+        head = boundary_at_or_before(log.messages, min(folded_pins))
     chunk_target = max(400, min(options.chunk_max, int(options.available * options.chunk_share)))
     complete = _complete_chunks(log, head, chunk_target, previous)
     open_start = complete[-1].end if complete else head
+    holds = _Holds(complete, spans)
     items = _reuse(complete, previous)
+    folded = 0
+    if holds.active:
+        items = _unfold(items, holds, complete)
+        items, folded = _hold_exact(log, forest, items, holds, complete, options.fan_in)
     by_start = {c.start: c for c in complete}
     head_tokens = plan.span(0, head)
     fixed = head_tokens + plan.span(open_start, len(log))
     cost = fixed + sum(plan.item(i) for i in items)
+    stuck: set[int] = set()
+    """Starts of chunks and runs the summariser could not write a summary for."""
 
     def summaries() -> int:
         return sum(plan.item(i) for i in items if isinstance(i, Summary))
 
-    def fold_chunk(index: int) -> None:
+    def foldable(item: tuple[int, int] | Summary) -> bool:
+        return not isinstance(item, Summary) and item[0] not in stuck and holds.allows(item, 1)
+
+    def fold_chunk(index: int) -> bool:
         nonlocal cost
         item = items[index]
         assert not isinstance(item, Summary)
         summary = forest.level1(log, by_start[item[0]])
+        if summary is None:
+            stuck.add(item[0])
+            return False
         cost += plan.item(summary) - plan.item(item)
         items[index] = summary
+        return True
+
+    def mergeable(window: Sequence[tuple[int, int] | Summary]) -> bool:
+        first = window[0]
+        if not isinstance(first, Summary) or first.start in stuck:
+            return False
+        level = first.level + 1
+        return all(holds.allows(i, level) for i in window)
 
     def merge_oldest() -> bool:
         nonlocal cost
-        run = _oldest_run(items, options.fan_in)
-        if run is None:
-            return False
-        first, size = run
-        group = [i for i in items[first : first + size] if isinstance(i, Summary)]
-        merged = forest.merge(group)
-        cost += plan.item(merged) - sum(plan.item(i) for i in group)
-        items[first : first + size] = [merged]
-        return True
+        while True:
+            run = _oldest_run(items, options.fan_in, mergeable)
+            if run is None:
+                return False
+            first, size = run
+            group = [i for i in items[first : first + size] if isinstance(i, Summary)]
+            merged = forest.merge(group)
+            if merged is None:
+                stuck.add(group[0].start)
+                continue
+            cost += plan.item(merged) - sum(plan.item(i) for i in group)
+            items[first : first + size] = [merged]
+            return True
 
-    folded = 0
     if cost > avail:  # fold only when the budget requires it, then far below it
         recent = _recent_start(plan, int(options.available * options.recent_share))
         for index, item in enumerate(items):
@@ -201,8 +376,8 @@ def choose_frontier(
                 continue
             if item[1] > recent:
                 break
-            fold_chunk(index)
-            folded += 1
+            if foldable(item) and fold_chunk(index):
+                folded += 1
         cap = int(options.available * options.summary_share)
         if summaries() > cap:
             while summaries() > cap // 2 and merge_oldest():
@@ -210,10 +385,11 @@ def choose_frontier(
         # Still over: deeper, then into the recent window, as far as the budget needs.
         while cost > avail:
             if not merge_oldest():
-                raw = next((n for n, i in enumerate(items) if not isinstance(i, Summary)), None)
+                raw = next((n for n, i in enumerate(items) if foldable(i)), None)
                 if raw is None:
                     break
-                fold_chunk(raw)
+                if not fold_chunk(raw):
+                    continue
             folded += 1
     if cost > avail:
         # Below the budget, `limit` leaves room for what rendering adds beyond the estimate.
@@ -222,6 +398,7 @@ def choose_frontier(
             f"the request needs {needs} tokens with everything folded, {cost - avail} over the "
             f"{options.available} available (budget {options.budget} minus reserve "
             f"{options.reserve}); the head and the newest messages, kept raw, alone take {fixed}"
+            + _pinned_note(plan, items, holds, stuck)
         )
     # Raw chunks after the last summary belong to the tail.
     tail_start = open_start
@@ -235,6 +412,27 @@ def choose_frontier(
     return Frontier(
         head, items, tail_start, cost, folded, summaries_shown, tuple(complete), chunk_target
     )
+
+
+def _pinned_note(
+    plan: _Plan, items: Sequence[tuple[int, int] | Summary], holds: _Holds, stuck: set[int]
+) -> str:
+    """What keeps tokens in the request that folding could not take out: pins, and chunks the
+    summariser could not summarise."""
+    notes: list[str] = []
+    if holds.active:
+        held: dict[str, int] = {}
+        for item in items:
+            start, end = (item.start, item.end) if isinstance(item, Summary) else item
+            for index in holds.chunks(start, end):
+                for pin in holds.by[index]:
+                    held[pin.describe()] = held.get(pin.describe(), 0) + plan.item(item)
+                    break
+        notes += [f"{name} keeps {tokens} tokens" for name, tokens in held.items()]
+    failed = sum(plan.item(i) for i in items if not isinstance(i, Summary) and i[0] in stuck)
+    if failed:
+        notes.append(f"{failed} tokens stay raw because the summariser could not summarise them")
+    return "; pinned: " + "; ".join(notes) if notes else ""
 
 
 def _complete_chunks(
@@ -255,14 +453,20 @@ def _complete_chunks(
     return known + [c for c in cut_chunks(log.messages, log.shown, at, target) if c.complete]
 
 
-def _oldest_run(items: Sequence[tuple[int, int] | Summary], fan_in: int) -> tuple[int, int] | None:
+def _oldest_run(
+    items: Sequence[tuple[int, int] | Summary],
+    fan_in: int,
+    mergeable: Callable[[Sequence[tuple[int, int] | Summary]], bool] = lambda _: True,
+) -> tuple[int, int] | None:
     """The oldest run of `fan_in` consecutive summaries of the lowest level present (or of at
-    least two, when no full run is left)."""
+    least two, when no full run is left) that `mergeable` allows."""
     levels = sorted({i.level for i in items if isinstance(i, Summary)})
     for level in levels:
         for size in (fan_in, 2):
             for start in range(len(items) - size + 1):
                 window = items[start : start + size]
-                if all(isinstance(i, Summary) and i.level == level for i in window):
+                if all(isinstance(i, Summary) and i.level == level for i in window) and (
+                    mergeable(window)
+                ):
                     return start, size
     return None

@@ -13,16 +13,17 @@ they are written; the frontier after each compile.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from ..messages import JSONValue, Message
-from ..store.base import Store, StoredSummary
+from ..store.base import Store, StoredPin, StoredSummary
 from ..tokens import TokenCounter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier
 from .log import ContextLog, enters_log
+from .pins import Pin, PinMode, check_pins
 from .render import RequestFormat
 from .summarise import Summariser
 
@@ -158,11 +159,33 @@ class StoredLog:
         self._ids.update(m.id for m in more)
         return len(more)
 
+    def pins(self) -> list[Pin]:
+        """The log's pins, in the order they were added."""
+        return [
+            Pin(p.name, cast(PinMode, p.mode), p.level, p.start, p.end, p.document)
+            for p in self.store.load_pins(self.bank, self.id)
+        ]
+
+    def pin(self, pin: Pin) -> None:
+        """Add a pin (or replace the one of that name); `PinConflictError` when it asks for
+        something another pin rules out for the same messages."""
+        others = [p for p in self.pins() if p.name != pin.name]
+        check_pins([*others, pin], self.log.messages)
+        self.store.save_pin(
+            self.bank,
+            self.id,
+            StoredPin(pin.name, pin.mode, pin.level, pin.start, pin.end, pin.document),
+        )
+
+    def unpin(self, name: str) -> bool:
+        return self.store.delete_pin(self.bank, self.id, name)
+
     def compile(
         self, options: CompileOptions, request_format: RequestFormat = "anthropic"
     ) -> CompileResult:
-        """Compile the log (see `Compiler.compile`) and store the frontier chosen."""
+        """Compile the log (see `Compiler.compile`) with its pins and store the frontier
+        chosen."""
         self.refresh()
-        result = self.compiler.compile(self.log, options, request_format)
+        result = self.compiler.compile(self.log, options, request_format, self.pins())
         self.store.save_frontier(self.bank, self.id, frontier_to_json(result.frontier))
         return result

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..messages import JSONValue, Message
 
 __all__ = [
+    "SPEND_KEPT",
     "ContextLogInfo",
     "MemoryRow",
     "RetainBatch",
     "RetainOutcome",
     "Store",
+    "StoredPin",
     "StoredSummary",
 ]
 
@@ -101,6 +103,24 @@ class StoredSummary:
     request_hash: str
     """A hash of what the summariser was asked (who, what, how long)."""
     stop_reason: str
+
+
+SPEND_KEPT = timedelta(days=2)
+"""How long `record_spend` entries are kept (spending caps look back a day at most)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPin:
+    """A pin of a context log (see lamina.context.pins): a message range or a document held
+    raw (`raw`), at an exact summary level (`exact`) or at most a level (`max`)."""
+
+    name: str
+    mode: str
+    level: int
+    start: int | None
+    end: int | None
+    """`log[start:end]`, or None for a document pin."""
+    document: str | None
 
 
 class Store(Protocol):
@@ -238,3 +258,25 @@ class Store(Protocol):
         ...
 
     def load_frontier(self, bank: str, log: str) -> dict[str, JSONValue] | None: ...
+
+    def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
+        """Add a pin, or replace the log's pin of that name. `StoreError` when there is no
+        such log."""
+        ...
+
+    def delete_pin(self, bank: str, log: str, name: str) -> bool: ...
+
+    def load_pins(self, bank: str, log: str) -> list[StoredPin]:
+        """The log's pins in the order they were first added."""
+        ...
+
+    # model spending (summarisers), shared by every process using the database
+    def record_spend(
+        self, summariser: str, at: datetime, input_tokens: int, output_tokens: int
+    ) -> None:
+        """Note one provider call's tokens. Entries older than two days are dropped."""
+        ...
+
+    def spent_since(self, summariser: str, since: datetime) -> int:
+        """Tokens (input and output) the summariser used from `since` on."""
+        ...

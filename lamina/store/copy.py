@@ -12,8 +12,8 @@ deleted), so the target ends up equal to the source for every bank copied.
 
 Context logs move too: the messages the target's log does not hold yet are appended (in order,
 after checking that what it holds is the start of the source's log), the summaries it does not
-hold are written (in the order they were written), and the last frontier is set to the
-source's. A log is append-only, so one that went another way in the target is an error.
+hold are written (in the order they were written), and the last frontier and the pins are set
+to the source's. A log is append-only, so one that went another way in the target is an error.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class BankCopy:
     """Messages appended to the target's logs."""
     summaries: int = 0
     """Summaries written to the target's logs."""
+    pins: int = 0
+    """Pins set on the target's logs."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +58,7 @@ class BankCopy:
                 "logs": self.logs,
                 "messages": self.log_messages,
                 "summaries": self.summaries,
+                "pins": self.pins,
             },
         }
 
@@ -207,3 +210,10 @@ def _copy_log(source: Store, target: Store, bank: str, log: str, result: BankCop
     frontier = source.load_frontier(bank, log)
     if frontier is not None and frontier != target.load_frontier(bank, log):
         target.save_frontier(bank, log, frontier)
+    pins = source.load_pins(bank, log)
+    if pins != target.load_pins(bank, log):
+        for name in {p.name for p in target.load_pins(bank, log)} - {p.name for p in pins}:
+            target.delete_pin(bank, log, name)
+        for pin in pins:
+            target.save_pin(bank, log, pin)
+        result.pins += len(pins)

@@ -35,7 +35,15 @@ from ..bank.lexical import tokenize
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
-from .base import ContextLogInfo, MemoryRow, RetainBatch, RetainOutcome, StoredSummary
+from .base import (
+    SPEND_KEPT,
+    ContextLogInfo,
+    MemoryRow,
+    RetainBatch,
+    RetainOutcome,
+    StoredPin,
+    StoredSummary,
+)
 from .postgres_migrations import MIGRATIONS
 from .postgres_search import PostgresSearch
 from .urls import describe_target
@@ -806,6 +814,65 @@ class PostgresStore(PostgresSearch):
             return None
         value: dict[str, JSONValue] = row[0]
         return value
+
+    def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
+        with self._write() as conn:
+            log_id = self._log_id(conn, bank, log, lock=True)
+            conn.execute(
+                "INSERT INTO context_pins (log_id, name, seq, mode, level, start_position,"
+                " end_position, document, created_at) VALUES (%s, %s,"
+                " (SELECT coalesce(max(seq), 0) + 1 FROM context_pins WHERE log_id = %s),"
+                " %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (log_id, name) DO UPDATE SET mode = excluded.mode,"
+                " level = excluded.level, start_position = excluded.start_position,"
+                " end_position = excluded.end_position, document = excluded.document,"
+                " created_at = excluded.created_at",
+                (
+                    log_id, pin.name, log_id, pin.mode, pin.level, pin.start, pin.end,
+                    pin.document, _now(),
+                ),
+            )  # fmt: skip
+
+    def delete_pin(self, bank: str, log: str, name: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM context_pins p USING context_logs l, banks b"
+                " WHERE p.log_id = l.id AND l.bank_id = b.id"
+                " AND b.name = %s AND l.name = %s AND p.name = %s",
+                (bank, log, name),
+            )
+        return cur.rowcount > 0
+
+    def load_pins(self, bank: str, log: str) -> list[StoredPin]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT p.name, p.mode, p.level, p.start_position, p.end_position, p.document"
+                " FROM context_pins p JOIN context_logs l ON l.id = p.log_id"
+                " JOIN banks b ON b.id = l.bank_id WHERE b.name = %s AND l.name = %s"
+                " ORDER BY p.seq",
+                (bank, log),
+            ).fetchall()
+        return [StoredPin(*r) for r in rows]
+
+    def record_spend(
+        self, summariser: str, at: datetime, input_tokens: int, output_tokens: int
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO llm_spend (summariser, at, input_tokens, output_tokens)"
+                " VALUES (%s, %s, %s, %s)",
+                (summariser, at, input_tokens, output_tokens),
+            )
+            conn.execute("DELETE FROM llm_spend WHERE at < %s", (at - SPEND_KEPT,))
+
+    def spent_since(self, summariser: str, since: datetime) -> int:
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM llm_spend"
+                " WHERE summariser = %s AND at >= %s",
+                (summariser, since),
+            ).fetchone()
+        return int(row[0]) if row else 0
 
     # -- maintenance -----------------------------------------------------------------------
     def size_bytes(self) -> int | None:

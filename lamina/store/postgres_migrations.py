@@ -165,4 +165,30 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0004_pins_and_spend",
+        """
+        CREATE TABLE context_pins (
+            log_id bigint NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            name text NOT NULL,
+            seq bigint NOT NULL,
+            mode text NOT NULL,
+            level integer NOT NULL,
+            start_position bigint,
+            end_position bigint,
+            document text,
+            created_at timestamptz NOT NULL,
+            PRIMARY KEY (log_id, name)
+        );
+
+        CREATE TABLE llm_spend (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            summariser text NOT NULL,
+            at timestamptz NOT NULL,
+            input_tokens bigint NOT NULL,
+            output_tokens bigint NOT NULL
+        );
+        CREATE INDEX llm_spend_by_time ON llm_spend (summariser, at);
+        """,
+    ),
 ]

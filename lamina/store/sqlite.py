@@ -23,7 +23,15 @@ import orjson
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
-from .base import ContextLogInfo, MemoryRow, RetainBatch, RetainOutcome, StoredSummary
+from .base import (
+    SPEND_KEPT,
+    ContextLogInfo,
+    MemoryRow,
+    RetainBatch,
+    RetainOutcome,
+    StoredPin,
+    StoredSummary,
+)
 from .sqlite_migrations import MIGRATIONS
 
 __all__ = ["SQLiteStore"]
@@ -728,6 +736,66 @@ class SQLiteStore:
             return None
         value: dict[str, JSONValue] = orjson.loads(row[0])
         return value
+
+    def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
+        with self._write() as conn:
+            log_id = self._existing_log(conn, bank, log)
+            seq = conn.execute(
+                "SELECT coalesce((SELECT seq FROM context_pins WHERE log_id = ? AND name = ?),"
+                " (SELECT coalesce(max(seq), 0) + 1 FROM context_pins WHERE log_id = ?))",
+                (log_id, pin.name, log_id),
+            ).fetchone()[0]
+            conn.execute(
+                "INSERT OR REPLACE INTO context_pins (log_id, name, seq, mode, level,"
+                " start_position, end_position, document, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    log_id, pin.name, seq, pin.mode, pin.level, pin.start, pin.end,
+                    pin.document, _now(),
+                ),
+            )  # fmt: skip
+
+    def delete_pin(self, bank: str, log: str, name: str) -> bool:
+        with self._write() as conn:
+            log_id = self._log_id(conn, bank, log)
+            if log_id is None:
+                return False
+            cur = conn.execute(
+                "DELETE FROM context_pins WHERE log_id = ? AND name = ?", (log_id, name)
+            )
+        return cur.rowcount > 0
+
+    def load_pins(self, bank: str, log: str) -> list[StoredPin]:
+        conn = self.conn
+        log_id = self._log_id(conn, bank, log)
+        if log_id is None:
+            return []
+        rows = conn.execute(
+            "SELECT name, mode, level, start_position, end_position, document"
+            " FROM context_pins WHERE log_id = ? ORDER BY seq",
+            (log_id,),
+        )
+        return [StoredPin(*r) for r in rows]
+
+    def record_spend(
+        self, summariser: str, at: datetime, input_tokens: int, output_tokens: int
+    ) -> None:
+        when = at.astimezone(UTC)
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO llm_spend (summariser, at, input_tokens, output_tokens)"
+                " VALUES (?, ?, ?, ?)",
+                (summariser, when.isoformat(), input_tokens, output_tokens),
+            )
+            conn.execute("DELETE FROM llm_spend WHERE at < ?", ((when - SPEND_KEPT).isoformat(),))
+
+    def spent_since(self, summariser: str, since: datetime) -> int:
+        row = self.conn.execute(
+            "SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM llm_spend"
+            " WHERE summariser = ? AND at >= ?",
+            (summariser, since.astimezone(UTC).isoformat()),
+        ).fetchone()
+        return int(row[0])
 
     # -- maintenance -----------------------------------------------------------------------
     def size_bytes(self) -> int | None:

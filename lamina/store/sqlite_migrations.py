@@ -135,4 +135,30 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0004_pins_and_spend",
+        """
+        CREATE TABLE context_pins (
+            log_id INTEGER NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            mode TEXT NOT NULL,
+            level INTEGER NOT NULL,
+            start_position INTEGER,
+            end_position INTEGER,
+            document TEXT,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (log_id, name)
+        ) WITHOUT ROWID;
+
+        CREATE TABLE llm_spend (
+            id INTEGER PRIMARY KEY,
+            summariser TEXT NOT NULL,
+            at TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL
+        );
+        CREATE INDEX llm_spend_by_time ON llm_spend (summariser, at);
+        """,
+    ),
 ]

@@ -1,0 +1,150 @@
+"""`lamina pin` / `lamina unpin`: hold parts of a context log raw or at a summary level.
+
+    lamina pin session-42 --messages 120-180 --raw           # never fold the spec
+    lamina pin session-42 --document CLAUDE.md --raw         # every read of that file, raw
+    lamina pin session-42 --messages 0-400 --max-level 1     # fold, but no deeper than level 1
+    lamina pin session-42 --messages 40-90 --level 2         # always as one level-2 summary
+    lamina pin session-42                                     # list the log's pins
+    lamina unpin session-42 messages-120-180
+
+Message numbers are positions in the log, counted from 0 (`lamina logs show` prints them); a
+range includes both ends. Pins take effect at the log's next compile (`lamina compile --bank`,
+the HTTP API, the MCP server). See lamina.context.pins for what each kind holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .cli_common import emit_json, json_option, open_bank
+from .config import default_bank
+from .errors import InputError
+
+__all__ = ["pin", "register", "unpin"]
+
+
+def _bank_option(f: Any) -> Any:
+    return click.option(
+        "--bank",
+        "-b",
+        default=None,
+        envvar="LAMINA_BANK",
+        help="Bank name (default: this directory's project bank; see `lamina banks`).",
+    )(f)
+
+
+def _pin_json(pin: Any) -> dict[str, Any]:
+    return {
+        "name": pin.name,
+        "mode": pin.mode,
+        "level": pin.level,
+        "messages": None if pin.start is None else [pin.start, pin.end - 1],
+        "document": pin.document,
+        "description": pin.describe(),
+    }
+
+
+@click.command("pin")
+@click.argument("log")
+@_bank_option
+@click.option("--messages", "span", metavar="FIRST-LAST", help="A message range, e.g. 120-180.")
+@click.option("--document", metavar="NAME", help="A document or file, by title, path or name.")
+@click.option("--raw", "raw", is_flag=True, help="Always show it raw.")
+@click.option("--level", type=click.IntRange(min=1), help="Always show it at this level.")
+@click.option("--max-level", type=click.IntRange(min=0), help="Fold it no deeper than this.")
+@click.option("--name", help="The pin's name (default: from the range or the document).")
+@json_option
+@click.pass_context
+def pin(
+    ctx: click.Context,
+    log: str,
+    bank: str | None,
+    span: str | None,
+    document: str | None,
+    raw: bool,
+    level: int | None,
+    max_level: int | None,
+    name: str | None,
+    as_json: bool,
+) -> None:
+    """Pin a message range or a document of a context log: keep it raw (--raw), at an exact
+    summary level (--level N) or at most a level (--max-level N). With no range or document,
+    list the log's pins. A pin of the same name is replaced.
+
+    Example: lamina pin session-42 --messages 120-180 --raw
+    """
+    from .context import StoredLog
+    from .context.pins import Pin, PinMode, parse_range
+    from .context.summarise import ExtractiveSummariser
+
+    bank_name = bank or default_bank()
+    listing = span is None and document is None
+    modes = [m for m, on in (("raw", raw), ("exact", level), ("max", max_level)) if on]
+    if listing and (modes or name):
+        raise InputError("give --messages or --document to pin (or nothing, to list the pins)")
+    if not listing and span is not None and document is not None:
+        raise InputError("give --messages or --document, not both")
+    if not listing and len(modes) != 1:
+        raise InputError("say how to hold it: one of --raw, --level N, --max-level N")
+    memory = open_bank(ctx)
+    try:
+        store = memory.store
+        if log not in {info.id for info in store.list_logs(bank_name)}:
+            raise InputError(f"no context log {log!r} in bank {bank_name!r} (see lamina logs list)")
+        stored = StoredLog.open(store, bank_name, log, ExtractiveSummariser())
+        if not listing:
+            mode: PinMode = modes[0]  # type: ignore[assignment]
+            held = {"raw": 0, "exact": level or 0, "max": max_level or 0}[mode]
+            if span is not None:
+                try:
+                    start, end = parse_range(span)
+                except ValueError as exc:
+                    raise InputError(f"--messages: {exc}") from None
+                new = Pin(name or f"messages-{start}-{end - 1}", mode, held, start, end)
+            else:
+                new = Pin(name or str(document), mode, held, document=document)
+            stored.pin(new)
+        pins = stored.pins()
+    finally:
+        memory.close()
+    if as_json:
+        emit_json({"bank": bank_name, "log": log, "pins": [_pin_json(p) for p in pins]})
+        return
+    if not listing:
+        click.echo(f"pinned: {new.describe()}")
+    elif not pins:
+        click.echo(f"no pins on {log!r}")
+    for each in pins if listing else ():
+        click.echo(each.describe())
+
+
+@click.command("unpin")
+@click.argument("log")
+@click.argument("name")
+@_bank_option
+@json_option
+@click.pass_context
+def unpin(ctx: click.Context, log: str, name: str, bank: str | None, as_json: bool) -> None:
+    """Remove a pin from a context log, by name (see `lamina pin LOG` for the names).
+
+    Example: lamina unpin session-42 messages-120-180
+    """
+    bank_name = bank or default_bank()
+    memory = open_bank(ctx)
+    try:
+        removed = memory.store.delete_pin(bank_name, log, name)
+    finally:
+        memory.close()
+    if not removed:
+        raise InputError(f"no pin {name!r} on context log {log!r} in bank {bank_name!r}")
+    if as_json:
+        emit_json({"bank": bank_name, "log": log, "removed": name})
+    else:
+        click.echo(f"unpinned {name!r}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(pin)
+    group.add_command(unpin)
