@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, needs_shared
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
@@ -124,6 +125,15 @@ async def http_calls(url: str, key: str | None) -> dict[str, Any]:
             "recall", {"query": "when does the team deploy?", "bank": "alpha"}
         )
         out["banks"] = await session.call_tool("list_banks", {})
+        log = {"log": "chat", "bank": "alpha"}
+        said = [{"role": "user", "content": "Deploy on Tuesday?"},
+                {"role": "assistant", "content": "Yes, Tuesdays at ten."}]  # fmt: skip
+        out["append"] = await session.call_tool("append_to_log", {**log, "messages": said})
+        out["compile"] = await session.call_tool(
+            "compile_log", {**log, "budget": 4000, "reserve": 500}
+        )
+        out["logs"] = await session.call_tool("list_logs", {"bank": "alpha"})
+        out["delete"] = await session.call_tool("delete_log", {"log": "none", "bank": "alpha"})
     return out
 
 
@@ -162,6 +172,10 @@ def test_mcp_over_http_uses_the_api_keys_and_their_banks(tmp_path: Path) -> None
         assert not mine["retain"].is_error
         assert "Tuesdays" in payload(mine["recall"])["results"][0]["text"]
         assert [b["bank"] for b in payload(mine["banks"])["banks"]] == ["alpha"]
+        assert payload(mine["append"])["added"] == 2
+        assert not mine["compile"].is_error
+        assert [e["id"] for e in payload(mine["logs"])["logs"]] == ["chat"]
+        assert mine["delete"].is_error and "no log 'none'" in mine["delete"].content[0].text
         theirs = anyio.run(http_calls, url, keys["b"])
         assert (
             theirs["retain"].is_error
@@ -169,8 +183,81 @@ def test_mcp_over_http_uses_the_api_keys_and_their_banks(tmp_path: Path) -> None
         )
         assert theirs["recall"].is_error
         assert payload(theirs["banks"])["banks"] == []
+        for tool in ("append", "compile", "logs", "delete"):
+            assert theirs[tool].is_error, tool
+            assert "no bank named 'alpha'" in theirs[tool].content[0].text
         nobody = anyio.run(http_calls, url, None)
         assert nobody["recall"].is_error and "API key" in nobody["recall"].content[0].text
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+async def log_session(home: Path, files: list[Path]) -> dict[str, Any]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "lamina", "mcp", "--bank", "mcp-test"],
+        env={**os.environ, "LAMINA_HOME": str(home)},
+    )
+    out: dict[str, Any] = {"compiled": []}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        call = session.call_tool
+        out["tools"] = {t.name for t in (await session.list_tools()).tools}
+        out["unknown"] = await call("compile_log", {"log": "s"})
+        out["appended"] = payload(await call("append_to_log", {"log": "s", "path": str(files[0])}))
+        out["again"] = payload(await call("append_to_log", {"log": "s", "path": str(files[0])}))
+        out["unknown_log"] = await call("compile_log", {"log": "other"})
+        for path in files:  # each file the whole session so far, as a live transcript grows
+            out["compiled"].append(
+                payload(
+                    await call("compile_log", {"log": "s", "path": str(path), "budget": 32_000})
+                )
+            )
+        out["low"] = await call("compile_log", {"log": "s", "budget": 10})
+        out["tight"] = await call("compile_log", {"log": "s", "budget": 2000, "reserve": 1800})
+        out["both"] = await call(
+            "append_to_log", {"log": "s", "path": str(files[0]), "messages": [{"role": "user"}]}
+        )
+        out["listed"] = payload(await call("list_logs", {}))
+        out["deleted"] = payload(await call("delete_log", {"log": "s"}))
+        out["listed_after"] = payload(await call("list_logs", {}))
+        out["deleted_again"] = await call("delete_log", {"log": "s"})
+    return out
+
+
+@needs_shared
+def test_mcp_log_tools_keep_a_log_across_calls(tmp_path: Path) -> None:
+    from lamina.context import validate_anthropic
+
+    from .test_http import spotter_batches, unmarked
+
+    files, records = [], []
+    for n, batch in enumerate(spotter_batches(4)):
+        records += batch
+        files.append(tmp_path / f"grown-{n}.jsonl")
+        files[-1].write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = anyio.run(log_session, tmp_path / "home", files)
+    assert {"append_to_log", "compile_log", "list_logs", "delete_log"} <= out["tools"]
+    assert out["unknown"].is_error and "no bank named 'mcp-test'" in out["unknown"].content[0].text
+    assert out["unknown_log"].is_error and "no log 'other'" in out["unknown_log"].content[0].text
+    assert out["appended"]["added"] > 0 and out["again"]["added"] == 0
+    compiled = out["compiled"]
+    assert compiled[0]["report"]["summaries_written"] == 0  # appended before, nothing folded
+    written = 0
+    for previous, current in itertools.pairwise(compiled):
+        assert validate_anthropic(current["request"]) == []
+        assert current["report"]["tokens"] <= 28_000
+        written += current["report"]["summaries_written"]
+        if current["report"]["folds"] == 0:
+            before = unmarked(previous["request"])
+            assert unmarked(current["request"])[: len(before)] == before
+    assert written > 0
+    [entry] = out["listed"]["logs"]
+    assert entry["id"] == "s" and entry["summaries"] == written  # none written twice
+    assert entry["messages"] == compiled[-1]["report"]["log_messages"]
+    assert out["low"].is_error and "budget" in out["low"].content[0].text
+    assert out["tight"].is_error and "reserve" in out["tight"].content[0].text
+    assert out["both"].is_error and "not both" in out["both"].content[0].text
+    assert out["deleted"]["deleted"] is True and out["listed_after"]["logs"] == []
+    assert out["deleted_again"].is_error

@@ -2,11 +2,12 @@
 or streamable HTTP.
 
 Tools: `recall`, `retain_text`, `retain_transcript`, `list_banks`, `list_documents`,
-`forget_document`, `compile_transcript`. A tool that fails for a reason the caller can fix
-(no such bank, a file that is not a transcript) answers with an MCP tool error carrying
-Lamina's one-line message; the server never crashes on bad input. Without a `bank` argument,
-tools use the server's default bank (`--bank`, `LAMINA_BANK`, or the project bank of the
-directory it was started in).
+`forget_document`, `compile_transcript`, and for context logs kept in a bank (as the HTTP API's
+`/v1/banks/{bank}/logs`): `append_to_log`, `compile_log`, `list_logs`, `delete_log`. A tool
+that fails for a reason the caller can fix (no such bank or log, a file that is not a
+transcript) answers with an MCP tool error carrying Lamina's one-line message; the server never
+crashes on bad input. Without a `bank` argument, tools use the server's default bank (`--bank`,
+`LAMINA_BANK`, or the project bank of the directory it was started in).
 
 Over HTTP the API keys of `lamina keys` apply as they do for `lamina serve`: once a key exists,
 every call needs `Authorization: Bearer <key>` and sees only the key's banks (others are
@@ -30,11 +31,14 @@ from .. import __version__
 from ..access import access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
-from ..config import default_bank
+from ..config import default_bank, load_config
+from ..context import CompileOptions, StoredLog
 from ..context.render import RequestFormat
 from ..errors import InputError, LaminaError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
+from ..readers import read_transcript
 from ..turns import classify
+from .logs import check_budget, find_log, log_summariser, log_summary, read_message_list
 
 __all__ = ["build_server"]
 
@@ -212,5 +216,96 @@ def build_server(
         options = CompileOptions(budget=budget, reserve=reserve)
         result = Compiler(ExtractiveSummariser()).compile(log, options, request_format)
         return {"request": result.request, "report": result.report}
+
+    summariser = log_summariser(load_config())
+
+    def log_messages(
+        log: str, messages: list[Any] | None, path: str | None, format: str | None
+    ) -> list[Message]:
+        if messages is not None and path is not None:
+            raise InputError("give 'messages' or 'path', not both")
+        if path is not None:
+            return read_transcript(path, format=format).messages
+        return read_message_list(messages or [], format, ids_from=log)
+
+    @server.tool(
+        description=(
+            "Append messages to a context log kept in a bank (created on first use): "
+            "`messages` in the Anthropic or OpenAI shape (or Claude Code records), or `path`, a "
+            "transcript file. Messages the log holds already are skipped, so sending the whole "
+            "conversation again adds only what is new. Returns how many were added."
+        )
+    )
+    @_tool_errors
+    def append_to_log(
+        log: str,
+        messages: list[Any] | None = None,
+        path: str | None = None,
+        format: str | None = None,
+        bank: str | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        name = pick(bank, ctx)
+        new = log_messages(log, messages, path, format)
+        if not new:
+            raise InputError("give 'messages' (a non-empty list) or 'path'")
+        stored = StoredLog.open(memory.store, name, log, summariser)
+        added = stored.append(new)
+        return {"bank": name, "log": log, "received": len(new), "added": added,
+                "messages": len(stored.log)}  # fmt: skip
+
+    @server.tool(
+        description=(
+            "Compile a context log kept in a bank into a request that fits a token budget (an "
+            "Anthropic Messages request, or with request_format 'openai' an OpenAI Chat "
+            "Completions one), optionally appending `messages` or a transcript `path` first. "
+            "Summaries and the chosen layout are kept, so the next compile summarises only "
+            "what is new and keeps the request's prefix. Returns the request and a report."
+        )
+    )
+    @_tool_errors
+    def compile_log(
+        log: str,
+        budget: int = 32_000,
+        reserve: int = 4_000,
+        request_format: RequestFormat = "anthropic",
+        messages: list[Any] | None = None,
+        path: str | None = None,
+        format: str | None = None,
+        bank: str | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        if budget < 1_000:
+            raise InputError(f"budget: must be at least 1000 tokens (got {budget})")
+        problem = check_budget(budget, reserve)
+        if problem is not None:
+            raise InputError(f"reserve: {problem}")
+        new = log_messages(log, messages, path, format)
+        name = pick(bank, ctx, must_exist=not new)
+        if not new:
+            find_log(memory.store, name, log)
+        stored = StoredLog.open(memory.store, name, log, summariser)
+        stored.append(new)
+        if not len(stored.log):
+            raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
+        result = stored.compile(CompileOptions(budget=budget, reserve=reserve), request_format)
+        return {"request": result.request, "report": result.report}
+
+    @server.tool(
+        description="List the context logs of a bank: messages, tokens, summaries, last update."
+    )
+    @_tool_errors
+    def list_logs(bank: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        name = pick(bank, ctx, must_exist=True)
+        store = memory.store
+        return {"bank": name, "logs": [log_summary(store, i) for i in store.list_logs(name)]}
+
+    @server.tool(description="Delete a context log with its summaries and last frontier.")
+    @_tool_errors
+    def delete_log(log: str, bank: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
+        name = pick(bank, ctx, must_exist=True)
+        if not memory.store.delete_log(name, log):
+            raise NotFoundError(f"no log {log!r} in bank {name!r}")
+        return {"bank": name, "log": log, "deleted": True}
 
     return server
