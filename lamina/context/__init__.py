@@ -3,6 +3,7 @@
 from .compile import Compiler, CompileResult, CoverageError, request_tokens
 from .frontier import CompileOptions, OverBudgetError
 from .log import ContextLog, enters_log
+from .pins import Pin, PinConflictError
 from .render import REQUEST_FORMATS, RequestFormat
 from .stored import StoredLog
 from .summarise import ExtractiveSummariser, Summariser
@@ -17,6 +18,8 @@ __all__ = [
     "CoverageError",
     "ExtractiveSummariser",
     "OverBudgetError",
+    "Pin",
+    "PinConflictError",
     "RequestFormat",
     "StoredLog",
     "Summariser",
