@@ -1,0 +1,145 @@
+"""`lamina logs`: the context logs kept in a bank (by `lamina compile --bank`, the HTTP API's
+`/v1/banks/{bank}/logs` and the MCP server's `append_to_log` / `compile_log`).
+
+Each command is a thin call into the store; without `--bank`, the bank of the current
+directory's project is used, as for the other bank commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .cli_common import emit_json, json_option, open_bank
+from .config import default_bank
+from .errors import InputError
+from .integrations.logs import describe_log, find_log, log_summary
+
+__all__ = ["logs", "register"]
+
+
+def _bank_option(f: Any) -> Any:
+    return click.option(
+        "--bank",
+        "-b",
+        default=None,
+        envvar="LAMINA_BANK",
+        help="Bank name (default: this directory's project bank; see `lamina banks`).",
+    )(f)
+
+
+@click.group()
+def logs() -> None:
+    """Context logs kept in a bank: list them, show one, delete one."""
+
+
+@logs.command("list")
+@_bank_option
+@json_option
+@click.pass_context
+def logs_list(ctx: click.Context, bank: str | None, as_json: bool) -> None:
+    """The bank's context logs: messages, tokens, summaries, last update.
+
+    Example: lamina logs list --bank my-project
+    """
+    name = bank or default_bank()
+    memory = open_bank(ctx)
+    try:
+        rows = [log_summary(memory.store, info) for info in memory.store.list_logs(name)]
+    finally:
+        memory.close()
+    if as_json:
+        emit_json({"bank": name, "logs": rows})
+        return
+    if not rows:
+        click.echo(f"no context logs in bank {name!r}")
+        return
+    width = max(len(r["id"]) for r in rows)
+    for r in rows:
+        click.echo(
+            f"{r['id']:<{width}}  {r['messages']:>6,} messages  {r['tokens']:>9,} tokens  "
+            f"{r['summaries']:>5,} summaries  updated {r['updated'][:19]}"
+        )
+
+
+@logs.command("show")
+@click.argument("log")
+@_bank_option
+@json_option
+@click.pass_context
+def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> None:
+    """One context log: messages, tokens, summaries by level, and what its last compile kept
+    raw and folded.
+
+    Example: lamina logs show session-42 --bank my-project
+    """
+    name = bank or default_bank()
+    memory = open_bank(ctx)
+    try:
+        data = describe_log(memory.store, name, log)
+    finally:
+        memory.close()
+    if as_json:
+        emit_json(data)
+        return
+    out = [
+        f"{data['id']}  (bank {name})",
+        f"  messages      {data['messages']:,}  ({data['tokens']:,} tokens)",
+        f"  summaries     {data['summaries']:,}"
+        + "".join(
+            f"  level {level}: {v['count']:,} ({v['tokens']:,} tokens)"
+            for level, v in data["summaries_by_level"].items()
+        ),
+    ]
+    frontier: dict[str, Any] | None = data["last_frontier"]
+    if frontier is None:
+        out.append("  last compile  none yet")
+    else:
+        shown = ", ".join(
+            f"level {k}: {v}" for k, v in frontier["summaries_shown_by_level"].items()
+        )
+        out.append(
+            f"  last compile  {frontier['tokens']:,} tokens; {frontier['raw_messages']:,} "
+            f"messages raw, {frontier['folded_messages']:,} folded"
+            + (f" into summaries ({shown})" if shown else "")
+        )
+    out.append(f"  updated       {data['updated']}")
+    click.echo("\n".join(out))
+
+
+@logs.command("delete")
+@click.argument("log")
+@_bank_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@click.pass_context
+def logs_delete(ctx: click.Context, log: str, bank: str | None, yes: bool, as_json: bool) -> None:
+    """Delete a context log with its summaries and last frontier (asks first unless --yes).
+
+    Example: lamina logs delete session-42 --bank my-project --yes
+    """
+    name = bank or default_bank()
+    memory = open_bank(ctx)
+    try:
+        info = find_log(memory.store, name, log)
+        if not yes:
+            if as_json:
+                raise InputError("--json needs --yes (there is no one to confirm)")
+            click.confirm(
+                f"delete log {log!r} of bank {name!r} ({info.messages:,} messages, "
+                f"{info.summaries:,} summaries)?",
+                abort=True,
+                err=True,
+            )
+        deleted = memory.store.delete_log(name, log)
+    finally:
+        memory.close()
+    if as_json:
+        emit_json({"bank": name, "log": log, "deleted": deleted})
+    else:
+        click.echo(f"deleted log {log!r} of bank {name!r}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(logs)
