@@ -15,6 +15,11 @@ The config file is TOML at `$LAMINA_CONFIG`, else the platform's user config fol
     [banks]                           # project root -> bank, overriding the derived name
     "~/src/inkwell" = "inkwell"
 
+    summariser = "anthropic:claude-haiku-4-5"   # optional; the offline extractive one otherwise
+    compression_context_budget = 32000          # the summariser's window, retries included
+    summariser_tokens_per_hour = 1000000        # spend caps, tokens in and out
+    summariser_tokens_per_day = 5000000
+
     [hook]                            # lamina hook settings (see its docs)
     turns = 3
     max_chars = 800
@@ -28,6 +33,11 @@ folder (`~/.local/share/lamina` on Linux). The SQLite database is `<home>/lamina
 Database: `--database-url`, `LAMINA_DATABASE_URL`, `database_url` in the config file, else the
 SQLite file above. A `postgresql://` URL selects the PostgreSQL store; `sqlite:///PATH` or a
 plain path a SQLite file.
+
+Summariser (the context compiler's): `LAMINA_SUMMARISER`, `LAMINA_COMPRESSION_CONTEXT_BUDGET`,
+`LAMINA_SUMMARISER_TOKENS_PER_HOUR`, `LAMINA_SUMMARISER_TOKENS_PER_DAY`, then the config file's
+keys of the same names in lower case (without `LAMINA_`), then the defaults (no model: the
+offline extractive summariser).
 
 Default bank for a directory (the rule the Claude Code plugin uses too): the project's root is
 the top of its git repository, and all worktrees of one repository share the main worktree's
@@ -44,6 +54,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +64,7 @@ from .errors import ConfigError
 
 __all__ = [
     "DATABASE_NAME",
+    "SummariserSettings",
     "config_path",
     "data_home",
     "database_path",
@@ -60,6 +72,7 @@ __all__ = [
     "default_bank",
     "load_config",
     "project_root",
+    "summariser_settings",
 ]
 
 DATABASE_NAME = "lamina.db"
@@ -162,3 +175,55 @@ def default_bank(directory: str | Path | None = None, env: Mapping[str, str] | N
     slug = re.sub(r"[^a-z0-9]+", "-", root.name.lower()).strip("-") or "root"
     digest = hashlib.sha1(str(root).encode()).hexdigest()[:8]
     return f"{slug}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class SummariserSettings:
+    """Which summariser the context compiler uses, and what it may spend."""
+
+    summariser: str | None = None
+    """`provider:model` (`anthropic:claude-haiku-4-5`, `openai:gpt-4.1-mini`); None: offline."""
+    compression_context_budget: int = 32_000
+    """The summariser's window: every request, with its longest retry and its output, fits."""
+    tokens_per_hour: int = 1_000_000
+    tokens_per_day: int = 5_000_000
+
+
+def summariser_settings(env: Mapping[str, str] | None = None) -> SummariserSettings:
+    """Environment first, then the config file, then the defaults (see the module's doc)."""
+    environ = os.environ if env is None else env
+    configured = load_config(environ)
+
+    def value(key: str) -> tuple[object, str] | None:
+        variable = f"LAMINA_{key.upper()}"
+        if environ.get(variable):
+            return environ[variable], variable
+        if configured.get(key) not in (None, ""):
+            return configured[key], f"{config_path(environ)}: {key}"
+        return None
+
+    def number(key: str, default: int) -> int:
+        found = value(key)
+        if found is None:
+            return default
+        raw, where = found
+        try:
+            parsed = int(str(raw).replace("_", ""))
+        except ValueError:
+            parsed = 0
+        if isinstance(raw, bool) or parsed <= 0:
+            raise ConfigError(f"{where} must be a positive whole number of tokens, not {raw!r}")
+        return parsed
+
+    found = value("summariser")
+    if found is not None and not isinstance(found[0], str):
+        raise ConfigError(f"{found[1]} must be a string such as 'anthropic:claude-haiku-4-5'")
+    defaults = SummariserSettings()
+    return SummariserSettings(
+        summariser=str(found[0]).strip() or None if found else None,
+        compression_context_budget=number(
+            "compression_context_budget", defaults.compression_context_budget
+        ),
+        tokens_per_hour=number("summariser_tokens_per_hour", defaults.tokens_per_hour),
+        tokens_per_day=number("summariser_tokens_per_day", defaults.tokens_per_day),
+    )

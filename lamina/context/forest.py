@@ -3,13 +3,21 @@
 A level-1 summary stands for one chunk of the log, a level-k+1 summary for several consecutive
 level-k summaries. Summaries are never edited or deleted: a later compile that needs the same
 span reuses what was written, and one loaded from a store is never paid for again.
+
+Each request is as-of (requests.py): the head, the summaries just before the span (recalled),
+and the span itself. A summariser may fail to write one (ladder.py): `level1` and `merge` then
+return None and keep the failure in `failures`, so the frontier leaves the chunk raw or covered
+by its neighbours. A permanent failure is not retried while the summariser's keys (name, window,
+prompt version) stay the same; a deferred one (transient errors, a spend cap) after
+`retry_deferred_after` seconds, or in a new process. `spend` counts calls, tokens and failures.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -17,9 +25,10 @@ from ..messages import message_to_json
 from ..tokens import count_text
 from .chunks import Chunk
 from .log import ContextLog
-from .summarise import Summariser
+from .requests import Recalled, SummaryFailure, SummaryRequest, SummaryResult
+from .summarise import Summariser, write_summary
 
-__all__ = ["STOP_COMPLETE", "Forest", "Summary"]
+__all__ = ["STOP_COMPLETE", "Forest", "SummariserSpend", "Summary", "retry_keys"]
 
 
 STOP_COMPLETE = "complete"
@@ -42,18 +51,65 @@ class Summary:
     stop_reason: str = STOP_COMPLETE
 
 
+@dataclass
+class SummariserSpend:
+    """What a forest's summariser did, summed since the forest was made (for the compile
+    report: take the difference around a compile)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    summaries: int = 0
+    failed: int = 0
+    """Permanent failures: the span stays raw until the summariser's keys change."""
+    deferred: int = 0
+    """Transient errors past their retries, or a spend cap reached: retried later."""
+
+    def add(self, answer: SummaryResult | SummaryFailure) -> None:
+        self.calls += answer.calls
+        self.input_tokens += answer.input_tokens
+        self.output_tokens += answer.output_tokens
+        if isinstance(answer, SummaryResult):
+            self.summaries += 1
+        elif answer.deferred:
+            self.deferred += 1
+        else:
+            self.failed += 1
+
+    def as_report(self) -> dict[str, int]:
+        return {
+            "summariser_calls": self.calls,
+            "summariser_input_tokens": self.input_tokens,
+            "summariser_output_tokens": self.output_tokens,
+            "summaries_failed": self.failed,
+            "summaries_deferred": self.deferred,
+        }
+
+
+def retry_keys(summariser: Summariser) -> tuple[str, int, int]:
+    """What a failure is recorded under: a retry is worth it only when one of these changes."""
+    window = getattr(summariser, "window", 0)
+    version = getattr(summariser, "prompt_version", 0)
+    return (summariser.name, int(window), int(version))
+
+
 class Forest:
     """Summaries by span, written once.
 
     `known` are summaries written earlier (loaded from a store): a span they cover is never
-    summarised again. `on_write` is told of every new summary as soon as it is written (to
-    store it), so a compile that fails later keeps what it paid for."""
+    summarised again; `failures` likewise, for spans no summary could be written for.
+    `on_write` is told of every new summary as soon as it is written (to store it), so a
+    compile that fails later keeps what it paid for. `clock` is for tests."""
+
+    retry_deferred_after: float = 300.0
 
     def __init__(
         self,
         summariser: Summariser,
         known: Iterable[Summary] = (),
         on_write: Callable[[Summary], None] | None = None,
+        failures: Iterable[SummaryFailure] = (),
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.summariser = summariser
         self.nodes: dict[tuple[int, int, int], Summary] = {}
@@ -62,17 +118,25 @@ class Forest:
         self.by_id = {node.id: node for node in self.nodes.values()}
         self.on_write = on_write
         self.written = 0
+        self.failures: dict[tuple[int, int, int], SummaryFailure] = {
+            (f.level, f.start, f.end): f for f in failures
+        }
+        self.spend = SummariserSpend()
+        self.clock = clock
+        self.head_end: int | None = None
+        """Where the log's head ends, when the caller knows (else inferred per request)."""
+        self._log: ContextLog | None = None
 
     def _make(
         self,
         level: int,
         start: int,
         end: int,
-        text: str,
+        result: SummaryResult,
         children: Sequence[str],
         request_hash: str,
     ) -> Summary:
-        text = text.replace("\x00", "\ufffd")  # stores cannot all hold NUL in text
+        text = result.text.replace("\x00", "\ufffd")  # stores cannot all hold NUL in text
         digest = hashlib.sha1(f"{level}:{start}:{end}:{text}".encode()).hexdigest()[:8]
         node = Summary(
             id=f"L{level}-{start}-{end}-{digest}",
@@ -82,8 +146,9 @@ class Forest:
             text=text,
             tokens=count_text(text),
             children=tuple(children),
-            summariser=self.summariser.name,
-            request_hash=request_hash,
+            summariser=result.summariser or self.summariser.name,
+            request_hash=result.request_hash or request_hash,
+            stop_reason=result.stop_reason,
         )
         self.nodes[(level, start, end)] = node
         self.by_id[node.id] = node
@@ -99,26 +164,131 @@ class Forest:
             digest.update(b"\n")
         return digest.hexdigest()
 
-    def level1(self, log: ContextLog, chunk: Chunk) -> Summary:
+    def blocked(self, level: int, start: int, end: int) -> SummaryFailure | None:
+        """The failure that stops the span from being tried now, if any."""
+        failure = self.failures.get((level, start, end))
+        if failure is None:
+            return None
+        if failure.deferred:
+            if self.clock() - failure.at < self.retry_deferred_after:
+                return failure
+            return None
+        return failure if failure.keys == retry_keys(self.summariser) else None
+
+    def permanent_failures(self) -> list[SummaryFailure]:
+        """The failures worth keeping across processes (deferred ones are retried anyway)."""
+        return [f for f in self.failures.values() if not f.deferred]
+
+    def recall_before(self, start: int, head_end: int) -> list[Summary]:
+        """The summaries just before `start`, oldest first: walking back from `start`, the
+        deepest summary ending where the walk stands, until the head or a gap."""
+        ending: dict[int, Summary] = {}
+        for node in self.nodes.values():
+            best = ending.get(node.end)
+            if best is None or node.level > best.level:
+                ending[node.end] = node
+        chain: list[Summary] = []
+        at = start
+        while at > head_end and at in ending:
+            node = ending[at]
+            chain.append(node)
+            at = node.start
+        chain.reverse()
+        return chain
+
+    def _head_end(self, start: int, given: int | None) -> int:
+        if given is not None:
+            return min(given, start)
+        if self.head_end is not None:
+            return min(self.head_end, start)
+        firsts = [s for (level, s, _e) in self.nodes if level == 1]
+        return min([start, *firsts])
+
+    def _write(
+        self, request: SummaryRequest, children: Sequence[str], asked: str
+    ) -> Summary | None:
+        if self.blocked(request.level, request.start, request.end) is not None:
+            return None
+        answer = write_summary(self.summariser, request)
+        self.spend.add(answer)
+        key = (request.level, request.start, request.end)
+        if isinstance(answer, SummaryFailure):
+            if not answer.at:
+                answer = _stamped(answer, self.clock())
+            self.failures[key] = answer
+            return None
+        self.failures.pop(key, None)
+        return self._make(request.level, request.start, request.end, answer, children, asked)
+
+    def level1(
+        self,
+        log: ContextLog,
+        chunk: Chunk,
+        *,
+        head_end: int | None = None,
+        recall: Sequence[Summary] | None = None,
+    ) -> Summary | None:
+        """The chunk's summary (written now if it was not before), or None when none could
+        be written (see `failures`). `head_end`: where the log's head ends; `recall`: the
+        summaries shown before the chunk (default: the deepest chain just before it)."""
         found = self.nodes.get((1, chunk.start, chunk.end))
         if found is not None:
             return found
+        self._log = log
+        head = self._head_end(chunk.start, head_end)
+        if recall is None:
+            recall = self.recall_before(chunk.start, head)
         target = max(80, min(600, chunk.tokens // 8))
         messages = log.slice(chunk.start, chunk.end)
-        text = self.summariser.summarise(messages, target)
         asked = self._request_hash(
             "summarise", target, (orjson.dumps(message_to_json(m)) for m in messages)
         )
-        return self._make(1, chunk.start, chunk.end, text, (), asked)
+        request = SummaryRequest(
+            task="summarise",
+            level=1,
+            start=chunk.start,
+            end=chunk.end,
+            target_tokens=target,
+            head=log.slice(0, head),
+            recalled=[Recalled(n.id, n.text) for n in recall if n.end <= chunk.start],
+            messages=messages,
+        )
+        return self._write(request, (), asked)
 
-    def merge(self, nodes: Sequence[Summary]) -> Summary:
+    def merge(
+        self,
+        nodes: Sequence[Summary],
+        log: ContextLog | None = None,
+        *,
+        head_end: int | None = None,
+        recall: Sequence[Summary] | None = None,
+    ) -> Summary | None:
+        """One summary a level deeper for consecutive `nodes`, or None when none could be
+        written. `log` gives the head (default: the log of the last `level1`)."""
         level = nodes[0].level + 1
         key = (level, nodes[0].start, nodes[-1].end)
         found = self.nodes.get(key)
         if found is not None:
             return found
+        log = log if log is not None else self._log
+        head = self._head_end(key[1], head_end)
+        if recall is None:
+            recall = self.recall_before(key[1], head)
         target = max(120, min(900, sum(n.tokens for n in nodes) // 2))
         texts = [n.text for n in nodes]
-        text = self.summariser.merge(texts, target)
         asked = self._request_hash("merge", target, (t.encode() for t in texts))
-        return self._make(level, key[1], key[2], text, [n.id for n in nodes], asked)
+        request = SummaryRequest(
+            task="merge",
+            level=level,
+            start=key[1],
+            end=key[2],
+            target_tokens=target,
+            head=log.slice(0, head) if log is not None else (),
+            recalled=[Recalled(n.id, n.text) for n in recall if n.end <= key[1]],
+            summaries=[Recalled(n.id, n.text) for n in nodes],
+        )
+        return self._write(request, [n.id for n in nodes], asked)
+
+
+def _stamped(failure: SummaryFailure, at: float) -> SummaryFailure:
+    return replace(failure, at=at)

@@ -1,38 +1,69 @@
 """Summarisers: text that stands for a chunk (level 1) or for several summaries (level k+1).
 
+The forest hands a summariser a `SummaryRequest` (requests.py: the head, earlier summaries to
+recall, the chunk or the summaries to merge, the target length) and gets back a `SummaryResult`
+(text, stop reason, who wrote it, tokens spent) or a `SummaryFailure` (nothing could be written
+now; the chunk stays raw or covered by its neighbours).
+
 `ExtractiveSummariser` is the offline default: deterministic, no model, no network. It keeps,
 for every turn of the chunk, what the user asked, the agent's last words and the tool actions
 (the same condensed units the memory bank stores), each line capped, until the target length.
 Good for: keeping a long session's thread visible (what was asked, what was done, which files)
 at a predictable size, cheaply and reproducibly. Not good for: abstraction; it cannot say what
 a long exchange concluded unless someone wrote it down. Configure a model provider for that
-(a later slice adds the provider summariser with admission and its refusal ladder).
+(`ModelSummariser` in ladder.py; `summariser_from_config` picks one from the settings).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..bank.units import UnitOptions, build_units
 from ..messages import Message
 from ..tokens import TokenCounter, count_text, default_counter
+from .requests import SummaryFailure, SummaryRequest, SummaryResult
 
-__all__ = ["ExtractiveSummariser", "Summariser"]
+if TYPE_CHECKING:
+    from ..config import SummariserSettings
+    from ..llm import LLM
+
+__all__ = ["ExtractiveSummariser", "Summariser", "summariser_from_config", "write_summary"]
 
 
 class Summariser(Protocol):
     @property
     def name(self) -> str: ...
 
+    def write(self, request: SummaryRequest) -> SummaryResult | SummaryFailure:
+        """The summary the request asks for (what the forest calls)."""
+        ...
+
     def summarise(self, messages: Sequence[Message], target_tokens: int) -> str:
-        """A level-1 summary of consecutive log messages."""
+        """A level-1 summary of consecutive log messages, with no context (for callers outside
+        the forest, such as the benchmarks' baselines)."""
         ...
 
     def merge(self, summaries: Sequence[str], target_tokens: int) -> str:
-        """A level-k+1 summary of consecutive level-k summaries."""
+        """A level-k+1 summary of consecutive level-k summaries, with no context."""
         ...
+
+
+def write_summary(
+    summariser: Summariser, request: SummaryRequest
+) -> SummaryResult | SummaryFailure:
+    """`summariser.write(request)`; a summariser written before `write` existed (only
+    `summarise` and `merge`) is asked the context-free way."""
+    write = getattr(summariser, "write", None)
+    if write is not None:
+        answer: SummaryResult | SummaryFailure = write(request)
+        return answer
+    if request.task == "summarise":
+        text = summariser.summarise(request.messages, request.target_tokens)
+    else:
+        text = summariser.merge([s.text for s in request.summaries], request.target_tokens)
+    return SummaryResult(text=text, summariser=summariser.name)
 
 
 def _cap(line: str, limit: int) -> str:
@@ -79,3 +110,35 @@ class ExtractiveSummariser:
         for summary in summaries:
             lines.append(self._fit(summary.split("\n"), share))
         return self._fit("\n".join(lines).split("\n"), target_tokens)
+
+    def write(self, request: SummaryRequest) -> SummaryResult:
+        """Reads only the chunk (or the summaries to merge); the head and the recalled
+        summaries are ignored, so the text for a chunk is the same whatever came before."""
+        if request.task == "summarise":
+            text = self.summarise(request.messages, request.target_tokens)
+        else:
+            text = self.merge([s.text for s in request.summaries], request.target_tokens)
+        return SummaryResult(text=text, summariser=self.name)
+
+
+def summariser_from_config(
+    settings: SummariserSettings,
+    *,
+    env: Mapping[str, str] | None = None,
+    get_llm: Callable[[str, Mapping[str, str] | None], LLM] | None = None,
+) -> Summariser:
+    """The summariser the settings name: the offline `ExtractiveSummariser` when none is
+    configured (nothing downloaded, no network), else a `ModelSummariser` over that provider
+    with the settings' window and spend caps. `get_llm` builds the provider (tests pass a fake)."""
+    if not settings.summariser:
+        return ExtractiveSummariser()
+    from ..llm import get_llm as default_get_llm
+    from .ladder import ModelOptions, ModelSummariser
+
+    llm = (get_llm or default_get_llm)(settings.summariser, env)
+    options = ModelOptions(
+        window=settings.compression_context_budget,
+        tokens_per_hour=settings.tokens_per_hour,
+        tokens_per_day=settings.tokens_per_day,
+    )
+    return ModelSummariser(llm, options)
