@@ -196,3 +196,15 @@ def test_cache_bench_reports_shares_baselines_and_visible_history() -> None:
         assert set(run["compile_ms"]) == {"p50", "p95"}
         assert run["cached_share"] <= run["ceiling"] + 0.01
     assert data["lamina"]["visible"]["summary_tokens_mean"] > 0
+
+
+def test_folds_are_undone_when_the_budget_grows_and_reused_when_it_shrinks_again() -> None:
+    log = ContextLog.from_messages(long_history(60, words=300))
+    compiler = Compiler(ExtractiveSummariser())
+    small = compiler.compile(log, CompileOptions(budget=8_000, reserve=1_000))
+    assert small.report["summaries_by_level"]
+    large = compiler.compile(log, CompileOptions(budget=100_000, reserve=1_000))
+    assert large.report["summaries_by_level"] == {}, "room again: everything raw"
+    assert large.report["changed"]["summaries_hidden"]
+    again = compiler.compile(log, CompileOptions(budget=8_000, reserve=1_000))
+    assert again.request == small.request and again.report["summaries_written"] == 0
