@@ -457,3 +457,18 @@ def test_spending_is_summed_per_summariser_over_a_window(store: Store) -> None:
     # Entries older than two days go when new ones come.
     store.record_spend("openai:mini", now + timedelta(days=2, hours=1), 1, 1)
     assert store.spent_since("anthropic:haiku", now - timedelta(days=30)) == 0
+
+
+def test_a_spend_ledger_in_the_store_is_shared_by_every_user_of_the_database(
+    store: Store,
+) -> None:
+    from lamina.llm.spend import SpendLedger
+    from lamina.store.ledger import StoreSpendLedger
+
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC).timestamp()
+    first: SpendLedger = StoreSpendLedger(store)
+    second: SpendLedger = StoreSpendLedger(store)
+    first.record("anthropic:haiku", 900, 100, now - 7200)
+    second.record("anthropic:haiku", 40, 10, now - 60)
+    assert first.spent("anthropic:haiku", now - 3600) == 50
+    assert second.spent("anthropic:haiku", now - 86_400) == 1_050
