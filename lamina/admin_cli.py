@@ -297,17 +297,21 @@ def compile_command(
     as_json: bool,
 ) -> None:
     """Compile a transcript into a request that fits a token budget, old stretches folded into
-    summaries shown as recall pairs (offline extractive summariser). With --bank, the log is
-    kept in the database, so the next compile of the grown transcript summarises only what
-    is new and keeps the request's prefix.
+    summaries shown as recall pairs, written by the configured summariser (`summariser` in the
+    config file or LAMINA_SUMMARISER; the offline extractive one by default). With --bank, the
+    log is kept in the database, so the next compile of the grown transcript summarises only
+    what is new and keeps the request's prefix.
 
     Example: lamina compile examples/session.jsonl --budget 8000 --format openai --report
     """
-    from .context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser, StoredLog
+    from .config import summariser_settings
+    from .context import CompileOptions, Compiler, ContextLog, StoredLog
+    from .context.summarise import summariser_from_config
     from .readers import read_transcript
 
     if log_id is not None and bank is None:
         raise InputError("--log needs --bank")
+    summariser = summariser_from_config(summariser_settings())
     transcript = read_transcript(file)
     for warning in transcript.warnings[:20]:
         click.echo(f"warning: {warning}", err=True)
@@ -318,7 +322,9 @@ def compile_command(
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
     if bank is None:
         log = ContextLog.from_messages(transcript.messages)
-        result = Compiler(ExtractiveSummariser()).compile(log, options, request_format=fmt)
+        compiler = Compiler(summariser)
+        result = compiler.compile(log, options, request_format=fmt)
+        forest = compiler.forest
     else:
         from .config import database_target
         from .store import open_store
@@ -326,11 +332,19 @@ def compile_command(
         obj = ctx.find_root().obj or {}
         store = open_store(database_target(obj.get("home"), obj.get("database_url")))
         try:
-            stored = StoredLog.open(store, bank, log_id or Path(file).stem, ExtractiveSummariser())
+            stored = StoredLog.open(store, bank, log_id or Path(file).stem, summariser)
             stored.append(transcript.messages)
             result = stored.compile(options, request_format=fmt)
+            forest = stored.compiler.forest
         finally:
             store.close()
+    for failure in forest.failures.values():
+        state = "deferred to a later compile" if failure.deferred else "left raw"
+        click.echo(
+            f"warning: no summary for messages {failure.start}-{failure.end} ({state}): "
+            f"{failure.reason}",
+            err=True,
+        )
     if as_json:
         emit_json({"request": result.request, "report": result.report})
         return

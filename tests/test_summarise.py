@@ -270,3 +270,82 @@ def test_recall_is_capped_by_its_budget_keeping_the_newest(task: str) -> None:
     ModelSummariser(llm, ModelOptions(window=4_000, max_tokens=300)).write(req)
     sent = str(llm.requests[0].messages)
     assert "memory 5" in sent and "memory 0" not in sent
+
+
+def test_summariser_settings_env_then_config_file_then_defaults(tmp_path: Any) -> None:
+    from lamina.config import SummariserSettings, summariser_settings
+    from lamina.errors import ConfigError
+
+    config = tmp_path / "config.toml"
+    config.write_text('summariser = "openai:gpt-4.1-mini"\ncompression_context_budget = 16000\n')
+    env = {"LAMINA_CONFIG": str(config)}
+    settings = summariser_settings(env)
+    assert settings == SummariserSettings("openai:gpt-4.1-mini", 16_000, 1_000_000, 5_000_000)
+    env |= {"LAMINA_SUMMARISER": "anthropic:claude-haiku-4-5",
+            "LAMINA_SUMMARISER_TOKENS_PER_HOUR": "20000"}  # fmt: skip
+    assert summariser_settings(env) == SummariserSettings(
+        "anthropic:claude-haiku-4-5", 16_000, 20_000, 5_000_000
+    )
+    assert summariser_settings({"LAMINA_CONFIG": str(tmp_path / "none.toml")}).summariser is None
+    with pytest.raises(ConfigError, match="LAMINA_SUMMARISER_TOKENS_PER_DAY must be a positive"):
+        summariser_settings(env | {"LAMINA_SUMMARISER_TOKENS_PER_DAY": "lots"})
+
+
+def test_summariser_from_config_is_offline_unless_a_model_is_configured() -> None:
+    from lamina.config import SummariserSettings
+    from lamina.context.summarise import summariser_from_config
+
+    assert isinstance(summariser_from_config(SummariserSettings()), ExtractiveSummariser)
+    asked: list[str] = []
+
+    def fake(spec: str, env: Any) -> ScriptedLLM:
+        asked.append(spec)
+        return ScriptedLLM([], name=spec)
+
+    configured = SummariserSettings("anthropic:claude-haiku-4-5", 16_000, 20_000, 90_000)
+    model = summariser_from_config(configured, get_llm=fake)
+    assert isinstance(model, ModelSummariser) and asked == ["anthropic:claude-haiku-4-5"]
+    assert model.name == "anthropic:claude-haiku-4-5" and model.window == 16_000
+    assert (model.options.tokens_per_hour, model.options.tokens_per_day) == (20_000, 90_000)
+
+
+def test_lamina_compile_uses_the_configured_summariser(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import EXAMPLE
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    env |= {"LAMINA_CONFIG": str(tmp_path / "none.toml"), "LAMINA_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "lamina", "compile", str(EXAMPLE), "--budget", "8000"]
+    bad = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                         env=env | {"LAMINA_SUMMARISER": "nosuch:model"})  # fmt: skip
+    assert bad.returncode != 0 and "unknown model provider 'nosuch'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_openai_spells_tool_blocks_its_own_way() -> None:
+    from lamina.llm.providers import openai_messages
+
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Read it."}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"path": "a"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "x = 1"},
+            {"type": "text", "text": "Summarise."}]},
+    ]  # fmt: skip
+    assert openai_messages("Be brief.", messages) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Read it."},
+        {"role": "assistant", "content": "Reading.", "tool_calls": [
+            {"id": "t1", "type": "function",
+             "function": {"name": "Read", "arguments": '{"path":"a"}'}}]},
+        {"role": "tool", "tool_call_id": "t1", "content": "x = 1"},
+        {"role": "user", "content": "Summarise."},
+    ]  # fmt: skip
+    from lamina.context.validate import validate_openai
+
+    assert validate_openai({"messages": openai_messages("Be brief.", messages)}) == []

@@ -7,7 +7,8 @@
 Opening a log loads its messages, every summary written for it and the frontier of its last
 compile, so a compile in a new process neither summarises again what was summarised before
 nor changes the request's prefix when nothing requires it. New summaries are stored as soon as
-they are written; the frontier after each compile.
+they are written; the frontier after each compile, with the summariser's permanent failures
+(under `failures`), so a new process does not ask again for what failed with the same keys.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .frontier import CompileOptions, Frontier
 from .log import ContextLog, enters_log
 from .pins import Pin, PinMode, check_pins
 from .render import RequestFormat
+from .requests import SummaryFailure
 from .summarise import Summariser
 
 __all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
@@ -121,8 +123,9 @@ class StoredLog:
         self.log = ContextLog.from_messages(store.read_log(bank, log_id), counter)
         self._ids = {m.id for m in self.log}
         known = [_summary(s) for s in store.load_summaries(bank, log_id)]
-        forest = Forest(summariser, known, on_write=self._save_summary)
         state = store.load_frontier(bank, log_id)
+        failures = _failures(state)
+        forest = Forest(summariser, known, on_write=self._save_summary, failures=failures)
         previous = None if state is None else frontier_from_json(state, forest, len(self.log))
         self.compiler = Compiler(summariser, forest=forest, previous=previous)
 
@@ -187,5 +190,23 @@ class StoredLog:
         chosen."""
         self.refresh()
         result = self.compiler.compile(self.log, options, request_format, self.pins())
-        self.store.save_frontier(self.bank, self.id, frontier_to_json(result.frontier))
+        self.store.save_frontier(self.bank, self.id, self._state(result.frontier))
         return result
+
+    def _state(self, frontier: Frontier) -> dict[str, JSONValue]:
+        state = frontier_to_json(frontier)
+        state["failures"] = [f.to_json() for f in self.compiler.forest.permanent_failures()]
+        return state
+
+
+def _failures(state: Mapping[str, Any] | None) -> list[SummaryFailure]:
+    """The permanent failures stored with the frontier (unreadable entries are skipped: they
+    only cost a retry)."""
+    out: list[SummaryFailure] = []
+    entries = (state or {}).get("failures")
+    for entry in entries if isinstance(entries, list) else []:
+        try:
+            out.append(SummaryFailure.from_json(entry))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out

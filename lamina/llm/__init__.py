@@ -1,5 +1,6 @@
 """Language-model providers behind one small protocol, for the optional work that needs a model
-(fact extraction now, summarisation later). Lamina never requires one.
+(fact extraction, and summaries for the context compiler: `lamina.context.ladder`). Lamina
+never requires one; `spend.py` keeps what summarisers spent, for their caps.
 
     llm = get_llm("anthropic:claude-haiku-4-5")        # needs the `anthropic` extra and a key
     llm = get_llm("openai:gpt-4.1-mini")                # the `openai` extra; OPENAI_BASE_URL for
@@ -42,7 +43,9 @@ class TransientLLMError(LLMError):
 class LLMRequest:
     system: str
     messages: Sequence[Mapping[str, Any]]
-    """Provider-neutral messages: {"role": "user" | "assistant", "content": str}."""
+    """Provider-neutral messages: {"role": "user" | "assistant", "content": ...}, the content a
+    string or a list of Anthropic-style blocks (text, tool_use, tool_result), which each
+    provider spells its own way."""
     max_tokens: int = 1024
     temperature: float = 0.0
     tools: Sequence[Mapping[str, Any]] = ()

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from ..errors import ConfigError
 from . import LLM, LLMError, LLMRequest, LLMResponse, TransientLLMError
 
-__all__ = ["AnthropicLLM", "OpenAILLM"]
+__all__ = ["AnthropicLLM", "OpenAILLM", "openai_messages"]
 
 
 def _transient(exc: Exception) -> bool:
@@ -93,7 +96,7 @@ class OpenAILLM(LLM):
         )
 
     def complete(self, request: LLMRequest) -> LLMResponse:
-        messages = [{"role": "system", "content": request.system}, *request.messages]
+        messages = openai_messages(request.system, request.messages)
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -132,3 +135,36 @@ class OpenAILLM(LLM):
             output_tokens=getattr(usage, "completion_tokens", 0) or 0,
             model=response.model or self.model,
         )
+
+
+def openai_messages(system: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Provider-neutral messages (content a string, or Anthropic-style blocks: text, tool_use,
+    tool_result) as OpenAI chat messages: the system prompt first, tool calls as `tool_calls`,
+    each tool result as its own `tool` message before the user's text."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            out.append({"role": message["role"], "content": content})
+            continue
+        texts = [str(b["text"]) for b in content if b.get("type") == "text"]
+        if message["role"] == "assistant":
+            calls = [
+                {"id": b["id"], "type": "function", "function": {
+                    "name": b["name"], "arguments": orjson.dumps(b.get("input", {})).decode()}}
+                for b in content
+                if b.get("type") == "tool_use"
+            ]  # fmt: skip
+            entry: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) or None}
+            if calls:
+                entry["tool_calls"] = calls
+            out.append(entry)
+            continue
+        for block in content:
+            if block.get("type") == "tool_result":
+                text = str(block.get("content", ""))
+                text = f"[error] {text}" if block.get("is_error") else text
+                out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
+        if texts:
+            out.append({"role": message["role"], "content": "\n\n".join(texts)})
+    return out
