@@ -88,6 +88,83 @@ def test_lexical_search_is_exact_bm25(filled: tuple[PostgresStore, list[Memory]]
             assert score == pytest.approx(float(expected[slot]), rel=1e-4)
 
 
+def _assert_exact(store: PostgresStore, bank: str, queries: list[list[str]]) -> None:
+    """Lexical search in the database ranks as the in-process index does."""
+    index = BankIndex(bank)
+    index.refresh(store)
+    for terms in queries:
+        expected = index.lexical.scores(terms)
+        order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
+        got = store.lexical_search(bank, terms, 50, SearchFilter())
+        by_seq = store.memories_by_seq(bank, [s for s, _ in got])
+        want = [index.memories[i].id for i in order[:50]]
+        assert sorted(by_seq[s].id for s, _ in got) == sorted(want), terms
+        for seq, score in got:
+            slot = index.slot[by_seq[seq].id]
+            assert score == pytest.approx(float(expected[slot]), rel=1e-4)
+
+
+def _queries(seed: int) -> list[list[str]]:
+    rng = random.Random(seed)
+    return [
+        tokenize(" ".join(rng.choice(WORDS[:40]) for _ in range(rng.randint(1, 6))))
+        for _ in range(15)
+    ]
+
+
+def test_packed_postings_follow_every_change(
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Common terms are read from packs; deleting, replacing and adding memories, and
+    changing entities, never leave a search reading an out-of-date pack."""
+    store, _ = filled
+    monkeypatch.setattr(store, "lexical_pack_min", 20)
+    monkeypatch.setattr(postgres_search, "PACK_TAIL", 5)
+    rng = random.Random(21)
+
+    def batch(doc: str, first: int, count: int) -> None:
+        group = [
+            Memory(
+                id=f"p{i}",
+                bank="packs",
+                document=doc,
+                kind="turn",
+                text=zipf_text(rng),
+                record_ids=(f"r{i}",),
+                content_hash=f"{i}-{rng.random()}",
+            )
+            for i in range(first, first + count)
+        ]
+        version = store.get_cursor("packs", doc).version
+        records = [m.record_ids[0] for m in group]
+        store.apply_retain(RetainBatch("packs", doc, version, Cursor(), records, group))
+
+    for doc in range(4):
+        batch(f"d{doc}", doc * 100, 100)
+    _assert_exact(store, "packs", _queries(1))
+    with store.pool.connection() as conn:
+        row = conn.execute("SELECT count(*) FROM posting_packs").fetchone()
+    assert row is not None and row[0] > 0
+    batch("d4", 400, 3)  # a few newer postings: read beside the packs
+    _assert_exact(store, "packs", _queries(2))
+    store.delete_document("packs", "d1")
+    _assert_exact(store, "packs", _queries(3))
+    store.delete_memory("packs", "p5")
+    batch("d0", 10, 20)  # memories replaced: new seqs, old postings gone
+    _assert_exact(store, "packs", _queries(4))
+    batch("d5", 500, 60)  # many newer postings: packs rebuilt
+    _assert_exact(store, "packs", _queries(5))
+    # Entity postings are added to old memories: the packs they fall in must go.
+    named = {f"p{i}": ["Kestrel"] if i % 3 else ["Osprey"] for i in range(200, 260)}
+    store.set_entities("packs", named)
+    entity_queries = [["\x01Kestrel"], ["\x01Osprey", "w1"], ["\x01Kestrel", "\x01Osprey"]]
+    _assert_exact(store, "packs", entity_queries)
+    store.set_entities("packs", {f"p{i}": ["Osprey"] for i in range(200, 230)})
+    _assert_exact(store, "packs", entity_queries)
+    store.set_entities("packs", {"p230": ["Osprey"], "p231": ["Kestrel"]})  # same counts
+    _assert_exact(store, "packs", entity_queries)
+
+
 def test_bm25_statistics_follow_deletions(filled: tuple[PostgresStore, list[Memory]]) -> None:
     store, memories = filled
     plain = BM25Index()

@@ -911,6 +911,12 @@ def _delete_memories(
     if not gone:
         return 0
     seqs = [int(r[0]) for r in gone]
+    # Packs holding one of these postings are out of date: dropped, rebuilt on demand.
+    conn.execute(
+        "DELETE FROM posting_packs k WHERE k.bank_id = %s AND k.term IN (SELECT p.term"
+        " FROM postings p WHERE p.bank_id = %s AND p.seq = ANY(%s) AND p.seq <= k.upto_seq)",
+        (bank_id, bank_id, seqs),
+    )
     conn.execute(
         "UPDATE term_counts c SET df = c.df - g.n FROM (SELECT term, count(*) AS n"
         " FROM postings WHERE bank_id = %s AND seq = ANY(%s) GROUP BY term) g"
@@ -975,7 +981,14 @@ def _insert_memories(
 def _add_postings(
     conn: psycopg.Connection[Any], bank_id: int, postings: Sequence[tuple[str, int, int, int]]
 ) -> None:
-    """Write (term, seq, tf, terms) postings of the bank."""
+    """Write (term, seq, tf, terms) postings of the bank (dropping the packs of their terms
+    that they would fall inside: a new memory's seq is above every pack's)."""
+    if not postings:
+        return
+    conn.execute(
+        "DELETE FROM posting_packs WHERE bank_id = %s AND term = ANY(%s) AND upto_seq >= %s",
+        (bank_id, sorted({p[0] for p in postings}), min(p[1] for p in postings)),
+    )
     with (
         conn.cursor() as cur,
         cur.copy("COPY postings (bank_id, term, seq, tf, terms) FROM STDIN") as copy,
@@ -991,6 +1004,10 @@ def _count_terms(
     if not counts:
         return
     terms = list(counts)
+    if sign < 0:  # postings of these terms went: their packs are out of date
+        conn.execute(
+            "DELETE FROM posting_packs WHERE bank_id = %s AND term = ANY(%s)", (bank_id, terms)
+        )
     conn.execute(
         "INSERT INTO term_counts (bank_id, term, df) SELECT %s, t, n"
         " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"

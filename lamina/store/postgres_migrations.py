@@ -166,6 +166,31 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0003_search_posting_packs",
+        """
+        -- The postings of a bank's common terms packed into one row per term (seq as int8,
+        -- tf and terms as int4, each array big-endian bytes in seq order), so that lexical
+        -- search reads a common term whole in one fetch rather than row by row. A cache of
+        -- `postings`: a pack holds the term's postings with seq <= upto_seq (newer ones are
+        -- read from `postings`), is deleted when one of them goes or a posting is added
+        -- at or below upto_seq, and is rebuilt on demand. df: how many it holds.
+        CREATE TABLE posting_packs (
+            bank_id bigint NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            term text COLLATE "C" NOT NULL,
+            upto_seq bigint NOT NULL,
+            df bigint NOT NULL,
+            seqs bytea NOT NULL,
+            tfs bytea NOT NULL,
+            lengths bytea NOT NULL,
+            PRIMARY KEY (bank_id, term)
+        );
+        -- Uncompressed: read whole on every search, where decompressing would cost more
+        -- than the bytes saved.
+        ALTER TABLE posting_packs ALTER seqs SET STORAGE EXTERNAL,
+            ALTER tfs SET STORAGE EXTERNAL, ALTER lengths SET STORAGE EXTERNAL;
+        """,
+    ),
+    (
         "0004_pins_and_spend",
         """
         CREATE TABLE context_pins (

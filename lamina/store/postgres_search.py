@@ -45,11 +45,39 @@ PROBE_COST = 10
 """Looking one candidate up in a term's postings costs about this many postings read whole."""
 SHORTLIST = 4
 """Candidates scored in full, per result wanted, before proving the rest cannot matter."""
+PACK_MIN = 2_000
+"""Terms held by at least this many memories are read from their pack (`posting_packs`):
+one row of packed arrays instead of a row per posting."""
+PACK_COST = 0.1
+"""A posting read from a pack costs about this much of one read row by row."""
+PACK_TAIL = 1_000
+"""A pack is rebuilt once more than this many (and an eighth of its size) newer postings
+have to be read beside it."""
+
+_Arrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
+_AGGREGATES = (
+    "string_agg(int8send(p.seq), '' ORDER BY p.seq),"
+    " string_agg(int4send(p.tf), '' ORDER BY p.seq),"
+    " string_agg(int4send(p.terms), '' ORDER BY p.seq)"
+)
+"""A term's postings packed big-endian (int8send/int4send), so that they arrive as three
+byte strings rather than as many Python objects."""
+
+
+def _unpack(
+    seqs: bytes | None, tfs: bytes | None, lengths: bytes | None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    return (
+        np.frombuffer(seqs or b"", dtype=">i8").astype(np.int64),
+        np.frombuffer(tfs or b"", dtype=">i4").astype(np.float64),
+        np.frombuffer(lengths or b"", dtype=">i4").astype(np.float64),
+    )
 
 
 class _Postings:
     """The BM25 contributions of a query's terms, per term as sorted (seq, score) arrays:
-    whole lists read once, or only the entries of given candidates."""
+    whole lists read once (a common term's from its pack), or only the entries of given
+    candidates."""
 
     def __init__(
         self,
@@ -59,66 +87,150 @@ class _Postings:
         weights: dict[str, float],
         filter_sql: str,
         filter_params: Sequence[Any],
+        df: dict[str, int] | None = None,
+        pack_min: int | None = None,
     ) -> None:
         self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
         self.filter_sql, self.filter_params = filter_sql, filter_params
-        self.whole: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
-        self.cost = 0
-        """Work done so far: postings read whole count 1, each candidate looked up PROBE_COST."""
+        self.df = df or {}
+        # Packs hold every memory: a filtered search reads row by row.
+        self.packed = (
+            set()
+            if filter_sql or pack_min is None
+            else {t for t, n in self.df.items() if n >= pack_min}
+        )
+        self.whole: dict[str, _Arrays] = {}
+        self.cost = 0.0
+        """Work done so far: postings read whole count 1 (PACK_COST from a pack), each
+        candidate looked up PROBE_COST."""
+
+    def read_cost(self, term: str) -> float:
+        """What reading the term whole would add to `cost`."""
+        if term in self.whole:
+            return 0.0
+        return self.df.get(term, 0) * (PACK_COST if term in self.packed else 1.0)
+
+    def _score(
+        self,
+        term: str,
+        arrays: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]],
+    ) -> _Arrays:
+        seq, tf, length = arrays
+        k1, b = BM25_K1, BM25_B
+        norm = k1 * (1 - b + b * length / self.avgdl)
+        return seq, self.weights[term] * tf * (k1 + 1) / (tf + norm)
 
     def _fetch(
         self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None
-    ) -> dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
-        # One row per term, its postings packed big-endian (int8send/int4send) so that they
-        # arrive as three byte strings rather than as many Python objects.
+    ) -> dict[str, _Arrays]:
         sql = (
-            "SELECT term, string_agg(int8send(seq), '' ORDER BY seq),"
-            " string_agg(int4send(tf), '' ORDER BY seq),"
-            " string_agg(int4send(terms), '' ORDER BY seq)"
-            " FROM postings WHERE bank_id = %s AND term = ANY(%s)"
+            f"SELECT p.term, {_AGGREGATES} FROM postings p"
+            " WHERE p.bank_id = %s AND p.term = ANY(%s)"
         )
         params: list[Any] = [self.bank_id, list(terms)]
         if seqs is not None:
-            sql += " AND seq = ANY(%s)"
+            sql += " AND p.seq = ANY(%s)"
             params.append(seqs.tolist())
         elif self.filter_sql:
             sql += (
-                " AND seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
+                " AND p.seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
                 f" AND {self.filter_sql})"
             )
             params += [self.bank_id, *self.filter_params]
-        out: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
-        k1, b = BM25_K1, BM25_B
-        for term, packed_seqs, packed_tfs, packed_lengths in self.conn.execute(
-            sql + " GROUP BY term", params, binary=True
-        ):
-            seq = np.frombuffer(packed_seqs, dtype=">i8").astype(np.int64)
-            tf = np.frombuffer(packed_tfs, dtype=">i4").astype(np.float64)
-            length = np.frombuffer(packed_lengths, dtype=">i4").astype(np.float64)
-            score = (
-                self.weights[str(term)]
-                * tf
-                * (k1 + 1)
-                / (tf + k1 * (1 - b + b * length / self.avgdl))
-            )
-            out[str(term)] = (seq, score)
+        out: dict[str, _Arrays] = {}
+        for term, *packed in self.conn.execute(sql + " GROUP BY p.term", params, binary=True):
+            out[str(term)] = self._score(str(term), _unpack(*packed))
+        for term in terms:
+            out.setdefault(term, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+        return out
+
+    def _unpacked(self, terms: Sequence[str]) -> dict[str, _Arrays]:
+        """Whole lists of common terms: each pack with the postings newer than it; packs
+        missing or out of date are built (or, where the database refuses the write, the
+        postings read row by row)."""
+        out: dict[str, _Arrays] = {}
+        rows = self.conn.execute(
+            "SELECT k.term, k.df, t.n, k.seqs, k.tfs, k.lengths, t.seqs, t.tfs, t.lengths"
+            " FROM posting_packs k CROSS JOIN LATERAL (SELECT count(*),"
+            f" {_AGGREGATES} FROM postings p WHERE p.bank_id = k.bank_id"
+            " AND p.term = k.term AND p.seq > k.upto_seq) t(n, seqs, tfs, lengths)"
+            " WHERE k.bank_id = %s AND k.term = ANY(%s)",
+            (self.bank_id, list(terms)),
+            binary=True,
+        )
+        for term, held, newer, *packed in rows:
+            term, held, newer = str(term), int(held), int(newer)
+            if held + newer != self.df[term] or newer > max(PACK_TAIL, held // 8):
+                continue  # out of date (or a retain is committing right now): rebuilt
+            old, new = _unpack(*packed[:3]), _unpack(*packed[3:])
+            joined = tuple(np.concatenate([a, b]) for a, b in zip(old, new, strict=True))
+            out[term] = self._score(term, joined)  # type: ignore[arg-type]
+        missing = [t for t in terms if t not in out]
+        if missing:
+            try:
+                out.update(self._pack(missing))
+            except psycopg.Error:
+                out.update(self._fetch(missing, None))  # e.g. a read-only standby
+        return out
+
+    def _pack(self, terms: Sequence[str]) -> dict[str, _Arrays]:
+        """Build the terms' packs from their postings, and return them."""
+        out: dict[str, _Arrays] = {}
+        with self.conn.transaction():
+            # Every writer holds the bank's row FOR UPDATE: with it shared here, no write to
+            # this bank's postings is half done while the packs are read and stored.
+            self.conn.execute("SELECT 1 FROM banks WHERE id = %s FOR SHARE", (self.bank_id,))
+            rows = self.conn.execute(
+                f"SELECT p.term, max(p.seq), count(*), {_AGGREGATES} FROM postings p"
+                " WHERE p.bank_id = %s AND p.term = ANY(%s) GROUP BY p.term",
+                (self.bank_id, list(terms)),
+                binary=True,
+            ).fetchall()
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO posting_packs (bank_id, term, upto_seq, df, seqs, tfs, lengths)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (bank_id, term) DO UPDATE"
+                    " SET upto_seq = excluded.upto_seq, df = excluded.df,"
+                    " seqs = excluded.seqs, tfs = excluded.tfs, lengths = excluded.lengths",
+                    [(self.bank_id, *row) for row in rows],
+                )
+        for term, _upto, _count, *packed in rows:
+            out[str(term)] = self._score(str(term), _unpack(*packed))
         for term in terms:
             out.setdefault(term, (np.zeros(0, dtype=np.int64), np.zeros(0)))
         return out
 
     def read(self, terms: Sequence[str]) -> None:
         todo = [t for t in terms if t not in self.whole]
-        if todo:
-            self.whole.update(self._fetch(todo, None))
-            self.cost += sum(len(self.whole[t][0]) for t in todo)
+        if not todo:
+            return
+        self.cost += sum(self.read_cost(t) for t in todo)
+        packed = [t for t in todo if t in self.packed]
+        plain = [t for t in todo if t not in self.packed]
+        if packed:
+            self.whole.update(self._unpacked(packed))
+        if plain:
+            self.whole.update(self._fetch(plain, None))
 
-    def union(self, terms: Sequence[str]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """Every memory holding one of `terms` (read whole), with their summed scores."""
+    def union(self, terms: Sequence[str]) -> _Arrays:
+        """Every memory holding one of `terms` (read whole), with their summed scores, in seq
+        order."""
+        if len(terms) == 1:
+            return self.whole[terms[0]]
         seqs = np.concatenate([self.whole[t][0] for t in terms])
         scores = np.concatenate([self.whole[t][1] for t in terms])
+        if len(seqs) == 0:
+            return seqs.astype(np.int64), scores.astype(np.float64)
+        low, high = int(seqs.min()), int(seqs.max())
+        if high - low < 4 * len(seqs) + 1_000_000:
+            # Counting into a dense range is much faster than sorting a long list, and
+            # adds in the same order. Every contribution is > 0, so a sum of 0 is absence.
+            summed = np.bincount(seqs - low, weights=scores, minlength=high - low + 1)
+            at = np.flatnonzero(summed)
+            return (at + low).astype(np.int64), summed[at].astype(np.float64)
         unique, inverse = np.unique(seqs, return_inverse=True)
-        summed = np.bincount(inverse, weights=scores, minlength=len(unique))
-        return unique.astype(np.int64), summed.astype(np.float64)
+        total = np.bincount(inverse, weights=scores, minlength=len(unique))
+        return unique.astype(np.int64), total.astype(np.float64)
 
     def scores(self, terms: Sequence[str], seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The summed scores of `terms` for `seqs` (sorted), looked up in one query."""
@@ -126,16 +238,35 @@ class _Postings:
         self.cost += PROBE_COST * len(seqs) * len(terms)
         return sum((_align(found[t], seqs) for t in terms), np.zeros(len(seqs)))
 
-    def lookup(self, term: str, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """The term's scores for `seqs` (sorted), 0 where it does not occur."""
-        if term in self.whole:
-            return _align(self.whole[term], seqs)
-        self.cost += PROBE_COST * len(seqs)
-        return _align(self._fetch([term], seqs)[term], seqs)
+    def lookup(
+        self, terms: Sequence[str], seqs: npt.NDArray[np.int64]
+    ) -> dict[str, npt.NDArray[np.float64]]:
+        """Each term's scores for `seqs` (sorted), 0 where it does not occur; the terms not
+        read whole looked up in one query."""
+        probe = [t for t in terms if t not in self.whole]
+        found = self._fetch(probe, seqs) if probe else {}
+        self.cost += PROBE_COST * len(seqs) * len(probe)
+        return {t: _align(self.whole[t] if t in self.whole else found[t], seqs) for t in terms}
+
+
+def _best(
+    seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], count: int
+) -> npt.NDArray[np.intp]:
+    """Positions of the `count` best by score (ties: lower seq first), best first; `seqs`
+    must be ascending. Selects before sorting: the arrays can hold a million entries."""
+    if count <= 0 or len(scores) == 0:
+        return np.zeros(0, dtype=np.intp)
+    chosen = np.arange(len(scores))
+    if len(scores) > count:
+        cut = float(np.partition(scores, len(scores) - count)[len(scores) - count])
+        above = np.flatnonzero(scores > cut)
+        ties = np.flatnonzero(scores == cut)[: count - len(above)]
+        chosen = np.concatenate([above, ties])
+    return chosen[np.lexsort((seqs[chosen], -scores[chosen]))]
 
 
 def _align(
-    postings: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]],
+    postings: _Arrays,
     seqs: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
     """A term's (seq, score) arrays laid over `seqs` (sorted): 0 where it does not occur."""
@@ -254,7 +385,9 @@ class PostgresSearch:
             order = sorted(weights, key=lambda t: (-weights[t], t))
             bound = {t: weights[t] * (BM25_K1 + 1) for t in order}
             filter_sql, filter_params = self._filter_sql(bank_id, where)
-            lists = _Postings(conn, bank_id, avgdl, weights, filter_sql, filter_params)
+            lists = _Postings(
+                conn, bank_id, avgdl, weights, filter_sql, filter_params, df, self.lexical_pack_min
+            )
             # Find candidates with the rarest terms, enough of them to fill `depth` twice over.
             k, seen = 1, df[order[0]]
             while k < len(order) and seen < 2 * depth:
@@ -270,15 +403,16 @@ class PostgresSearch:
                 # out can gain at most reach = sum(bound[adding]) on the best one left out.
                 left_out = -np.inf
                 if adding and len(seqs) > shortlist:
-                    best = np.lexsort((seqs, -scores))
+                    best = _best(seqs, scores, shortlist + 1)
                     left_out = float(scores[best[shortlist]])
                     keep = np.sort(best[:shortlist])
                     seqs, scores = seqs[keep], scores[keep]
+                # Read whole where that is cheaper than looking up each candidate.
+                lists.read([t for t in adding if lists.read_cost(t) <= PROBE_COST * len(seqs)])
+                found = lists.lookup(adding, seqs)
                 for term in adding:
-                    if df[term] <= PROBE_COST * len(seqs):
-                        lists.read([term])  # cheaper to read whole than to look up each
-                    scores = scores + lists.lookup(term, seqs)
-                top = np.lexsort((seqs, -scores))[:depth]
+                    scores = scores + found[term]
+                top = _best(seqs, scores, depth)
                 ranked = [(int(seqs[i]), float(scores[i])) for i in top]
                 kth = ranked[-1][1] if len(ranked) >= depth else 0.0
                 reach = sum(bound[t] for t in adding)
@@ -287,7 +421,7 @@ class PostgresSearch:
                 if reach <= kth:
                     # Everything that matters holds a finding term: score more of them.
                     shortlist *= SHORTLIST
-                    more = sum(min(df[t], PROBE_COST * shortlist) for t in adding)
+                    more = sum(min(lists.read_cost(t), PROBE_COST * shortlist) for t in adding)
                     if budget is not None and lists.cost + more > budget:
                         return ranked  # approximate: see lexical_search_budget
                     continue
@@ -296,7 +430,7 @@ class PostgresSearch:
                 wider = k
                 while wider < len(order) and sum(bound[t] for t in order[wider:]) > kth:
                     wider += 1
-                more = sum(df[t] for t in order[k:wider] if t not in lists.whole)
+                more = sum(lists.read_cost(t) for t in order[k:wider])
                 if budget is not None and lists.cost + more > budget:
                     return ranked  # approximate: see lexical_search_budget
                 k = wider
@@ -309,6 +443,11 @@ class PostgresSearch:
     hundreds of milliseconds. Under the budget the result is exact (on banks of up to about
     100,000 memories nearly always); over it, the ranking can miss or misorder memories
     whose score depends on the query's commonest words. None: always exact."""
+
+    lexical_pack_min: int | None = PACK_MIN
+    """Terms held by at least this many memories are read from their pack (a row of packed
+    arrays, `posting_packs`, built on first use and kept up to date by every write) rather
+    than row by row; None reads every term row by row."""
 
     def lexical_scores(
         self, bank: str, terms: Sequence[str], seqs: Sequence[int]
@@ -395,9 +534,9 @@ class PostgresSearch:
         return self.vector_index_exists(bank_id, dim)
 
     @contextmanager
-    def bulk_load(self, bank: str) -> Iterator[None]:
+    def bulk_load(self, bank: str, build_memory: str = "1GB") -> Iterator[None]:
         """Load many memories into a bank faster: its HNSW indexes are dropped for the load
-        and built once after it, in parallel (`lamina copy` uses this)."""
+        and built once after it, in parallel, with `build_memory` (`lamina copy` uses this)."""
         with self._conn() as conn:
             info = self._bank(conn, bank)
             bank_id = info[0] if info is not None else None
@@ -430,7 +569,7 @@ class PostgresSearch:
                     )
                 ]
             for dim in dims:
-                self.ensure_vector_index(bank, dim, build_memory="1GB")
+                self.ensure_vector_index(bank, dim, build_memory=build_memory)
 
     def drop_vector_index(self, bank: str, dim: int) -> None:
         """Drop the bank's HNSW index (before a bulk load; see ensure_vector_index)."""
