@@ -303,8 +303,12 @@ def test_summariser_from_config_is_offline_unless_a_model_is_configured() -> Non
         return ScriptedLLM([], name=spec)
 
     configured = SummariserSettings("anthropic:claude-haiku-4-5", 16_000, 20_000, 90_000)
-    model = summariser_from_config(configured, get_llm=fake)
+    from lamina.llm.spend import InMemorySpendLedger
+
+    ledger = InMemorySpendLedger()
+    model = summariser_from_config(configured, get_llm=fake, ledger=ledger)
     assert isinstance(model, ModelSummariser) and asked == ["anthropic:claude-haiku-4-5"]
+    assert model.ledger is ledger
     assert model.name == "anthropic:claude-haiku-4-5" and model.window == 16_000
     assert (model.options.tokens_per_hour, model.options.tokens_per_day) == (20_000, 90_000)
 

@@ -28,6 +28,7 @@ from .requests import SummaryFailure, SummaryRequest, SummaryResult
 if TYPE_CHECKING:
     from ..config import SummariserSettings
     from ..llm import LLM
+    from ..llm.spend import SpendLedger
 
 __all__ = ["ExtractiveSummariser", "Summariser", "summariser_from_config", "write_summary"]
 
@@ -126,10 +127,12 @@ def summariser_from_config(
     *,
     env: Mapping[str, str] | None = None,
     get_llm: Callable[[str, Mapping[str, str] | None], LLM] | None = None,
+    ledger: SpendLedger | None = None,
 ) -> Summariser:
     """The summariser the settings name: the offline `ExtractiveSummariser` when none is
     configured (nothing downloaded, no network), else a `ModelSummariser` over that provider
-    with the settings' window and spend caps. `get_llm` builds the provider (tests pass a fake)."""
+    with the settings' window and spend caps, counted in `ledger` (default: this process's
+    calls only). `get_llm` builds the provider (tests pass a fake)."""
     if not settings.summariser:
         return ExtractiveSummariser()
     from ..llm import get_llm as default_get_llm
@@ -141,4 +144,4 @@ def summariser_from_config(
         tokens_per_hour=settings.tokens_per_hour,
         tokens_per_day=settings.tokens_per_day,
     )
-    return ModelSummariser(llm, options)
+    return ModelSummariser(llm, options, ledger=ledger)
