@@ -55,7 +55,6 @@ from .. import __version__
 from ..access import Access, access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
-from ..config import load_config
 from ..context import CompileOptions, Compiler, ContextLog, StoredLog
 from ..context.frontier import OverBudgetError
 from ..context.render import RequestFormat
@@ -238,7 +237,7 @@ def create_app(
             raise NotFoundError(f"no bank named {bank!r}")
         return bank
 
-    summariser = log_summariser(load_config())
+    summariser = log_summariser(store)
 
     def open_log(name: str, log: str) -> StoredLog:
         return StoredLog.open(store, name, log, summariser)

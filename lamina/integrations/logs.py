@@ -1,6 +1,6 @@
 """Stored context logs as the HTTP API, the MCP server and `lamina logs` offer them.
 
-    summariser = log_summariser(load_config())
+    summariser = log_summariser(store)
     messages = read_message_list(body["messages"], None, ids_from="session-42")
     log = StoredLog.open(store, bank, "session-42", summariser)
     log.append(messages)
@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from ..context.log import ContextLog
-from ..context.summarise import ExtractiveSummariser, Summariser
+from ..context.summarise import Summariser
 from ..errors import NotFoundError
 from ..messages import Message
 from ..readers import read_messages
@@ -50,14 +50,18 @@ MIN_AVAILABLE = 500
 """Tokens a compile must have left once the reply reserve is taken from the budget."""
 
 
-def log_summariser(config: Mapping[str, Any] | None = None) -> Summariser:
-    """The summariser stored logs are compiled with over HTTP, MCP and `lamina logs`.
+def log_summariser(store: Store | None = None, env: Mapping[str, str] | None = None) -> Summariser:
+    """The summariser stored logs are compiled with over HTTP, MCP and the CLI: the configured
+    one (`summariser` in the config file or `LAMINA_SUMMARISER`; see `lamina.config`), else the
+    offline `ExtractiveSummariser`. Its spending is counted in `store`, so the caps hold across
+    every process using the database. A log's summaries record which summariser wrote them, so
+    switching never rewrites old ones."""
+    from ..config import summariser_settings
+    from ..context.summarise import summariser_from_config
+    from ..store.ledger import StoreSpendLedger
 
-    For now always the offline `ExtractiveSummariser`; this is the one place to choose the
-    configured summariser (`config` is the user's config file) once there is one. A log's
-    summaries record which summariser wrote them, so switching never rewrites old ones."""
-    del config
-    return ExtractiveSummariser()
+    ledger = StoreSpendLedger(store) if store is not None else None
+    return summariser_from_config(summariser_settings(env), ledger=ledger)
 
 
 def _with_ids(scope: str, messages: Sequence[Any]) -> list[Any]:

@@ -31,7 +31,7 @@ from .. import __version__
 from ..access import access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
-from ..config import default_bank, load_config
+from ..config import default_bank
 from ..context import CompileOptions, StoredLog
 from ..context.render import RequestFormat
 from ..errors import InputError, LaminaError, NotFoundError
@@ -69,6 +69,7 @@ def build_server(
 ) -> MCPServer:
     memory = MemoryBank.open(home, database_url=database_url)
     fallback = bank or default_bank()
+    summariser = log_summariser(memory.store)
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
 
     def allowed(ctx: Context | None) -> list[str] | None:
@@ -207,17 +208,15 @@ def build_server(
         reserve: int = 4_000,
         request_format: RequestFormat = "anthropic",
     ) -> dict[str, Any]:
-        from ..context import CompileOptions, Compiler, ContextLog, ExtractiveSummariser
+        from ..context import CompileOptions, Compiler, ContextLog
         from ..readers import read_transcript
 
         if reserve < 0 or budget - reserve < 500:
             raise InputError("budget minus reserve must leave at least 500 tokens")
         log = ContextLog.from_messages(read_transcript(path).messages)
         options = CompileOptions(budget=budget, reserve=reserve)
-        result = Compiler(ExtractiveSummariser()).compile(log, options, request_format)
+        result = Compiler(summariser).compile(log, options, request_format)
         return {"request": result.request, "report": result.report}
-
-    summariser = log_summariser(load_config())
 
     def log_messages(
         log: str, messages: list[Any] | None, path: str | None, format: str | None
