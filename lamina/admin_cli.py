@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,8 @@ from .cli_common import emit_json, json_option, open_bank
 from .errors import InputError
 
 if TYPE_CHECKING:
-    from .context import RequestFormat
+    from .context import CompileResult, RequestFormat
+    from .context.forest import Forest
 
 __all__ = ["register"]
 
@@ -283,6 +285,12 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
     default=None,
     help="The log's id in the bank (default: the file's name without its extension).",
 )
+@click.option(
+    "--ahead",
+    is_flag=True,
+    help="With --bank: once the request is printed, write the summaries the next fold will "
+    "need, so the compile that folds does not wait for the summariser.",
+)
 @json_option
 @click.pass_context
 def compile_command(
@@ -294,6 +302,7 @@ def compile_command(
     show_report: bool,
     bank: str | None,
     log_id: str | None,
+    ahead: bool,
     as_json: bool,
 ) -> None:
     """Compile a transcript into a request that fits a token budget, old stretches folded into
@@ -309,9 +318,8 @@ def compile_command(
     from .context.summarise import summariser_from_config
     from .readers import read_transcript
 
-    if log_id is not None and bank is None:
-        raise InputError("--log needs --bank")
-    summariser = summariser_from_config(summariser_settings())
+    if (log_id is not None or ahead) and bank is None:
+        raise InputError("--log and --ahead need --bank")
     transcript = read_transcript(file)
     for warning in transcript.warnings[:20]:
         click.echo(f"warning: {warning}", err=True)
@@ -322,22 +330,30 @@ def compile_command(
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
     if bank is None:
         log = ContextLog.from_messages(transcript.messages)
-        compiler = Compiler(summariser)
+        compiler = Compiler(summariser_from_config(summariser_settings()))
         result = compiler.compile(log, options, request_format=fmt)
-        forest = compiler.forest
-    else:
-        from .config import database_target
-        from .store import open_store
+        _print_compile(result, compiler.forest, as_json, show_report)
+        return
+    from .config import database_target
+    from .integrations.logs import log_summariser
+    from .store import open_store
 
-        obj = ctx.find_root().obj or {}
-        store = open_store(database_target(obj.get("home"), obj.get("database_url")))
-        try:
-            stored = StoredLog.open(store, bank, log_id or Path(file).stem, summariser)
-            stored.append(transcript.messages)
-            result = stored.compile(options, request_format=fmt)
-            forest = stored.compiler.forest
-        finally:
-            store.close()
+    obj = ctx.find_root().obj or {}
+    store = open_store(database_target(obj.get("home"), obj.get("database_url")))
+    try:
+        stored = StoredLog.open(store, bank, log_id or Path(file).stem, log_summariser(store))
+        stored.append(transcript.messages)
+        result = stored.compile(options, request_format=fmt, ahead=ahead)
+        _print_compile(result, stored.compiler.forest, as_json, show_report)
+        sys.stdout.flush()
+        if ahead:
+            written = stored.wait()
+            click.echo(f"wrote {written} summaries ahead of the next fold", err=True)
+    finally:
+        store.close()
+
+
+def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report: bool) -> None:
     for failure in forest.failures.values():
         state = "deferred to a later compile" if failure.deferred else "left raw"
         click.echo(
@@ -349,7 +365,7 @@ def compile_command(
         emit_json({"request": result.request, "report": result.report})
         return
     click.echo(orjson.dumps(result.request, option=orjson.OPT_INDENT_2).decode())
-    if show_report:
+    if report:
         for key, value in result.report.items():
             click.echo(f"{key}: {value}", err=True)
 

@@ -374,12 +374,16 @@ def test_a_stored_log_keeps_its_prefix_and_summarises_once(log_server: tuple[Ser
     store = open_store(database)
     try:
         summaries = store.load_summaries("alpha", "spotter")
-        assert len(summaries) == written == len({s.id for s in summaries})
-        assert len({(s.level, s.start, s.end) for s in summaries}) == written
+        # Compiles wrote some; the rest were written ahead of need, in the background, for
+        # the next fold. Each span once.
+        assert len(summaries) >= written
+        assert len({(s.level, s.start, s.end) for s in summaries}) == len(summaries)
+        assert len({s.id for s in summaries}) == len(summaries)
     finally:
         store.close()
     [entry] = server.call("GET", "/v1/banks/alpha/logs").json()["logs"]
-    assert entry["summaries"] == written and entry["messages"] == data["report"]["log_messages"]
+    assert entry["summaries"] == len(summaries)
+    assert entry["messages"] == data["report"]["log_messages"]
     shown = server.call("GET", path).json()
     assert (
         shown["last_frontier"]["raw_messages"] + shown["last_frontier"]["folded_messages"]

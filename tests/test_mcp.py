@@ -254,7 +254,8 @@ def test_mcp_log_tools_keep_a_log_across_calls(tmp_path: Path) -> None:
             assert unmarked(current["request"])[: len(before)] == before
     assert written > 0
     [entry] = out["listed"]["logs"]
-    assert entry["id"] == "s" and entry["summaries"] == written  # none written twice
+    # Compiles wrote `written`; the others were written ahead of need in the background.
+    assert entry["id"] == "s" and entry["summaries"] >= written
     assert entry["messages"] == compiled[-1]["report"]["log_messages"]
     assert out["low"].is_error and "budget" in out["low"].content[0].text
     assert out["tight"].is_error and "reserve" in out["tight"].content[0].text

@@ -14,17 +14,19 @@ budget cannot be met even with everything folded, `OverBudgetError` says by how 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import orjson
 
 from ..errors import LaminaError
 from ..tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
-from .forest import Forest, Summary
+from .forest import Forest, SummariserSpend, Summary
 from .frontier import CompileOptions, Frontier, OverBudgetError, choose_frontier
 from .log import ContextLog
 from .pins import Pin, pin_spans
@@ -32,6 +34,13 @@ from .render import RequestFormat, render
 from .summarise import Summariser
 
 __all__ = ["CompileResult", "Compiler", "CoverageError", "request_tokens"]
+
+logger = logging.getLogger(__name__)
+
+PREFETCH_AT = 0.8
+"""`Compiler.prefetch` starts writing the next fold's summaries once a request takes this
+share of the space available."""
+MAX_REPORTED_FAILURES = 20
 
 
 class CoverageError(LaminaError):
@@ -99,6 +108,50 @@ class Compiler:
         self.forest = forest or Forest(summariser)
         self.previous: Frontier | None = previous
         """The last compile's frontier: its folds are kept while they still fit."""
+        self._ahead: ThreadPoolExecutor | None = None
+        self._pending: Future[int] | None = None
+        self.ready_first = False
+        """Fold with the summaries already written first (see `choose_frontier`); set once
+        this compiler prefetches, since then the next fold's summaries are being written."""
+
+    def prefetch(
+        self,
+        log: ContextLog,
+        options: CompileOptions,
+        pins: Sequence[Pin] = (),
+        at_share: float = PREFETCH_AT,
+    ) -> int:
+        """Write now the summaries the next fold will show, so that the compile that needs
+        them does not wait for a model call; returns how many were written. Nothing is done
+        while the last compile's request is below `at_share` of the space available (the next
+        fold is still far). The fold is worked out as it would happen now; the summaries it
+        needs are written once and reused when it happens, the frontier is left as it is."""
+        self.ready_first = True
+        previous = self.previous
+        if previous is None or previous.tokens < at_share * options.available:
+            return 0
+        written = self.forest.written
+        try:
+            choose_frontier(log, self.forest, options, previous, previous.tokens - 1, pins)
+        except LaminaError as exc:  # the compile that needs the fold will say it
+            logger.debug("prefetch of %d messages stopped: %s", len(log), exc)
+        return self.forest.written - written
+
+    def prefetch_in_background(
+        self, log: ContextLog, options: CompileOptions, pins: Sequence[Pin] = ()
+    ) -> Future[int]:
+        """`prefetch` on a copy of the log in a background thread (one at a time; a call while
+        one runs waits its turn). `wait_for_prefetch` waits for it."""
+        if self._ahead is None:
+            self._ahead = ThreadPoolExecutor(1, thread_name_prefix="lamina-prefetch")
+        snapshot = log.snapshot()
+        self._pending = self._ahead.submit(self.prefetch, snapshot, options, tuple(pins))
+        return self._pending
+
+    def wait_for_prefetch(self) -> int:
+        """Wait for the background prefetch, if any; how many summaries it wrote."""
+        pending, self._pending = self._pending, None
+        return pending.result() if pending is not None else 0
 
     def compile(
         self,
@@ -111,10 +164,13 @@ class Compiler:
         report has the same fields whichever the format."""
         started = time.perf_counter()
         written_before = self.forest.written
+        spent_before = replace(self.forest.spend)
         before = self.previous
         limit = options.available
         for _attempt in range(6):
-            frontier = choose_frontier(log, self.forest, options, self.previous, limit, pins)
+            frontier = choose_frontier(
+                log, self.forest, options, self.previous, limit, pins, self.ready_first
+            )
             request = render(request_format, log, frontier, options.largest_message)
             tokens = request_tokens(request)
             if tokens <= options.available:
@@ -148,11 +204,35 @@ class Compiler:
                      "tokens": log.span_tokens(frontier.tail_start, len(log))},
             "folds": frontier.folded,
             "summaries_written": self.forest.written - written_before,
+            "summariser": _summariser_report(self.forest, spent_before),
             "changed": _changes(before, frontier),
             "pins": _pins_report(log, frontier, pins),
             "compile_ms": round((time.perf_counter() - started) * 1000, 2),
         }  # fmt: skip
         return CompileResult(request, frontier, tokens, report)
+
+
+def _summariser_report(forest: Forest, before: SummariserSpend) -> dict[str, Any]:
+    """What the summariser did during this compile (calls, tokens, failures), and the spans it
+    could not summarise, left raw or covered by their neighbours."""
+    now = forest.spend
+    spent = SummariserSpend(
+        *(getattr(now, f.name) - getattr(before, f.name) for f in fields(SummariserSpend))
+    )
+    failures = sorted(forest.failures.values(), key=lambda f: (f.start, f.level))
+    return {
+        "name": forest.summariser.name,
+        **spent.as_report(),
+        "unsummarised": [
+            {
+                "level": f.level,
+                "messages": [f.start, f.end - 1],
+                "deferred": f.deferred,
+                "reason": f.reason,
+            }
+            for f in failures[:MAX_REPORTED_FAILURES]
+        ],
+    }
 
 
 def _changes(before: Frontier | None, after: Frontier) -> dict[str, Any]:

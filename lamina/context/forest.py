@@ -15,6 +15,7 @@ prompt version) stay the same; a deferred one (transient errors, a spend cap) af
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -118,6 +119,9 @@ class Forest:
         self.by_id = {node.id: node for node in self.nodes.values()}
         self.on_write = on_write
         self.written = 0
+        self.lock = threading.RLock()
+        """Held while a summary is written: the compile and a prefetch running in the
+        background (`Compiler.prefetch`) never write the same span twice."""
         self.failures: dict[tuple[int, int, int], SummaryFailure] = {
             (f.level, f.start, f.end): f for f in failures
         }
@@ -163,6 +167,10 @@ class Forest:
             digest.update(part)
             digest.update(b"\n")
         return digest.hexdigest()
+
+    def has(self, level: int, start: int, end: int) -> bool:
+        """Whether the summary of this level and span is written."""
+        return (level, start, end) in self.nodes
 
     def blocked(self, level: int, start: int, end: int) -> SummaryFailure | None:
         """The failure that stops the span from being tried now, if any."""
@@ -234,6 +242,19 @@ class Forest:
         found = self.nodes.get((1, chunk.start, chunk.end))
         if found is not None:
             return found
+        with self.lock:  # one writer at a time: a span asked for twice is written once
+            return self._level1(log, chunk, head_end, recall)
+
+    def _level1(
+        self,
+        log: ContextLog,
+        chunk: Chunk,
+        head_end: int | None,
+        recall: Sequence[Summary] | None,
+    ) -> Summary | None:
+        found = self.nodes.get((1, chunk.start, chunk.end))
+        if found is not None:
+            return found
         self._log = log
         head = self._head_end(chunk.start, head_end)
         if recall is None:
@@ -265,6 +286,19 @@ class Forest:
     ) -> Summary | None:
         """One summary a level deeper for consecutive `nodes`, or None when none could be
         written. `log` gives the head (default: the log of the last `level1`)."""
+        found = self.nodes.get((nodes[0].level + 1, nodes[0].start, nodes[-1].end))
+        if found is not None:
+            return found
+        with self.lock:
+            return self._merge(nodes, log, head_end, recall)
+
+    def _merge(
+        self,
+        nodes: Sequence[Summary],
+        log: ContextLog | None,
+        head_end: int | None,
+        recall: Sequence[Summary] | None,
+    ) -> Summary | None:
         level = nodes[0].level + 1
         key = (level, nodes[0].start, nodes[-1].end)
         found = self.nodes.get(key)

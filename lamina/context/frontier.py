@@ -40,6 +40,11 @@ CUT_MARGIN = 40
 """Tokens a message cut to fit its place may take beyond its allowance (the marker)."""
 
 
+READY_FOLD_LEFT = 0.6
+"""With `ready_first`, a fold that uses only the summaries already written must leave the
+request at most this share of the space available; else it writes the missing ones too."""
+
+
 class OverBudgetError(LaminaError):
     """Even with everything folded as deep as it goes, the request does not fit."""
 
@@ -223,6 +228,7 @@ def _hold_exact(
     holds: _Holds,
     complete: Sequence[Chunk],
     fan_in: int,
+    head: int,
 ) -> tuple[list[tuple[int, int] | Summary], int]:
     """Fold the chunks pinned at an exact level to that level now (within each pinned run of
     chunks, `fan_in` at a time); returns the items and how many summaries were shown anew."""
@@ -255,7 +261,8 @@ def _hold_exact(
             out.append(item)
             index += 1
             continue
-        nodes = _build_level(log, forest, [complete[c] for c in chunk_ids], level, fan_in)
+        chunks = [complete[c] for c in chunk_ids]
+        nodes = _build_level(log, forest, chunks, level, fan_in, head)
         if nodes is None:  # the summariser could not write it: shown raw, never dropped
             out.extend(items[index:run_end])
         else:
@@ -266,18 +273,26 @@ def _hold_exact(
 
 
 def _build_level(
-    log: ContextLog, forest: Forest, chunks: Sequence[Chunk], level: int, fan_in: int
+    log: ContextLog,
+    forest: Forest,
+    chunks: Sequence[Chunk],
+    level: int,
+    fan_in: int,
+    head: int,
 ) -> list[Summary] | None:
     """Summaries of `level` over `chunks`, merging `fan_in` at a time; None when the
     summariser could not write one of them."""
     nodes: list[Summary] = []
     for chunk in chunks:
-        node = forest.level1(log, chunk)
+        node = forest.level1(log, chunk, head_end=head)
         if node is None:
             return None
         nodes.append(node)
     for _ in range(1, level):
-        merged = [forest.merge(nodes[i : i + fan_in]) for i in range(0, len(nodes), fan_in)]
+        merged = [
+            forest.merge(nodes[i : i + fan_in], log, head_end=head)
+            for i in range(0, len(nodes), fan_in)
+        ]
         if any(m is None for m in merged):
             return None
         nodes = [m for m in merged if m is not None]
@@ -291,6 +306,7 @@ def choose_frontier(
     previous: Frontier | None = None,
     limit: int | None = None,
     pins: Sequence[Pin] = (),
+    ready_first: bool = False,
 ) -> Frontier:
     """`limit`: the estimate to stay under (default: the budget less the reserve); the compiler
     lowers it when the rendered request came out above its estimate.
@@ -304,7 +320,14 @@ def choose_frontier(
     `pins` hold chunks at the levels they allow (see `lamina.context.pins`): chunks pinned at an
     exact level are folded to it at once, and no fold goes below a pin's maximum. A chunk or run
     the summariser cannot write a summary for (`Forest.level1`/`merge` return None) stays as it
-    is, and the fold moves on to the next."""
+    is, and the fold moves on to the next.
+
+    `ready_first`: the deep fold uses only summaries already written (by a prefetch, see
+    `Compiler.prefetch`), leaving the few newest chunks whose summaries are not ready raw until
+    the next fold, as long as that fold still leaves the request under `READY_FOLD_LEFT` of
+    the space; else the missing summaries are written now. So a compile with a slow
+    summariser does not wait for it in a live session (a turn at a time), and a log that grew
+    a lot at once still gets a deep fold."""
     avail = options.available if limit is None else limit
     plan = _Plan(log, options.largest_message)
     head = head_end(log.messages, log.shown, int(options.available * options.head_share))
@@ -320,7 +343,7 @@ def choose_frontier(
     folded = 0
     if holds.active:
         items = _unfold(items, holds, complete)
-        items, folded = _hold_exact(log, forest, items, holds, complete, options.fan_in)
+        items, folded = _hold_exact(log, forest, items, holds, complete, options.fan_in, head)
     by_start = {c.start: c for c in complete}
     head_tokens = plan.span(0, head)
     fixed = head_tokens + plan.span(open_start, len(log))
@@ -338,7 +361,7 @@ def choose_frontier(
         nonlocal cost
         item = items[index]
         assert not isinstance(item, Summary)
-        summary = forest.level1(log, by_start[item[0]])
+        summary = forest.level1(log, by_start[item[0]], head_end=head)
         if summary is None:
             stuck.add(item[0])
             return False
@@ -353,15 +376,20 @@ def choose_frontier(
         level = first.level + 1
         return all(holds.allows(i, level) for i in window)
 
-    def merge_oldest() -> bool:
+    def ready(window: Sequence[tuple[int, int] | Summary]) -> bool:
+        first, last = window[0], window[-1]
+        assert isinstance(first, Summary) and isinstance(last, Summary)
+        return mergeable(window) and forest.has(first.level + 1, first.start, last.end)
+
+    def merge_oldest(only_ready: bool = False) -> bool:
         nonlocal cost
         while True:
-            run = _oldest_run(items, options.fan_in, mergeable)
+            run = _oldest_run(items, options.fan_in, ready if only_ready else mergeable)
             if run is None:
                 return False
             first, size = run
             group = [i for i in items[first : first + size] if isinstance(i, Summary)]
-            merged = forest.merge(group)
+            merged = forest.merge(group, log, head_end=head)
             if merged is None:
                 stuck.add(group[0].start)
                 continue
@@ -371,16 +399,21 @@ def choose_frontier(
 
     if cost > avail:  # fold only when the budget requires it, then far below it
         recent = _recent_start(plan, int(options.available * options.recent_share))
-        for index, item in enumerate(items):
-            if isinstance(item, Summary):
-                continue
-            if item[1] > recent:
-                break
-            if foldable(item) and fold_chunk(index):
-                folded += 1
+        for ready_only in (True, False) if ready_first else (False,):
+            if not ready_only and cost <= avail * READY_FOLD_LEFT:
+                break  # deep enough with what was ready: the rest waits for the next fold
+            for index, item in enumerate(items):
+                if isinstance(item, Summary):
+                    continue
+                if item[1] > recent:
+                    break
+                if ready_only and not forest.has(1, item[0], item[1]):
+                    continue
+                if foldable(item) and fold_chunk(index):
+                    folded += 1
         cap = int(options.available * options.summary_share)
         if summaries() > cap:
-            while summaries() > cap // 2 and merge_oldest():
+            while summaries() > cap // 2 and merge_oldest(only_ready=ready_first):
                 folded += 1
         # Still over: deeper, then into the recent window, as far as the budget needs.
         while cost > avail:

@@ -122,6 +122,12 @@ class ContextLog:
         for message in messages:
             self.append(message)
 
+    def snapshot(self) -> ContextLog:
+        """A copy that later appends to this log leave as it is (for a background reader)."""
+        return ContextLog(
+            self.counter, self.messages[:], self.tokens[:], self.shown[:], self.uncut[:]
+        )
+
     def __len__(self) -> int:
         return len(self.messages)
 

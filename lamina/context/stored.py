@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
+from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..store.base import Store, StoredPin, StoredSummary
 from ..tokens import TokenCounter
@@ -124,6 +125,7 @@ class StoredLog:
         self._ids = {m.id for m in self.log}
         known = [_summary(s) for s in store.load_summaries(bank, log_id)]
         state = store.load_frontier(bank, log_id)
+        self._state_seen: dict[str, JSONValue] | None = state
         failures = _failures(state)
         forest = Forest(summariser, known, on_write=self._save_summary, failures=failures)
         previous = None if state is None else frontier_from_json(state, forest, len(self.log))
@@ -184,14 +186,48 @@ class StoredLog:
         return self.store.delete_pin(self.bank, self.id, name)
 
     def compile(
-        self, options: CompileOptions, request_format: RequestFormat = "anthropic"
+        self,
+        options: CompileOptions,
+        request_format: RequestFormat = "anthropic",
+        *,
+        ahead: bool = False,
     ) -> CompileResult:
         """Compile the log (see `Compiler.compile`) with its pins and store the frontier
-        chosen."""
+        chosen. With `ahead`, the summaries the next fold will need are then written in a
+        background thread (`Compiler.prefetch`), so the compile that folds does not wait for
+        the summariser; `wait` waits for them (a process should before it exits)."""
         self.refresh()
-        result = self.compiler.compile(self.log, options, request_format, self.pins())
-        self.store.save_frontier(self.bank, self.id, self._state(result.frontier))
+        pins = self.pins()
+        if ahead:
+            self.compiler.ready_first = True
+        try:
+            result = self.compiler.compile(self.log, options, request_format, pins)
+        except LaminaError:
+            # Keep what was learnt about failing spans, so the next process does not pay again.
+            previous = self.compiler.previous
+            if previous is not None and self.compiler.forest.failures:
+                self._save_state(previous)
+            raise
+        self._save_state(result.frontier)
+        if ahead:
+            self.compiler.prefetch_in_background(self.log, options, pins)
         return result
+
+    def wait(self) -> int:
+        """Wait for the background work `compile(..., ahead=True)` started; returns how many
+        summaries it wrote."""
+        return self.compiler.wait_for_prefetch()
+
+    def stale(self) -> bool:
+        """Whether another process compiled (or deleted and recreated) this log since this
+        object last read or wrote its state: reopen it then (a server keeping logs open
+        between calls asks before each use)."""
+        return self.store.load_frontier(self.bank, self.id) != self._state_seen
+
+    def _save_state(self, frontier: Frontier) -> None:
+        state = self._state(frontier)
+        self.store.save_frontier(self.bank, self.id, state)
+        self._state_seen = state
 
     def _state(self, frontier: Frontier) -> dict[str, JSONValue]:
         state = frontier_to_json(frontier)

@@ -55,7 +55,7 @@ from .. import __version__
 from ..access import Access, access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
-from ..context import CompileOptions, Compiler, ContextLog, StoredLog
+from ..context import CompileOptions, Compiler, ContextLog
 from ..context.frontier import OverBudgetError
 from ..context.render import RequestFormat
 from ..errors import (
@@ -68,7 +68,9 @@ from ..errors import (
     StoreError,
     UnknownFormatError,
 )
+from ..messages import Message as LogMessage
 from .logs import (
+    OpenLogs,
     check_budget,
     describe_log,
     find_log,
@@ -239,8 +241,7 @@ def create_app(
 
     summariser = log_summariser(store)
 
-    def open_log(name: str, log: str) -> StoredLog:
-        return StoredLog.open(store, name, log, summariser)
+    open_logs = OpenLogs(store, summariser)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -359,34 +360,36 @@ def create_app(
     def append_to_log(bank: str, log: str, body: AppendBody, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank, must_exist=False)
         messages = read_message_list(body.messages, body.format, ids_from=log)
-        stored = open_log(name, log)
-        added = stored.append(messages)
+        with open_logs.use(name, log) as stored:
+            added = stored.append(messages)
+            held = len(stored.log)
         return {"bank": name, "log": log, "received": len(messages), "added": added,
-                "messages": len(stored.log)}  # fmt: skip
+                "messages": held}  # fmt: skip
 
     @app.post("/v1/banks/{bank}/logs/{log}/compile")
     def compile_log(bank: str, log: str, body: LogCompileBody, auth: Auth) -> dict[str, Any]:
         problem = check_budget(body.budget, body.reserve)
         if problem is not None:
             raise _invalid("reserve", problem)
+        messages: list[LogMessage] = []
         if body.messages:
             name = bank_for(auth, bank, must_exist=False)
             messages = read_message_list(body.messages, body.format, ids_from=log)
-            stored = open_log(name, log)
-            stored.append(messages)
         else:
             name = bank_for(auth, bank)
             find_log(store, name, log)
-            stored = open_log(name, log)
-        if not len(stored.log):
-            raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
         options = CompileOptions(budget=body.budget, reserve=body.reserve)
-        result = stored.compile(options, body.request_format)
+        with open_logs.use(name, log) as stored:
+            stored.append(messages)
+            if not len(stored.log):
+                raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
+            result = stored.compile(options, body.request_format, ahead=True)
         return {"request": result.request, "report": result.report}
 
     @app.delete("/v1/banks/{bank}/logs/{log}")
     def delete_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
+        open_logs.forget(name, log)
         if not store.delete_log(name, log):
             raise NotFoundError(f"no log {log!r} in bank {name!r}")
         return {"bank": name, "log": log, "deleted": True}

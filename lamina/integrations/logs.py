@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections import Counter
-from collections.abc import Mapping, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ..context.log import ContextLog
+from ..context.stored import StoredLog
 from ..context.summarise import Summariser
 from ..errors import NotFoundError
 from ..messages import Message
@@ -38,6 +41,7 @@ from ..store.base import ContextLogInfo, Store
 
 __all__ = [
     "MIN_AVAILABLE",
+    "OpenLogs",
     "check_budget",
     "describe_log",
     "find_log",
@@ -48,6 +52,50 @@ __all__ = [
 
 MIN_AVAILABLE = 500
 """Tokens a compile must have left once the reply reserve is taken from the budget."""
+
+
+class OpenLogs:
+    """Stored logs kept open between the calls of one server process, so a call reads only
+    the messages appended since the last one (not the whole log), and the summaries a
+    compile's background prefetch writes are the ones the next compile folds with.
+
+    Calls on one log take turns; a log another process compiled since (another server
+    instance sharing the database), or that was deleted and created again, is reopened."""
+
+    def __init__(self, store: Store, summariser: Summariser, size: int = 64) -> None:
+        self.store = store
+        self.summariser = summariser
+        self.size = size
+        self._open: OrderedDict[tuple[str, str], tuple[StoredLog, threading.Lock]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def use(self, bank: str, log: str) -> Iterator[StoredLog]:
+        """The log, open and up to date, for the duration of the block (created if new)."""
+        key = (bank, log)
+        with self._lock:
+            entry = self._open.get(key)
+            if entry is None:
+                entry = (StoredLog.open(self.store, bank, log, self.summariser), threading.Lock())
+                self._open[key] = entry
+            self._open.move_to_end(key)
+            while len(self._open) > self.size:
+                self._open.popitem(last=False)
+        stored, lock = entry
+        with lock:
+            if stored.stale():
+                stored = StoredLog.open(self.store, bank, log, self.summariser)
+                with self._lock:
+                    self._open[key] = (stored, lock)
+            else:
+                stored.refresh()
+            yield stored
+
+    def forget(self, bank: str, log: str | None = None) -> None:
+        """Drop a log (or every log of a bank) from the open ones, e.g. once deleted."""
+        with self._lock:
+            for key in [k for k in self._open if k[0] == bank and log in (None, k[1])]:
+                del self._open[key]
 
 
 def log_summariser(store: Store | None = None, env: Mapping[str, str] | None = None) -> Summariser:

@@ -32,13 +32,20 @@ from ..access import access_for
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..config import default_bank
-from ..context import CompileOptions, StoredLog
+from ..context import CompileOptions
 from ..context.render import RequestFormat
 from ..errors import InputError, LaminaError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..readers import read_transcript
 from ..turns import classify
-from .logs import check_budget, find_log, log_summariser, log_summary, read_message_list
+from .logs import (
+    OpenLogs,
+    check_budget,
+    find_log,
+    log_summariser,
+    log_summary,
+    read_message_list,
+)
 
 __all__ = ["build_server"]
 
@@ -70,6 +77,7 @@ def build_server(
     memory = MemoryBank.open(home, database_url=database_url)
     fallback = bank or default_bank()
     summariser = log_summariser(memory.store)
+    open_logs = OpenLogs(memory.store, summariser)
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
 
     def allowed(ctx: Context | None) -> list[str] | None:
@@ -248,10 +256,11 @@ def build_server(
         new = log_messages(log, messages, path, format)
         if not new:
             raise InputError("give 'messages' (a non-empty list) or 'path'")
-        stored = StoredLog.open(memory.store, name, log, summariser)
-        added = stored.append(new)
+        with open_logs.use(name, log) as stored:
+            added = stored.append(new)
+            held = len(stored.log)
         return {"bank": name, "log": log, "received": len(new), "added": added,
-                "messages": len(stored.log)}  # fmt: skip
+                "messages": held}  # fmt: skip
 
     @server.tool(
         description=(
@@ -283,11 +292,12 @@ def build_server(
         name = pick(bank, ctx, must_exist=not new)
         if not new:
             find_log(memory.store, name, log)
-        stored = StoredLog.open(memory.store, name, log, summariser)
-        stored.append(new)
-        if not len(stored.log):
-            raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
-        result = stored.compile(CompileOptions(budget=budget, reserve=reserve), request_format)
+        options = CompileOptions(budget=budget, reserve=reserve)
+        with open_logs.use(name, log) as stored:
+            stored.append(new)
+            if not len(stored.log):
+                raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
+            result = stored.compile(options, request_format, ahead=True)
         return {"request": result.request, "report": result.report}
 
     @server.tool(
@@ -303,6 +313,7 @@ def build_server(
     @_tool_errors
     def delete_log(log: str, bank: str | None = None, ctx: Context | None = None) -> dict[str, Any]:
         name = pick(bank, ctx, must_exist=True)
+        open_logs.forget(name, log)
         if not memory.store.delete_log(name, log):
             raise NotFoundError(f"no log {log!r} in bank {name!r}")
         return {"bank": name, "log": log, "deleted": True}
