@@ -104,6 +104,16 @@ def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> 
             f"messages raw, {frontier['folded_messages']:,} folded"
             + (f" into summaries ({shown})" if shown else "")
         )
+    for pin in data["pins"]:
+        what = (
+            f"messages {pin['messages'][0]}-{pin['messages'][1]}"
+            if pin["messages"] is not None
+            else f"document {pin['document']!r}"
+        )
+        how = {"raw": "raw", "exact": f"at level {pin['level']}"}.get(
+            pin["mode"], f"at most level {pin['level']}"
+        )
+        out.append(f"  pin           {pin['name']}: {what}, {how}")
     out.append(f"  updated       {data['updated']}")
     click.echo("\n".join(out))
 

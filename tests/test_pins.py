@@ -209,6 +209,11 @@ def test_pin_and_unpin_from_the_command_line(tmp_path: Path) -> None:
     assert clash.stderr.count("\n") == 1 and "messages-10-12" in clash.stderr
     listed = lamina("pin", "s", "-b", "b", home=tmp_path)
     assert "pin 'messages-10-12' (messages 10-12, raw)" in listed.stdout
+    shown = json.loads(lamina("logs", "show", "s", "-b", "b", "--json", home=tmp_path).stdout)
+    assert shown["pins"] == [
+        {"name": "messages-10-12", "mode": "raw", "level": 0, "messages": [10, 12],
+         "document": None}
+    ]  # fmt: skip
     both = lamina("pin", "s", "-b", "b", "--messages", "1", "--raw", "--level", "2", home=tmp_path)
     assert both.returncode != 0 and "one of --raw" in both.stderr
     missing = lamina("pin", "nope", "-b", "b", "--messages", "1", "--raw", home=tmp_path)

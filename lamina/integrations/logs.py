@@ -175,8 +175,8 @@ def log_summary(store: Store, info: ContextLogInfo) -> dict[str, Any]:
 
 
 def describe_log(store: Store, bank: str, log: str) -> dict[str, Any]:
-    """A log in detail: its listing entry, summaries by level (count and tokens) and what its
-    last compile showed raw and folded (None before the first compile)."""
+    """A log in detail: its listing entry, summaries by level (count and tokens), what its
+    last compile showed raw and folded (None before the first compile) and its pins."""
     info = find_log(store, bank, log)
     summaries = store.load_summaries(bank, log)
     levels: dict[str, dict[str, int]] = {}
@@ -191,6 +191,16 @@ def describe_log(store: Store, bank: str, log: str) -> dict[str, Any]:
         "last_frontier": _frontier_shape(
             store.load_frontier(bank, log), {s.id: s.level for s in summaries}, info.messages
         ),
+        "pins": [
+            {
+                "name": p.name,
+                "mode": p.mode,
+                "level": p.level,
+                "messages": None if p.start is None or p.end is None else [p.start, p.end - 1],
+                "document": p.document,
+            }
+            for p in store.load_pins(bank, log)
+        ],
     }
 
 
