@@ -303,6 +303,35 @@ def test_deleting_a_log_removes_it(server: Server) -> None:
     assert server.call("GET", path).json()["summaries"] == 0
 
 
+def test_pins_over_http_hold_messages_raw_and_conflicts_are_409(server: Server) -> None:
+    path = "/v1/banks/alpha/logs/pinned"
+    assert server.call("POST", f"{path}/messages", json={"messages": chat(60)}).status_code == 200
+    tight = {"budget": 4_000, "reserve": 500}
+    held = "question 20 " + "about the cache " * 20  # message 40
+    folded = server.call("POST", f"{path}/compile", json=tight).json()
+    assert held not in json.dumps(folded["request"]), "unpinned, it is folded at this budget"
+    put = server.call("PUT", f"{path}/pins/q20", json={"mode": "raw", "messages": [40, 41]})
+    assert put.status_code == 200, put.text
+    assert put.json()["pins"] == ["pin 'q20' (messages 40-41, raw)"]
+    kept = server.call("POST", f"{path}/compile", json=tight).json()
+    assert held in json.dumps(kept["request"])
+    assert kept["report"]["pins"][0]["shown_at_levels"] == [0]
+    clash = server.call("PUT", f"{path}/pins/fold", json={"mode": "exact", "level": 1,
+                                                         "messages": [41, 50]})  # fmt: skip
+    assert clash.status_code == 409 and "'q20'" in clash.json()["error"]["message"]
+    both = server.call("PUT", f"{path}/pins/x", json={"mode": "raw", "messages": [1, 2],
+                                                     "document": "a.md"})  # fmt: skip
+    assert both.status_code == 422
+    other = server.call(
+        "PUT", f"{path}/pins/q20", key="b", json={"mode": "raw", "messages": [1, 1]}
+    )
+    assert other.status_code == 404, "another bank's key cannot pin"
+    shown = server.call("GET", path).json()
+    assert [p["name"] for p in shown["pins"]] == ["q20"]
+    assert server.call("DELETE", f"{path}/pins/q20").status_code == 200
+    assert server.call("DELETE", f"{path}/pins/q20").status_code == 404
+
+
 def spotter_batches(count: int = 6) -> list[list[dict[str, Any]]]:
     """spotter-258c7280's records in `count` consecutive slices, each cut where a live agent
     compiles: before a model call (a new response starts), with every tool call answered."""

@@ -220,6 +220,18 @@ async def log_session(home: Path, files: list[Path]) -> dict[str, Any]:
             "append_to_log", {"log": "s", "path": str(files[0]), "messages": [{"role": "user"}]}
         )
         out["listed"] = payload(await call("list_logs", {}))
+        out["pinned"] = payload(
+            await call(
+                "pin_log", {"log": "s", "pin": "start", "mode": "raw", "first": 0, "last": 3}
+            )
+        )
+        out["clash"] = await call(
+            "pin_log", {"log": "s", "pin": "f", "mode": "exact", "level": 1, "first": 2, "last": 9}
+        )
+        out["pin_neither"] = await call("pin_log", {"log": "s", "pin": "n", "mode": "raw"})
+        out["pinned_compile"] = payload(await call("compile_log", {"log": "s", "budget": 32_000}))
+        out["unpinned"] = payload(await call("unpin_log", {"log": "s", "pin": "start"}))
+        out["unpinned_again"] = await call("unpin_log", {"log": "s", "pin": "start"})
         out["deleted"] = payload(await call("delete_log", {"log": "s"}))
         out["listed_after"] = payload(await call("list_logs", {}))
         out["deleted_again"] = await call("delete_log", {"log": "s"})
@@ -238,7 +250,9 @@ def test_mcp_log_tools_keep_a_log_across_calls(tmp_path: Path) -> None:
         files.append(tmp_path / f"grown-{n}.jsonl")
         files[-1].write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     out = anyio.run(log_session, tmp_path / "home", files)
-    assert {"append_to_log", "compile_log", "list_logs", "delete_log"} <= out["tools"]
+    assert {"append_to_log", "compile_log", "list_logs", "delete_log", "pin_log", "unpin_log"} <= (
+        out["tools"]
+    )
     assert out["unknown"].is_error and "no bank named 'mcp-test'" in out["unknown"].content[0].text
     assert out["unknown_log"].is_error and "no log 'other'" in out["unknown_log"].content[0].text
     assert out["appended"]["added"] > 0 and out["again"]["added"] == 0
@@ -260,5 +274,11 @@ def test_mcp_log_tools_keep_a_log_across_calls(tmp_path: Path) -> None:
     assert out["low"].is_error and "budget" in out["low"].content[0].text
     assert out["tight"].is_error and "reserve" in out["tight"].content[0].text
     assert out["both"].is_error and "not both" in out["both"].content[0].text
+    assert out["pinned"]["pins"] == ["pin 'start' (messages 0-3, raw)"]
+    assert out["clash"].is_error and "'start'" in out["clash"].content[0].text
+    assert out["pin_neither"].is_error and "'document'" in out["pin_neither"].content[0].text
+    [held] = out["pinned_compile"]["report"]["pins"]
+    assert held["name"] == "start" and held["shown_at_levels"] == [0]
+    assert out["unpinned"]["unpinned"] == "start" and out["unpinned_again"].is_error
     assert out["deleted"]["deleted"] is True and out["listed_after"]["logs"] == []
     assert out["deleted_again"].is_error

@@ -18,6 +18,10 @@
                                                  -> request, report; summaries and frontier
                                                  kept for the next compile
     DELETE /v1/banks/{bank}/logs/{log}           delete a log, its summaries and frontier
+    PUT    /v1/banks/{bank}/logs/{log}/pins/{p}  mode (raw, exact, max), level, messages
+                                                 [first, last] or document -> pins (409 on
+                                                 a conflict)
+    DELETE /v1/banks/{bank}/logs/{log}/pins/{p}  remove a pin
     OpenAPI at /openapi.json, docs at /docs.
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
@@ -57,6 +61,7 @@ from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..context import CompileOptions, Compiler, ContextLog
 from ..context.frontier import OverBudgetError
+from ..context.pins import Pin, PinConflictError
 from ..context.render import RequestFormat
 from ..errors import (
     AccessError,
@@ -84,6 +89,7 @@ __all__ = ["DEFAULT_MAX_BODY", "create_app"]
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 _STATUS: list[tuple[type[LaminaError], int]] = [
     (NotFoundError, 404),
+    (PinConflictError, 409),
     (OverBudgetError, 422),
     (UnknownFormatError, 415),
     (ReadError, 422),
@@ -159,6 +165,15 @@ class LogCompileBody(BaseModel):
     messages: list[Any] | None = None
     """Messages to append before compiling (optional)."""
     format: Literal["anthropic", "openai", "claude-code"] | None = None
+
+
+class PinBody(BaseModel):
+    mode: Literal["raw", "exact", "max"]
+    level: int = Field(default=0, ge=0, le=64)
+    """The summary level for `exact` (at least 1) and `max`; 0 for `raw`."""
+    messages: tuple[int, int] | None = None
+    """The first and last message held (log positions from 0, both included)."""
+    document: str | None = Field(default=None, min_length=1, max_length=4096)
 
 
 def _invalid(field: str, message: str) -> RequestValidationError:
@@ -385,6 +400,34 @@ def create_app(
                 raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
             result = stored.compile(options, body.request_format, ahead=True)
         return {"request": result.request, "report": result.report}
+
+    @app.put("/v1/banks/{bank}/logs/{log}/pins/{pin}")
+    def pin_log(bank: str, log: str, pin: str, body: PinBody, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        find_log(store, name, log)
+        if (body.messages is None) == (body.document is None):
+            raise _invalid("messages", "give the messages held or a document, not both")
+        level = 0 if body.mode == "raw" else body.level
+        if body.mode == "exact" and level < 1:
+            raise _invalid("level", "an exact pin needs a level of at least 1")
+        if body.messages is not None:
+            first, last = body.messages
+            if not 0 <= first <= last:
+                raise _invalid("messages", "a range of log positions from 0, first <= last")
+            held = Pin(pin, body.mode, level, first, last + 1)
+        else:
+            held = Pin(pin, body.mode, level, document=body.document)
+        with open_logs.use(name, log) as stored:
+            stored.pin(held)
+            pins = [p.describe() for p in stored.pins()]
+        return {"bank": name, "log": log, "pinned": held.describe(), "pins": pins}
+
+    @app.delete("/v1/banks/{bank}/logs/{log}/pins/{pin}")
+    def unpin_log(bank: str, log: str, pin: str, auth: Auth) -> dict[str, Any]:
+        name = bank_for(auth, bank)
+        if not store.delete_pin(name, log, pin):
+            raise NotFoundError(f"no pin {pin!r} on log {log!r} in bank {name!r}")
+        return {"bank": name, "log": log, "unpinned": pin}
 
     @app.delete("/v1/banks/{bank}/logs/{log}")
     def delete_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:

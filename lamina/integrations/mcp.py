@@ -3,12 +3,11 @@ or streamable HTTP.
 
 Tools: `recall`, `retain_text`, `retain_transcript`, `list_banks`, `list_documents`,
 `forget_document`, `compile_transcript`, and for context logs kept in a bank (as the HTTP API's
-`/v1/banks/{bank}/logs`): `append_to_log`, `compile_log`, `list_logs`, `delete_log`. A tool
-that fails for a reason the caller can fix (no such bank or log, a file that is not a
-transcript) answers with an MCP tool error carrying Lamina's one-line message; the server never
-crashes on bad input. Without a `bank` argument, tools use the server's default bank (`--bank`,
-`LAMINA_BANK`, or the project bank of the directory it was started in).
-
+`/v1/banks/{bank}/logs`): `append_to_log`, `compile_log`, `list_logs`, `delete_log`, `pin_log`,
+`unpin_log`. A tool that fails for a reason the caller can fix (no such bank or log, a file
+that is not a transcript) answers with an MCP tool error carrying Lamina's one-line message;
+the server never crashes on bad input. Without a `bank` argument, tools use the server's
+default bank (`--bank`, `LAMINA_BANK`, or the project bank of the directory it was started in).
 Over HTTP the API keys of `lamina keys` apply as they do for `lamina serve`: once a key exists,
 every call needs `Authorization: Bearer <key>` and sees only the key's banks (others are
 reported as absent). Over stdio the caller is the local user and sees every bank.
@@ -22,7 +21,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -33,6 +32,7 @@ from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..config import default_bank
 from ..context import CompileOptions
+from ..context.pins import Pin
 from ..context.render import RequestFormat
 from ..errors import InputError, LaminaError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
@@ -308,6 +308,54 @@ def build_server(
         name = pick(bank, ctx, must_exist=True)
         store = memory.store
         return {"bank": name, "logs": [log_summary(store, i) for i in store.list_logs(name)]}
+
+    @server.tool(
+        description=(
+            "Pin part of a context log so every compile shows it a given way: mode 'raw' "
+            "(never folded), 'exact' with a level (always as summaries of that level) or 'max' "
+            "with a level (folded no deeper). Give the first and last message (log positions "
+            "from 0) or a document (a file name or path: every message carrying it). A pin of "
+            "the same name is replaced; one that conflicts with another pin is refused."
+        )
+    )
+    @_tool_errors
+    def pin_log(
+        log: str,
+        pin: str,
+        mode: Literal["raw", "exact", "max"],
+        level: int = 0,
+        first: int | None = None,
+        last: int | None = None,
+        document: str | None = None,
+        bank: str | None = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:
+        name = pick(bank, ctx, must_exist=True)
+        find_log(memory.store, name, log)
+        if (first is None or last is None) == (document is None):
+            raise InputError("give 'first' and 'last' (message positions) or 'document'")
+        try:
+            held = (
+                Pin(pin, mode, 0 if mode == "raw" else level, first, last + 1)
+                if first is not None and last is not None
+                else Pin(pin, mode, 0 if mode == "raw" else level, document=document)
+            )
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+        with open_logs.use(name, log) as stored:
+            stored.pin(held)
+            pins = [p.describe() for p in stored.pins()]
+        return {"bank": name, "log": log, "pinned": held.describe(), "pins": pins}
+
+    @server.tool(description="Remove a pin from a context log, by name.")
+    @_tool_errors
+    def unpin_log(
+        log: str, pin: str, bank: str | None = None, ctx: Context | None = None
+    ) -> dict[str, Any]:
+        name = pick(bank, ctx, must_exist=True)
+        if not memory.store.delete_pin(name, log, pin):
+            raise NotFoundError(f"no pin {pin!r} on log {log!r} in bank {name!r}")
+        return {"bank": name, "log": log, "unpinned": pin}
 
     @server.tool(description="Delete a context log with its summaries and last frontier.")
     @_tool_errors
