@@ -1,16 +1,18 @@
 """`lamina bench cache`: replay a transcript as a live session and measure the prompt cache.
 
-One compile before every model call (before each assistant API response of the transcript,
-not each JSONL line). A request's cached prefix is its tokens up to the first content block
-that differs from the previous request; the cached share is the sum of those over the sum of
-all request tokens. Its ceiling for the same run is 1 minus the tokens new since the previous
+One compile before every model call (before each assistant API response of the transcript, not
+each JSONL line). A request's cached prefix is its tokens up to the first content block that
+differs from the previous request; the cached share is the sum of those over the sum of all
+request tokens. Its ceiling for the same run is 1 minus the tokens new since the previous
 request (as sent: thinking left out, huge messages cut) over all request tokens: the share if
 no fold ever broke the prefix. Baselines in the same run: a sliding window (drop the oldest
 messages that do not fit) and compact-at-threshold (when over budget, replace everything but
 the newest 25% of the budget with one summary, as coding agents do). History visible: the
 summary tokens and oldest raw message of the last request, and per request on average its
-tokens, raw messages and summary tokens. When the transcript records the provider's usage, its
-own cached share is shown for context (it includes the agent's fixed system prompt and tools).
+tokens, raw messages and summary tokens. Every request is checked against the provider's rules
+(`invalid_requests`) and the budget (`over_budget_requests`). When the transcript records the
+provider's usage, its own cached share is shown for context (it includes the agent's fixed
+system prompt and tools).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..context.frontier import CompileOptions, Frontier
 from ..context.log import ContextLog
 from ..context.render import render_anthropic
 from ..context.summarise import ExtractiveSummariser
+from ..context.validate import validate_anthropic
 from ..errors import InputError
 from ..messages import Message, Role
 from ..readers import read_transcript
@@ -197,12 +200,15 @@ def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any
     raw_messages = summary_tokens = 0
     times: list[float] = []
     pending_new = 0
-    requests = 0
+    requests = invalid = over = 0
     for message in log_messages:
         if message.role is Role.ASSISTANT and len(log):
             started = time.perf_counter()
             request = strategy(log)
             times.append((time.perf_counter() - started) * 1000)
+            problems = validate_anthropic(request)
+            invalid += bool(problems)
+            over += request_tokens(request) > strategy.options.available
             blocks = _blocks(request)
             tokens = sum(b[2] for b in blocks)
             prefix = _prefix(previous, blocks)
@@ -226,6 +232,8 @@ def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any
         "ceiling": round(1 - new / total, 4) if total else None,
         "compile_ms": percentiles(times),
         "prefix_breaks": breaks,
+        "invalid_requests": invalid,
+        "over_budget_requests": over,
         "peak_tokens": peak,
         "summariser_calls": strategy.summariser_calls(),
         "summary_tokens": strategy.summary_tokens(),
