@@ -265,6 +265,20 @@ def keys_revoke(ctx: click.Context, name: str) -> None:
     help="Tokens kept free for the reply (default: an eighth of the budget, at most 4000).",
 )
 @click.option(
+    "--head",
+    "head_tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens of opening messages kept raw (default: 20% of the budget).",
+)
+@click.option(
+    "--recent",
+    "recent_tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens of newest messages a fold leaves raw (default: 5% of the budget).",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["anthropic", "openai"]),
@@ -298,6 +312,8 @@ def compile_command(
     file: str,
     budget: int,
     reserve: int | None,
+    head_tokens: int | None,
+    recent_tokens: int | None,
     fmt: RequestFormat,
     show_report: bool,
     bank: str | None,
@@ -324,7 +340,10 @@ def compile_command(
     for warning in transcript.warnings[:20]:
         click.echo(f"warning: {warning}", err=True)
     options = CompileOptions(
-        budget=budget, reserve=min(4000, budget // 8) if reserve is None else reserve
+        budget=budget,
+        reserve=min(4000, budget // 8) if reserve is None else reserve,
+        head_tokens=head_tokens,
+        recent_tokens=recent_tokens,
     )
     if options.available < 500:
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")

@@ -208,3 +208,14 @@ def test_folds_are_undone_when_the_budget_grows_and_reused_when_it_shrinks_again
     assert large.report["changed"]["summaries_hidden"]
     again = compiler.compile(log, CompileOptions(budget=8_000, reserve=1_000))
     assert again.request == small.request and again.report["summaries_written"] == 0
+
+
+def test_head_and_recent_windows_can_be_given_in_tokens() -> None:
+    log = ContextLog.from_messages(long_history(60, words=300))
+    default = Compiler(ExtractiveSummariser()).compile(log, CompileOptions(8_000, 1_000))
+    sized = Compiler(ExtractiveSummariser()).compile(
+        log, CompileOptions(8_000, 1_000, head_tokens=2_500, recent_tokens=1_500)
+    )
+    assert default.report["head"]["tokens"] < 1_800 < sized.report["head"]["tokens"] < 3_200
+    assert sized.report["tail"]["tokens"] >= 1_500 > default.report["tail"]["tokens"]
+    assert validate_anthropic(sized.request) == []

@@ -64,6 +64,10 @@ class CompileOptions:
     tail grows back. A small window here leaves more room before the next fold (replaying the
     shared spotter sessions at 32k: 6-8 folds and a cached share 0.5 point above compacting, where
     0.25 gave 8-10 folds and a share below it; `lamina bench cache`)."""
+    head_tokens: int | None = None
+    """The head in tokens, instead of `head_share` of the budget."""
+    recent_tokens: int | None = None
+    """The recent window in tokens, instead of `recent_share` of the budget."""
     chunk_share: float = 0.10
     chunk_max: int = 6_000
     fan_in: int = 4
@@ -74,6 +78,20 @@ class CompileOptions:
     @property
     def available(self) -> int:
         return self.budget - self.reserve
+
+    @property
+    def head(self) -> int:
+        """The head's size in tokens."""
+        if self.head_tokens is not None:
+            return self.head_tokens
+        return int(self.available * self.head_share)
+
+    @property
+    def recent(self) -> int:
+        """The recent window's size in tokens."""
+        if self.recent_tokens is not None:
+            return self.recent_tokens
+        return int(self.available * self.recent_share)
 
     @property
     def largest_message(self) -> int:
@@ -330,7 +348,7 @@ def choose_frontier(
     a lot at once still gets a deep fold."""
     avail = options.available if limit is None else limit
     plan = _Plan(log, options.largest_message)
-    head = head_end(log.messages, log.shown, int(options.available * options.head_share))
+    head = head_end(log.messages, log.shown, options.head)
     spans = pin_spans(pins, log.messages) if pins else []
     folded_pins = [start for pin, start, _end in spans if pin.mode == "exact"]
     if folded_pins and min(folded_pins) < head:  # the head ends where an exact pin starts
@@ -398,7 +416,7 @@ def choose_frontier(
             return True
 
     if cost > avail:  # fold only when the budget requires it, then far below it
-        recent = _recent_start(plan, int(options.available * options.recent_share))
+        recent = _recent_start(plan, options.recent)
         for ready_only in (True, False) if ready_first else (False,):
             if not ready_only and cost <= avail * READY_FOLD_LEFT:
                 break  # deep enough with what was ready: the rest waits for the next fold
