@@ -32,7 +32,12 @@ __all__ = [
 
 
 class LLMError(LaminaError):
-    """A provider failed, or answered with something unusable."""
+    """A provider failed, or answered with something unusable. `status` is the HTTP status of
+    the provider's error answer, when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class TransientLLMError(LLMError):
@@ -48,6 +53,7 @@ class LLMRequest:
     provider spells its own way."""
     max_tokens: int = 1024
     temperature: float = 0.0
+    """Sent to OpenAI-compatible servers; Anthropic's current API takes no sampling settings."""
     tools: Sequence[Mapping[str, Any]] = ()
 
 

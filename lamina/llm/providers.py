@@ -1,5 +1,15 @@
 """Anthropic and OpenAI-compatible providers (optional extras: `lamina[anthropic]`,
-`lamina[openai]`). Their SDKs are imported only when a provider is built."""
+`lamina[openai]`). Their SDKs are imported only when a provider is built.
+
+Both map their answers to the vocabulary of `LLMResponse`, which is Anthropic's: a normal stop
+is `end_turn`, a cut-off `max_tokens`, a tool call `tool_use`, a refused or filtered answer
+`refusal` (OpenAI's `stop`, `length`, `tool_calls`/`function_call` and `content_filter`). The
+SDKs' own retries are off: the caller (the summarisers' ladder) backs off itself, on
+`TransientLLMError`.
+
+`http_client` is passed to the SDK as is, for tests and proxies: an `httpx2.Client` for the
+current SDKs (openai also takes an `httpx.Client`), e.g. one over an `httpx2.MockTransport`.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +23,17 @@ from . import LLM, LLMError, LLMRequest, LLMResponse, TransientLLMError
 
 __all__ = ["AnthropicLLM", "OpenAILLM", "openai_messages"]
 
+OPENAI_STOPS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+"""OpenAI's `finish_reason` in `LLMResponse.stop_reason` terms (others pass through)."""
+
+REDACTED_THINKING = "[redacted thinking]"
+
 
 def _transient(exc: Exception) -> bool:
     status = getattr(exc, "status_code", None)
@@ -24,8 +45,25 @@ def _transient(exc: Exception) -> bool:
     )
 
 
+def _failure(name: str, exc: Exception) -> LLMError:
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    kind = TransientLLMError if _transient(exc) else LLMError
+    return kind(f"{name}: {exc}", status=status)
+
+
 class AnthropicLLM(LLM):
-    def __init__(self, model: str, *, api_key: str | None = None, timeout: float = 60.0) -> None:
+    """Anthropic's Messages API. `LLMRequest.temperature` is not sent: the SDK (from 1.0) has no
+    sampling parameters, and the API version it speaks (from SDK 2.0) refuses them."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        http_client: Any = None,
+    ) -> None:
         try:
             import anthropic
         except ImportError:
@@ -36,45 +74,59 @@ class AnthropicLLM(LLM):
             raise ConfigError("the anthropic provider needs ANTHROPIC_API_KEY")
         self.name = f"anthropic:{model}"
         self.model = model
-        self._client: Any = anthropic.Anthropic(api_key=api_key, timeout=timeout, max_retries=0)
+        self._client: Any = anthropic.Anthropic(
+            api_key=api_key, timeout=timeout, max_retries=0, http_client=http_client
+        )
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "system": request.system,
             "messages": list(request.messages),
             "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
         }
+        if request.system:
+            kwargs["system"] = request.system
         if request.tools:
             kwargs["tools"] = list(request.tools)
         try:
             response = self._client.messages.create(**kwargs)
         except Exception as exc:
-            if _transient(exc):
-                raise TransientLLMError(f"{self.name}: {exc}") from exc
-            raise LLMError(f"{self.name}: {exc}") from exc
-        text = "".join(b.text for b in response.content if getattr(b, "type", "") == "text")
-        thinking = "".join(
-            getattr(b, "thinking", "") for b in response.content if b.type == "thinking"
-        )
-        calls = [
-            {"id": b.id, "name": b.name, "input": b.input}
-            for b in response.content
-            if getattr(b, "type", "") == "tool_use"
-        ]
+            raise _failure(self.name, exc) from exc
+        texts: list[str] = []
+        thinking: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for block in response.content:
+            kind = getattr(block, "type", "")
+            if kind == "text":
+                texts.append(block.text)
+            elif kind == "thinking":
+                thinking.append(block.thinking)
+            elif kind == "redacted_thinking":
+                thinking.append(REDACTED_THINKING)
+            elif kind == "tool_use":
+                calls.append({"id": block.id, "name": block.name, "input": dict(block.input)})
+        usage = response.usage
         return LLMResponse(
-            text=text,
+            text="".join(texts),
             stop_reason=response.stop_reason or "",
-            thinking=thinking,
+            thinking="\n\n".join(thinking),
             tool_calls=calls,
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
-            model=response.model,
+            # Cached input is billed and counted apart from `input_tokens`.
+            input_tokens=usage.input_tokens
+            + (getattr(usage, "cache_creation_input_tokens", 0) or 0)
+            + (getattr(usage, "cache_read_input_tokens", 0) or 0),
+            output_tokens=usage.output_tokens,
+            model=response.model or self.model,
         )
 
 
 class OpenAILLM(LLM):
+    """OpenAI's chat completions, or a compatible server's (`base_url`: vLLM, Ollama, ...).
+    The output cap is sent as `max_completion_tokens` to OpenAI (its reasoning models refuse
+    `max_tokens`) and as `max_tokens` to a compatible server, which may know only that one. A
+    model that refuses the temperature (OpenAI's reasoning models take only the default) is
+    asked again without it, and from then on never sent one."""
+
     def __init__(
         self,
         model: str,
@@ -82,6 +134,7 @@ class OpenAILLM(LLM):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 60.0,
+        http_client: Any = None,
     ) -> None:
         try:
             import openai
@@ -91,18 +144,24 @@ class OpenAILLM(LLM):
             raise ConfigError("the openai provider needs OPENAI_API_KEY (or OPENAI_BASE_URL)")
         self.name = f"openai:{model}"
         self.model = model
+        self._cap = "max_tokens" if base_url else "max_completion_tokens"
+        self._temperature = True
         self._client: Any = openai.OpenAI(
-            api_key=api_key or "not-needed", base_url=base_url, timeout=timeout, max_retries=0
+            api_key=api_key or "not-needed",
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            http_client=http_client,
         )
 
     def complete(self, request: LLMRequest) -> LLMResponse:
-        messages = openai_messages(request.system, request.messages)
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
+            "messages": openai_messages(request.system, request.messages),
+            self._cap: request.max_tokens,
         }
+        if self._temperature:
+            kwargs["temperature"] = request.temperature
         if request.tools:
             kwargs["tools"] = [
                 {"type": "function", "function": {
@@ -115,26 +174,71 @@ class OpenAILLM(LLM):
         try:
             response = self._client.chat.completions.create(**kwargs)
         except Exception as exc:
-            if _transient(exc):
-                raise TransientLLMError(f"{self.name}: {exc}") from exc
-            raise LLMError(f"{self.name}: {exc}") from exc
+            if not _refuses_temperature(exc) or "temperature" not in kwargs:
+                raise _failure(self.name, exc) from exc
+            self._temperature = False
+            del kwargs["temperature"]
+            try:
+                response = self._client.chat.completions.create(**kwargs)
+            except Exception as again:
+                raise _failure(self.name, again) from again
+        if not response.choices:
+            raise LLMError(f"{self.name}: the answer holds no choices")
         choice = response.choices[0]
-        finish = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}.get(
-            choice.finish_reason or "", choice.finish_reason or ""
-        )
-        calls = [
-            {"id": c.id, "name": c.function.name, "input": c.function.arguments}
-            for c in (choice.message.tool_calls or [])
-        ]
+        message = choice.message
+        finish = choice.finish_reason or ""
+        stop = OPENAI_STOPS.get(finish, finish)
+        if getattr(message, "refusal", None):
+            stop = "refusal"
+        calls = [_openai_call(c) for c in (message.tool_calls or [])]
+        # Reasoning servers (vLLM, Ollama, DeepSeek) add the thinking as a field of their own.
+        thinking = getattr(message, "reasoning_content", None)
+        thinking = thinking or getattr(message, "reasoning", None)
         usage = response.usage
         return LLMResponse(
-            text=choice.message.content or "",
-            stop_reason=finish,
+            text=message.content or "",
+            stop_reason=stop,
+            thinking=thinking if isinstance(thinking, str) else "",
             tool_calls=calls,
             input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             output_tokens=getattr(usage, "completion_tokens", 0) or 0,
             model=response.model or self.model,
         )
+
+
+def _refuses_temperature(exc: Exception) -> bool:
+    """A 400 naming the temperature: `Unsupported value: 'temperature' does not support 0.0
+    with this model. Only the default (1) value is supported.`"""
+    return getattr(exc, "status_code", None) == 400 and "temperature" in str(exc)
+
+
+def _openai_call(call: Any) -> dict[str, Any]:
+    """A tool call of an OpenAI answer, its JSON arguments parsed (kept as `arguments` when they
+    are not a JSON object: models may write broken JSON)."""
+    function: Any = getattr(call, "function", None) or call.custom
+    raw = getattr(function, "arguments", None)
+    if raw is None:  # a custom tool's free-form input
+        return {"id": call.id, "name": function.name, "input": {"input": function.input}}
+    try:
+        parsed = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        parsed = None
+    arguments = parsed if isinstance(parsed, dict) else {"arguments": raw}
+    return {"id": call.id, "name": function.name, "input": arguments}
+
+
+def _result_text(content: Any) -> str:
+    """A tool result's content (a string, or a list of text and image blocks) as text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = [
+            str(b.get("text", "")) if b.get("type") == "text" else f"[{b.get('type', 'block')}]"
+            for b in content
+            if isinstance(b, Mapping)
+        ]
+        return "\n".join(parts)
+    return "" if content is None else str(content)
 
 
 def openai_messages(system: str, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -162,7 +266,7 @@ def openai_messages(system: str, messages: Sequence[Mapping[str, Any]]) -> list[
             continue
         for block in content:
             if block.get("type") == "tool_result":
-                text = str(block.get("content", ""))
+                text = _result_text(block.get("content", ""))
                 text = f"[error] {text}" if block.get("is_error") else text
                 out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
         if texts:
