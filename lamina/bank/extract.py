@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from ..llm import LLM, LLMError, LLMRequest
+from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest
 
 __all__ = ["MAX_FACTS", "Fact", "FactExtractor"]
 
@@ -52,7 +52,7 @@ class FactExtractor:
             max_tokens=self.max_tokens,
         )
         response = self.llm.complete(request)
-        if response.stop_reason not in ("end_turn", "stop", ""):
+        if response.stop_reason not in NORMAL_STOPS and response.stop_reason != "":
             raise LLMError(f"{self.llm.name}: stopped with {response.stop_reason!r}")
         return parse_facts(response.text)
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from ..llm import LLM, LLMError, LLMRequest, LLMResponse, TransientLLMError
+from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest, LLMResponse, TransientLLMError
 from ..llm.spend import InMemorySpendLedger, SpendLedger
 from ..messages import Message, Role
 from ..tokens import count_text
@@ -58,7 +58,6 @@ __all__ = [
     "summary_messages",
 ]
 
-NORMAL_STOPS = frozenset({"end_turn", "stop_sequence", "stop"})
 
 SYSTEM_PROMPT = (
     "You keep the memory of a long conversation between a user and an AI agent. When asked, "

@@ -22,6 +22,7 @@ from ..errors import ConfigError, LaminaError
 
 __all__ = [
     "LLM",
+    "NORMAL_STOPS",
     "LLMError",
     "LLMRequest",
     "LLMResponse",
@@ -29,6 +30,11 @@ __all__ = [
     "TransientLLMError",
     "get_llm",
 ]
+
+
+NORMAL_STOPS = frozenset({"end_turn", "stop_sequence", "stop"})
+"""Stop reasons of an answer that ended as the model meant it to (providers normalise theirs
+to these and to `max_tokens`, `tool_use`, `refusal`)."""
 
 
 class LLMError(LaminaError):
