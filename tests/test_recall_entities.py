@@ -191,3 +191,35 @@ def test_reindex_entities_brings_an_old_bank_up_to_date(bank: MemoryBank) -> Non
     assert "INKWELL_DB_PATH" in top.text and top.channels["entities"]["rank"] == 1
     again = {m.id: m.entities for m in bank.memories("code", with_embeddings=False)}
     assert again == {m.id: m.entities for m in stored}
+
+
+def test_an_entity_most_memories_name_is_left_out(database: str) -> None:
+    """A name said in most memories (a speaker's) tells none apart: the entity channel skips
+    it, the same on both stores, and still reads the query's rarer entities."""
+    when = datetime(2026, 4, 2, 9, tzinfo=UTC)
+    messages: list[Message] = []
+    for n in range(120):
+        dog = " with her dog Oscar" if n % 40 == 0 else ""
+        for role, kind, text in (
+            (Role.USER, Kind.PROMPT, f"Caroline walked to the park on day {n}{dog}."),
+            (Role.ASSISTANT, Kind.REPLY, "Noted."),
+        ):
+            messages.append(
+                Message(
+                    id=f"m{n}-{role.value}",
+                    role=role,
+                    blocks=(TextBlock(text),),
+                    kind=kind,
+                    timestamp=when,
+                    session_id="walks",
+                )
+            )
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages(messages, "walks", "walks")
+    common = bank.recall("where did Caroline walk?", "walks")
+    assert common.hits and all("entities" not in h.channels for h in common.hits)
+    rare = bank.recall("where did Caroline walk with Oscar?", "walks")
+    named = [h for h in rare.hits if "entities" in h.channels]
+    assert "Oscar" in rare.hits[0].text and named
+    assert all("Oscar" in h.text for h in named)
+    bank.close()

@@ -88,14 +88,20 @@ def test_lexical_search_is_exact_bm25(filled: tuple[PostgresStore, list[Memory]]
             assert score == pytest.approx(float(expected[slot]), rel=1e-4)
 
 
-def _assert_exact(store: PostgresStore, bank: str, queries: list[list[str]]) -> None:
+def _assert_exact(
+    store: PostgresStore, bank: str, queries: list[list[str]], where: SearchFilter | None = None
+) -> None:
     """Lexical search in the database ranks as the in-process index does."""
     index = BankIndex(bank)
     index.refresh(store)
+    where = where or SearchFilter()
+    keep = index.mask(exclude=where.exclude)
+    assert store.count_memories(bank, where) == int(keep.sum())
     for terms in queries:
         expected = index.lexical.scores(terms)
+        expected[~keep] = 0
         order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
-        got = store.lexical_search(bank, terms, 50, SearchFilter())
+        got = store.lexical_search(bank, terms, 50, where)
         by_seq = store.memories_by_seq(bank, [s for s, _ in got])
         want = [index.memories[i].id for i in order[:50]]
         assert sorted(by_seq[s].id for s, _ in got) == sorted(want), terms
@@ -163,6 +169,42 @@ def test_packed_postings_follow_every_change(
     _assert_exact(store, "packs", entity_queries)
     store.set_entities("packs", {"p230": ["Osprey"], "p231": ["Kestrel"]})  # same counts
     _assert_exact(store, "packs", entity_queries)
+
+
+def test_a_filter_that_only_excludes_still_reads_the_packs(
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exclude-this-session filter takes the session's memories out of what is read
+    (packs included) and ranks exactly as the index does; so does the SQL filter it falls
+    back to when the excluded documents hold too many memories."""
+    store, _ = filled
+    monkeypatch.setattr(store, "lexical_pack_min", 20)
+    filters = [
+        SearchFilter(exclude={"doc1": None}),
+        SearchFilter(exclude={"doc1": None, "doc3": START + timedelta(days=200)}),
+        SearchFilter(exclude={"doc4": START + timedelta(days=10_000), "nowhere": None}),
+    ]
+    for where in filters:
+        _assert_exact(store, "b", _queries(7), where)
+    with store.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM posting_packs k JOIN banks b ON b.id = k.bank_id"
+            " WHERE b.name = 'b'"
+        ).fetchone()
+    assert row is not None and row[0] > 0
+    monkeypatch.setattr(postgres_search, "EXCLUDED_MAX", 10)
+    for where in filters:
+        _assert_exact(store, "b", _queries(8), where)
+
+
+def test_term_counts(filled: tuple[PostgresStore, list[Memory]]) -> None:
+    store, memories = filled
+    index = BankIndex("b")
+    index.refresh(store)
+    size, df = store.term_counts("b", ["w1", "w7", "nowhere", "w1"])
+    assert size == len(memories)
+    assert df == {"w1": index.lexical.df("w1"), "w7": index.lexical.df("w7")}
+    assert store.term_counts("no-such-bank", ["w1"]) == (0, {})
 
 
 def test_bm25_statistics_follow_deletions(filled: tuple[PostgresStore, list[Memory]]) -> None:

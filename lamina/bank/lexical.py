@@ -80,6 +80,11 @@ class BM25Index:
         self._total_length += length
         return number
 
+    def df(self, term: str) -> int:
+        """How many documents hold the term."""
+        docs = self._docs.get(term)
+        return 0 if docs is None else len(docs)
+
     def add_many(self, texts: Iterable[str]) -> None:
         for text in texts:
             self.add(text)

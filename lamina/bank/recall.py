@@ -15,7 +15,10 @@ see why it was recalled.
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,7 +30,7 @@ from ..embed import Embedder
 from ..store.search import SearchFilter, SearchStore
 from ..tags import format_memory_block
 from ..tokens import count_text
-from .entities import entity_terms, extract_entities
+from .entities import ENTITY_PREFIX, entity_terms, extract_entities
 from .index import BankIndex
 from .lexical import tokenize
 from .model import Memory
@@ -159,11 +162,33 @@ def entity_scale(size: int) -> float:
     return math.log(1 + (size - 0.5) / 1.5) if size > 1 else 1.0
 
 
+COMMON_ENTITY_SHARE = 0.05
+"""A query entity named by more than this share of the bank's memories (and by more than
+COMMON_ENTITY_FLOOR of them) is left out of the entity channel: it tells few memories apart
+(a speaker's name, said in most memories of a conversation) and, on a large bank, reading
+every memory that names it costs more than the rest of the recall."""
+COMMON_ENTITY_FLOOR = 50
+
+
 def query_entities(query: str, options: RecallOptions) -> tuple[str, ...]:
     """The query's entities, when the entity channel counts."""
     if options.channel_weights.get("entities", 0.0) <= 0:
         return ()
     return extract_entities(query)
+
+
+def distinctive(entities: Sequence[str], df: Callable[[str], int], size: int) -> tuple[str, ...]:
+    """The entities some memory names and not too many do (see COMMON_ENTITY_SHARE); `df`
+    gives how many memories hold an entity term, `size` the bank's memories."""
+    most = max(COMMON_ENTITY_FLOOR, COMMON_ENTITY_SHARE * size)
+    return tuple(e for e in entities if 0 < df(ENTITY_PREFIX + e) <= most)
+
+
+def query_ranges(query: str, options: RecallOptions) -> list[TimeRange]:
+    """The times the query names, when the time channel counts."""
+    if options.channel_weights.get("time", 0.0) <= 0:
+        return []
+    return resolve_time_expressions(query, options.now)
 
 
 def _top(
@@ -295,8 +320,8 @@ def recall_from_index(
     vector = None
     if embedder is not None and index.dim is not None and query.strip():
         vector = embedder.embed_query(query)
-    ranges = resolve_time_expressions(query, options.now)
-    entities = query_entities(query, options)
+    ranges = query_ranges(query, options)
+    entities = distinctive(query_entities(query, options), index.lexical.df, len(index.lexical))
     channels = channel_rankings(index, query, vector, keep, options.depth, ranges, entities)
     return _assemble(
         query,
@@ -371,6 +396,40 @@ def _assemble(
     return RecallResult(query, hits, considered, used)
 
 
+_WORKERS = 4
+"""Threads running a recall's store searches at once (each on its own pooled connection)."""
+_workers: tuple[int, ThreadPoolExecutor] | None = None
+_workers_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The process's search threads (made again in a forked child, which has none)."""
+    global _workers
+    with _workers_lock:
+        if _workers is None or _workers[0] != os.getpid():
+            _workers = (os.getpid(), ThreadPoolExecutor(_WORKERS, "lamina-search"))
+        return _workers[1]
+
+
+def _entity_search(
+    store: SearchStore, bank: str, entities: Sequence[str], depth: int, where: SearchFilter
+) -> tuple[list[str], list[tuple[int, float]], int]:
+    """The entity channel: the query's distinctive entities (as terms), their ranking and
+    the bank's size (for `entity_scale`)."""
+    size, df = store.term_counts(bank, entity_terms(entities))
+    named = entity_terms(distinctive(entities, lambda t: df.get(t, 0), size))
+    return named, store.lexical_search(bank, named, depth, where) if named else [], size
+
+
+def _time_search(
+    store: SearchStore, bank: str, ranges: Sequence[TimeRange], depth: int, where: SearchFilter
+) -> list[tuple[int, float]]:
+    near: dict[int, float] = {}
+    for r in ranges:
+        near.update(store.time_search(bank, r.start, r.end, time_reach(r), depth, where))
+    return list(near.items())
+
+
 def recall_from_store(
     store: SearchStore,
     bank: str,
@@ -381,8 +440,9 @@ def recall_from_store(
     """The same recall as `recall_from_index`, with the store doing the searching.
 
     Each channel's ranking comes from the store; the fusion then needs every channel's score
-    for every memory any channel proposed, so the proposed memories are fetched (with their
-    vectors) and scored here, as the in-process index would score them."""
+    for every memory any channel proposed, so the proposed memories are scored here too, as
+    the in-process index would score them. The channels' searches run at once (the lexical
+    one in this thread, the others on the search threads), and so do the scorings."""
     where = SearchFilter(
         documents=options.documents,
         tags=options.tags,
@@ -393,54 +453,71 @@ def recall_from_store(
     )
     depth = options.depth
     terms = tokenize(query)
-    ranges = resolve_time_expressions(query, options.now)
+    ranges = query_ranges(query, options)
     vector = embedder.embed_query(query) if embedder is not None and query.strip() else None
-    named = entity_terms(query_entities(query, options))
+    entities = query_entities(query, options)
+    workers = _executor()
+    dense_job = (
+        workers.submit(store.dense_search, bank, vector, depth, where, embedder.name)
+        if vector is not None and embedder is not None
+        else None
+    )
+    entity_job = (
+        workers.submit(_entity_search, store, bank, entities, depth, where) if entities else None
+    )
+    time_job = workers.submit(_time_search, store, bank, ranges, depth, where) if ranges else None
+    count_job = workers.submit(store.count_memories, bank, where)
     found: dict[str, list[tuple[int, float]]] = {
         "lexical": store.lexical_search(bank, terms, depth, where)
     }
-    if named:
-        found["entities"] = store.lexical_search(bank, named, depth, where)
-        if not found["entities"]:
-            del found["entities"]
-    if vector is not None and embedder is not None:
-        found["dense"] = store.dense_search(bank, vector, depth, where, embedder=embedder.name)
-    if ranges:
-        near: dict[int, float] = {}
-        for r in ranges:
-            near.update(store.time_search(bank, r.start, r.end, time_reach(r), depth, where))
-        found["time"] = list(near.items())
+    named: list[str] = []
+    size = 0
+    if entity_job is not None:
+        named, ranking, size = entity_job.result()
+        if ranking:
+            found["entities"] = ranking
+    if dense_job is not None:
+        found["dense"] = dense_job.result()
+    if time_job is not None:
+        found["time"] = time_job.result()
     pool = sorted({seq for ranking in found.values() for seq, _score in ranking})
     slot = {seq: i for i, seq in enumerate(pool)}
+
+    # Each channel scores what it ranked; the pool's other members are scored on request.
+    def rest(name: str) -> list[int]:
+        known = {seq for seq, _score in found[name]}
+        return [seq for seq in pool if seq not in known]
+
+    scoring: dict[str, Future[dict[int, float]]] = {}
+    if "entities" in found and (missing := rest("entities")):
+        scoring["entities"] = workers.submit(store.lexical_scores, bank, named, missing)
+    if vector is not None and embedder is not None and (missing := rest("dense")):
+        scoring["dense"] = workers.submit(store.dense_scores, bank, vector, missing, embedder.name)
+    times_job = workers.submit(store.memory_times, bank, pool) if ranges else None
+    missing = rest("lexical")
+    rescored = {"lexical": store.lexical_scores(bank, terms, missing) if missing else {}}
+    rescored.update({name: job.result() for name, job in scoring.items()})
+
     channels: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
-    if ranges:
+    if times_job is not None:
         times = np.full(len(pool), np.nan, dtype=np.float64)
-        for seq, t in store.memory_times(bank, pool).items():
+        for seq, t in times_job.result().items():
             times[slot[seq]] = t
         scores = time_scores_of(times, ranges)
         dated = [i for i in range(len(pool)) if scores[i] > 0]
         channels["time"] = (sorted(dated, key=lambda i: (-scores[i], i))[:depth], scores)
-    # Each channel scores what it ranked; the pool's other members are scored on request.
-    for name, query_terms in (("lexical", terms), ("entities", named)):
+    for name in ("lexical", "entities", "dense"):
         if name not in found:
             continue
         scores = np.zeros(len(pool), dtype=np.float32)
         known = dict(found[name])
-        rest = [seq for seq in pool if seq not in known]
-        known.update(store.lexical_scores(bank, query_terms, rest) if rest else {})
+        known.update(rescored.get(name, {}))
         for seq, score in known.items():
             scores[slot[seq]] = score
-        channels[name] = ([slot[seq] for seq, _score in found[name]], scores)
-    if vector is not None and embedder is not None:
-        dense = np.zeros(len(pool), dtype=np.float32)
-        known = dict(found["dense"])
-        rest = [seq for seq in pool if seq not in known]
-        known.update(store.dense_scores(bank, vector, rest, embedder.name) if rest else {})
-        for seq, score in known.items():
-            dense[slot[seq]] = score
-        ranked = [slot[seq] for seq, _score in found["dense"]]
-        ranked.sort(key=lambda i: (-dense[i], i))
-        channels["dense"] = (ranked, dense)
+        ranked = [slot[seq] for seq, _score in found[name]]
+        if name == "dense":
+            ranked.sort(key=lambda i: (-scores[i], i))
+        channels[name] = (ranked, scores)
     fetched: dict[int, Memory] = {}
     order: list[int] = []
 
@@ -462,6 +539,5 @@ def recall_from_store(
             token_counts[i] = count_text(memory_at(i).text)
         return token_counts[i]
 
-    considered = store.count_memories(bank, where)
-    size = store.count_memories(bank, SearchFilter()) if "entities" in channels else 0
+    considered = count_job.result()
     return _assemble(query, channels, memory_at, tokens_at, considered, options, size, prefetch)

@@ -2,12 +2,15 @@
 
 Per bank size: recall p50/p95 with the searching done in the database (query embedding
 excluded; it is reported separately; a first pass, which also builds the packs of common
-terms, reported apart), lexical search alone (as configured, without packs: the baseline,
-and exact, with the configured ranking's agreement with the exact one), the agreement of
-the HNSW dense ranking with an exact scan, the time to build the bank, the database's size
-and the server settings that matter (shared_buffers, ...). Then retain throughput with four
-processes writing different conversations into one bank, embedding excluded, on PostgreSQL
-and, as the baseline, on SQLite.
+terms, reported apart), the same with one document left out (what the Claude Code hook
+always asks: everything but the current session), how often recall's top 10 is the one
+exact searches give (no HNSW, no lexical work bound), lexical search alone (as configured,
+without packs: the baseline, and exact, with the configured ranking's agreement with the
+exact one), the agreement of the HNSW dense ranking with an exact scan, the time to build
+the bank, the database's size and the server settings that matter (shared_buffers: the
+timings assume the bank's HNSW index and packs fit in it, ...). Then retain throughput with
+four processes writing different conversations into one bank, embedding excluded, on
+PostgreSQL and, as the baseline, on SQLite.
 
 Banks are named `lamina-bench-<size>` and kept between runs (a bank of the right size is
 reused: building a million memories takes a while); `--fresh` rebuilds them.
@@ -19,6 +22,7 @@ import multiprocessing
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +58,7 @@ def postgres_latency(
     fresh: bool = False,
     hnsw_queries: int = 50,
     lexical_queries: int = 100,
+    exact_queries: int = 20,
 ) -> dict[str, Any]:
     store = PostgresStore(url)
     precomputed = Precomputed(embedder, sorted(set(asked)))
@@ -94,6 +99,14 @@ def postgres_latency(
             t0 = time.perf_counter()
             recall_from_store(store, name, query, precomputed, options)
             timings.append((time.perf_counter() - t0) * 1000)
+        # The hook's recall: everything but the current session (here the newest document).
+        session = replace(options, exclude={f"doc{(n - 1) // 500}": None})
+        excluding: list[float] = []
+        for query in asked:
+            t0 = time.perf_counter()
+            recall_from_store(store, name, query, precomputed, session)
+            excluding.append((time.perf_counter() - t0) * 1000)
+        agreement = _against_exact(store, name, asked[:exact_queries], precomputed, options)
         lexical = _lexical(store, name, asked, options.depth, lexical_queries)
         overlap: list[float] = []
         hnsw_ms: list[float] = []
@@ -108,6 +121,8 @@ def postgres_latency(
             "memories": n,
             "recall_ms_without_query_embedding": percentiles(timings),
             "first_pass_recall_ms": percentiles(first),
+            "recall_ms_excluding_one_session": percentiles(excluding),
+            **agreement,
             **lexical,
             "dense_search_ms": percentiles(hnsw_ms),
             "dense_recall_at_10_vs_exact": round(float(np.mean(overlap)), 3),
@@ -120,6 +135,30 @@ def postgres_latency(
     out["server_settings"] = _settings(store)
     store.close()
     return out
+
+
+def _against_exact(
+    store: PostgresStore, name: str, asked: list[str], embedder: Embedder, options: RecallOptions
+) -> dict[str, Any]:
+    """Recall's top 10 as configured against the top 10 of exact searches (every vector
+    scanned, lexical search without its work bound)."""
+    same = 0
+    overlap: list[float] = []
+    budget = store.lexical_search_budget
+    for query in asked:
+        got = [h.memory.id for h in recall_from_store(store, name, query, embedder, options).hits]
+        store.lexical_search_budget, store.dense_exact = None, True
+        try:
+            hits = recall_from_store(store, name, query, embedder, options).hits
+        finally:
+            store.lexical_search_budget, store.dense_exact = budget, False
+        want = [h.memory.id for h in hits]
+        same += got[:10] == want[:10]
+        overlap.append(len(set(got[:10]) & set(want[:10])) / max(len(want[:10]), 1))
+    return {
+        "recall_top10_identical_to_exact": f"{same}/{len(asked)}",
+        "recall_top10_overlap_with_exact": round(float(np.mean(overlap)), 4) if asked else None,
+    }
 
 
 def _lexical(

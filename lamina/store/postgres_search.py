@@ -19,6 +19,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +54,10 @@ PACK_COST = 0.1
 PACK_TAIL = 1_000
 """A pack is rebuilt once more than this many (and an eighth of its size) newer postings
 have to be read beside it."""
+EXCLUDED_MAX = 50_000
+"""A filter that only leaves documents out (the current session, say) is applied by taking
+their memories out of what is read, packs included, while they are at most this many; a
+filter excluding more, or selecting, is applied in SQL, row by row."""
 
 _Arrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
 _AGGREGATES = (
@@ -89,9 +94,13 @@ class _Postings:
         filter_params: Sequence[Any],
         df: dict[str, int] | None = None,
         pack_min: int | None = None,
+        excluded: npt.NDArray[np.int64] | None = None,
     ) -> None:
         self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
         self.filter_sql, self.filter_params = filter_sql, filter_params
+        self.excluded = excluded if excluded is not None and len(excluded) else None
+        """Sorted seqs left out of every list read whole (the filter's, when it only
+        excludes)."""
         self.df = df or {}
         # Packs hold every memory: a filtered search reads row by row.
         self.packed = (
@@ -211,6 +220,11 @@ class _Postings:
             self.whole.update(self._unpacked(packed))
         if plain:
             self.whole.update(self._fetch(plain, None))
+        if self.excluded is not None:
+            for term in todo:
+                seqs, scores = self.whole[term]
+                keep = ~_members(seqs, self.excluded)
+                self.whole[term] = seqs[keep], scores[keep]
 
     def union(self, terms: Sequence[str]) -> _Arrays:
         """Every memory holding one of `terms` (read whole), with their summed scores, in seq
@@ -263,6 +277,17 @@ def _best(
         ties = np.flatnonzero(scores == cut)[: count - len(above)]
         chosen = np.concatenate([above, ties])
     return chosen[np.lexsort((seqs[chosen], -scores[chosen]))]
+
+
+def _members(
+    seqs: npt.NDArray[np.int64], sorted_set: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Which of `seqs` are in `sorted_set` (ascending)."""
+    if len(sorted_set) == 0 or len(seqs) == 0:
+        return np.zeros(len(seqs), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_set, seqs), len(sorted_set) - 1)
+    found: npt.NDArray[np.bool_] = sorted_set[at] == seqs
+    return found
 
 
 def _align(
@@ -338,6 +363,35 @@ class PostgresSearch:
         ).fetchone()
         return None if row is None else (int(row[0]), int(row[1]), int(row[2]))
 
+    @staticmethod
+    def _excluded(
+        conn: psycopg.Connection[Any], bank_id: int, where: SearchFilter
+    ) -> npt.NDArray[np.int64] | None:
+        """The sorted seqs a filter leaves out, when it only excludes documents and they hold
+        at most EXCLUDED_MAX memories (read through the documents' index); else None."""
+        if not where.exclude or not replace(where, exclude={}).empty:
+            return None
+        parts: list[str] = []
+        params: list[Any] = []
+        for document, cutoff in sorted(where.exclude.items()):
+            # The condition of _filter_sql, the other way round.
+            said = "coalesce(m.said_at, m.t)"
+            condition = "" if cutoff is None else f" AND ({said} IS NULL OR {said} >= %s)"
+            parts.append(
+                "SELECT m.seq FROM memories m WHERE m.document_id ="
+                f" (SELECT id FROM documents WHERE bank_id = %s AND name = %s){condition}"
+            )
+            params += [bank_id, document] + ([cutoff] if cutoff is not None else [])
+        row = conn.execute(
+            "SELECT count(*), string_agg(int8send(seq), '' ORDER BY seq)"
+            f" FROM ({' UNION ALL '.join(parts)} LIMIT %s) x",
+            [*params, EXCLUDED_MAX + 1],
+            binary=True,
+        ).fetchone()
+        if row is None or int(row[0]) > EXCLUDED_MAX:
+            return None
+        return np.frombuffer(row[1] or b"", dtype=">i8").astype(np.int64)
+
     def count_memories(self, bank: str, where: SearchFilter) -> int:
         """Live memories that pass the filter."""
         with self._conn() as conn:
@@ -346,6 +400,9 @@ class PostgresSearch:
                 return 0
             if where.empty:
                 return info[1]
+            excluded = self._excluded(conn, info[0], where)
+            if excluded is not None:
+                return info[1] - len(excluded)
             sql, params = self._filter_sql(info[0], where)
             row = conn.execute(
                 f"SELECT count(*) FROM memories m WHERE m.bank_id = %s AND {sql}",
@@ -353,41 +410,60 @@ class PostgresSearch:
             ).fetchone()
         return int(row[0]) if row else 0
 
+    def term_counts(self, bank: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """See SearchStore.term_counts."""
+        with self._conn() as conn:
+            found = self._bank_terms(conn, bank, terms)
+        return (0, {}) if found is None else (found[0][1], found[1])
+
+    @staticmethod
+    def _bank_terms(
+        conn: psycopg.Connection[Any], bank: str, terms: Sequence[str]
+    ) -> tuple[tuple[int, int, int], dict[str, int]] | None:
+        """The bank's (id, live memories, total terms) and the document frequency of each
+        of `terms` it holds, in one query."""
+        rows = conn.execute(
+            "SELECT b.id, b.live_memories, b.total_terms, c.term, c.df FROM banks b"
+            " LEFT JOIN term_counts c ON c.bank_id = b.id AND c.term = ANY(%s) AND c.df > 0"
+            " WHERE b.name = %s",
+            (sorted(set(terms)), bank),
+        ).fetchall()
+        if not rows:
+            return None
+        info = (int(rows[0][0]), int(rows[0][1]), int(rows[0][2]))
+        return info, {str(r[3]): int(r[4]) for r in rows if r[3] is not None}
+
     # -- lexical ---------------------------------------------------------------------------
     @staticmethod
-    def _term_stats(
-        conn: psycopg.Connection[Any], bank_id: int, n: int, terms: Sequence[str]
-    ) -> tuple[dict[str, int], dict[str, float]]:
-        """Document frequency and BM25 weight (query count x idf) of each query term the bank
-        holds."""
+    def _weights(n: int, terms: Sequence[str], df: dict[str, int]) -> dict[str, float]:
+        """The BM25 weight (query count x idf) of each query term the bank holds."""
         counts = Counter(terms)
-        if not counts or n == 0:
-            return {}, {}
-        rows = conn.execute(
-            "SELECT term, df FROM term_counts WHERE bank_id = %s AND term = ANY(%s) AND df > 0",
-            (bank_id, sorted(counts)),
-        ).fetchall()
-        df = {str(t): int(d) for t, d in rows}
-        return df, {t: counts[t] * _idf(n, d) for t, d in df.items()}
+        return {t: counts[t] * _idf(n, d) for t, d in df.items() if t in counts}
 
     def lexical_search(
         self, bank: str, terms: Sequence[str], depth: int, where: SearchFilter
     ) -> list[tuple[int, float]]:
         with self._conn() as conn:
-            info = self._bank(conn, bank)
-            if info is None or info[1] == 0 or depth <= 0:
+            stats = self._bank_terms(conn, bank, terms) if terms and depth > 0 else None
+            if stats is None or stats[0][1] == 0:
                 return []
-            bank_id, n, total = info
+            (bank_id, n, total), df = stats
             avgdl = total / n if total else 1.0
-            df, weights = self._term_stats(conn, bank_id, n, terms)
+            weights = self._weights(n, terms, df)
             if not weights:
                 return []
             order = sorted(weights, key=lambda t: (-weights[t], t))
             bound = {t: weights[t] * (BM25_K1 + 1) for t in order}
-            filter_sql, filter_params = self._filter_sql(bank_id, where)
-            lists = _Postings(
-                conn, bank_id, avgdl, weights, filter_sql, filter_params, df, self.lexical_pack_min
+            # A filter that only excludes a few documents: their memories are taken out of
+            # what is read, so common terms still come from their packs.
+            excluded = self._excluded(conn, bank_id, where)
+            filter_sql, filter_params = (
+                ("", []) if excluded is not None else self._filter_sql(bank_id, where)
             )
+            lists = _Postings(
+                conn, bank_id, avgdl, weights, filter_sql, filter_params, df,
+                self.lexical_pack_min, excluded,
+            )  # fmt: skip
             # Find candidates with the rarest terms, enough of them to fill `depth` twice over.
             k, seen = 1, df[order[0]]
             while k < len(order) and seen < 2 * depth:
@@ -444,6 +520,9 @@ class PostgresSearch:
     100,000 memories nearly always); over it, the ranking can miss or misorder memories
     whose score depends on the query's commonest words. None: always exact."""
 
+    dense_exact: bool = False
+    """Dense search scans every candidate, HNSW index or not (benchmarks compare with it)."""
+
     lexical_pack_min: int | None = PACK_MIN
     """Terms held by at least this many memories are read from their pack (a row of packed
     arrays, `posting_packs`, built on first use and kept up to date by every write) rather
@@ -455,11 +534,11 @@ class PostgresSearch:
         if not seqs:
             return {}
         with self._conn() as conn:
-            info = self._bank(conn, bank)
-            if info is None or info[1] == 0:
+            stats = self._bank_terms(conn, bank, terms)
+            if stats is None or stats[0][1] == 0:
                 return {}
-            bank_id, n, total = info
-            _df, weights = self._term_stats(conn, bank_id, n, terms)
+            (bank_id, n, total), df = stats
+            weights = self._weights(n, terms, df)
             if not weights:
                 return {}
             lists = _Postings(conn, bank_id, total / n if total else 1.0, weights, "", ())
@@ -609,28 +688,34 @@ class PostgresSearch:
                 conditions += f" AND {filter_sql}"
                 params += filter_params
             candidates = live
-            if filter_sql and live > EXACT_LIMIT:
+            excluded = self._excluded(conn, bank_id, where) if live > EXACT_LIMIT else None
+            if excluded is not None:
+                candidates = live - len(excluded)
+            elif filter_sql and live > EXACT_LIMIT:
                 row = conn.execute(
                     f"SELECT count(*) FROM memories m WHERE {conditions}", params
                 ).fetchone()
                 candidates = int(row[0]) if row else 0
             query = np.asarray(vector, dtype=np.float32)
-            indexed = not exact and candidates > EXACT_LIMIT
+            indexed = not (exact or self.dense_exact) and candidates > EXACT_LIMIT
             if indexed and not self.vector_index_exists(bank_id, dim):
                 indexed = False  # not built yet: scan exactly, slower but right
-            with conn.transaction():
-                if not indexed:
-                    # Ordering by the bare expression keeps the planner off the HNSW index.
-                    order_by = "m.embedding <#> %s"
-                else:
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {max(depth, 100)}")
-                    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                    order_by = f"m.embedding::vector({dim}) <#> %s::vector({dim})"
-                rows = conn.execute(
-                    f"SELECT m.seq, -(m.embedding <#> %s) FROM memories m WHERE {conditions}"
-                    f" ORDER BY {order_by} LIMIT %s",
-                    [query, *params, query, depth],
-                ).fetchall()
+            if not indexed:
+                # Ordering by the bare expression keeps the planner off the HNSW index.
+                order_by = "m.embedding <#> %s"
+            else:
+                # Set on the connection (one round trip, no transaction): every indexed
+                # search sets them, and nothing else reads them.
+                conn.execute(
+                    f"SET hnsw.ef_search = {max(depth, 100)};"
+                    " SET hnsw.iterative_scan = relaxed_order"
+                )
+                order_by = f"m.embedding::vector({dim}) <#> %s::vector({dim})"
+            rows = conn.execute(
+                f"SELECT m.seq, -(m.embedding <#> %s) FROM memories m WHERE {conditions}"
+                f" ORDER BY {order_by} LIMIT %s",
+                [query, *params, query, depth],
+            ).fetchall()
         ranked = [(int(seq), float(score)) for seq, score in rows]
         ranked.sort(key=lambda kv: (-kv[1], kv[0]))
         return ranked

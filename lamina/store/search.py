@@ -55,7 +55,8 @@ class SearchFilter:
 @runtime_checkable
 class SearchStore(Protocol):
     """A store that searches its own memories. Results are (seq, score), best first; ties go
-    to the lower seq, as in the in-process index."""
+    to the lower seq, as in the in-process index. Recall calls these methods from several
+    threads at once (one search per channel)."""
 
     def searchable(self, bank: str) -> bool:
         """Whether this bank is searched in the database (else recall loads an index)."""
@@ -71,6 +72,11 @@ class SearchStore(Protocol):
         self, bank: str, terms: Sequence[str], seqs: Sequence[int]
     ) -> dict[int, float]:
         """BM25 of the given memories (absent: 0)."""
+        ...
+
+    def term_counts(self, bank: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """The bank's live memories and, for each of `terms` some memory holds, how many
+        do."""
         ...
 
     def dense_search(
