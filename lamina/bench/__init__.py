@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from .cache import cache_bench
+from .compile import compile_bench
 from .latency import latency_bench
 from .locomo import locomo_bench
 from .read import read_bench
@@ -29,3 +30,4 @@ bench.add_command(tokens_bench)
 bench.add_command(locomo_bench)
 bench.add_command(latency_bench)
 bench.add_command(cache_bench)
+bench.add_command(compile_bench)
