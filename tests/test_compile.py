@@ -1,4 +1,4 @@
-"""The context compiler (first slice): every request valid, within budget, covering the log."""
+"""The context compiler: every request valid, within budget, covering the log."""
 
 from __future__ import annotations
 
