@@ -131,8 +131,13 @@ class SlidingWindow:
         for _ in range(50):
             request = render_anthropic(log, Frontier(0, [], self.start, 0), largest)
             if request_tokens(request) <= avail:
-                return request
+                break
             self.start += 1
+        # A window that starts at results whose calls it dropped can render to nothing: take
+        # older messages in until it shows something.
+        while not request["messages"] and self.start > 0:
+            self.start -= 1
+            request = render_anthropic(log, Frontier(0, [], self.start, 0), largest)
         return request
 
     def summary_tokens(self) -> int:
