@@ -8,7 +8,6 @@ uses there.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import orjson
 from .bank.bank import MemoryBank
 from .bank.recall import RecallOptions
 from .bank.retain import RetainOptions
-from .cli_common import emit_json, json_option, open_bank
+from .cli_common import bank_option, emit_json, json_option, open_bank
 from .config import default_bank
 from .errors import InputError
 from .progress import Progress
@@ -37,16 +36,6 @@ def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = N
     return open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
 
 
-def _bank_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--bank",
-        "-b",
-        default=None,
-        envvar="LAMINA_BANK",
-        help="Bank name (default: this directory's project bank; see `lamina banks`).",
-    )(f)
-
-
 def _date(value: str | None, name: str) -> datetime | None:
     if value is None:
         return None
@@ -59,7 +48,7 @@ def _date(value: str | None, name: str) -> datetime | None:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=str))
-@_bank_option
+@bank_option
 @click.option("--document-id", default=None, help="Document id (default: session id or file name).")
 @click.option("--tag", "tags", multiple=True, help="Tag the document (repeatable).")
 @click.option("--format", "fmt", default=None, metavar="NAME", help="Transcript format.")
@@ -151,7 +140,7 @@ def retain(
 
 @click.command()
 @click.argument("query")
-@_bank_option
+@bank_option
 @click.option(
     "--budget",
     type=click.IntRange(min=1),
@@ -252,7 +241,7 @@ def banks(ctx: click.Context, as_json: bool) -> None:
 
 
 @click.command()
-@_bank_option
+@bank_option
 @json_option
 @click.pass_context
 def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
@@ -287,7 +276,7 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
 
 @click.command()
 @click.argument("document", required=False)
-@_bank_option
+@bank_option
 @click.option("--memory", "memory_id", default=None, help="Forget one memory by id instead.")
 @click.option("--all-of-bank", is_flag=True, help="Delete the whole bank.")
 @json_option
@@ -331,7 +320,7 @@ def forget(
 
 
 @click.command()
-@_bank_option
+@bank_option
 @click.option("--force", is_flag=True, help="Embed every memory again, not only stale ones.")
 @click.option(
     "--entities",
@@ -367,7 +356,7 @@ def reindex(
 
 
 @click.command("export")
-@_bank_option
+@bank_option
 @click.option("--output", "-o", default="-", help="File to write (default: stdout).")
 @click.option("--no-embeddings", is_flag=True, help="Leave vectors out (recomputed on import).")
 @click.pass_context

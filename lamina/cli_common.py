@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .bank.bank import MemoryBank
     from .bank.retain import RetainOptions
 
-__all__ = ["emit_json", "json_option", "open_bank"]
+__all__ = ["bank_option", "emit_json", "json_option", "open_bank"]
 
 
 def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -> MemoryBank:
@@ -30,6 +30,17 @@ def emit_json(value: Any) -> None:
     """Print exactly one JSON document on stdout."""
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
     sys.stdout.write("\n")
+
+
+def bank_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--bank/-b` (or LAMINA_BANK); None means the current directory's project bank."""
+    return click.option(
+        "--bank",
+        "-b",
+        default=None,
+        envvar="LAMINA_BANK",
+        help="Bank name (default: this directory's project bank; see `lamina banks`).",
+    )(f)
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -11,22 +11,12 @@ from typing import Any
 
 import click
 
-from .cli_common import emit_json, json_option, open_bank
+from .cli_common import bank_option, emit_json, json_option, open_bank
 from .config import default_bank
 from .errors import InputError
 from .integrations.logs import describe_log, find_log, log_summary
 
 __all__ = ["logs", "register"]
-
-
-def _bank_option(f: Any) -> Any:
-    return click.option(
-        "--bank",
-        "-b",
-        default=None,
-        envvar="LAMINA_BANK",
-        help="Bank name (default: this directory's project bank; see `lamina banks`).",
-    )(f)
 
 
 @click.group()
@@ -35,7 +25,7 @@ def logs() -> None:
 
 
 @logs.command("list")
-@_bank_option
+@bank_option
 @json_option
 @click.pass_context
 def logs_list(ctx: click.Context, bank: str | None, as_json: bool) -> None:
@@ -65,7 +55,7 @@ def logs_list(ctx: click.Context, bank: str | None, as_json: bool) -> None:
 
 @logs.command("show")
 @click.argument("log")
-@_bank_option
+@bank_option
 @json_option
 @click.pass_context
 def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> None:
@@ -120,7 +110,7 @@ def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> 
 
 @logs.command("delete")
 @click.argument("log")
-@_bank_option
+@bank_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @click.pass_context

@@ -18,21 +18,11 @@ from typing import Any
 
 import click
 
-from .cli_common import emit_json, json_option, open_bank
+from .cli_common import bank_option, emit_json, json_option, open_bank
 from .config import default_bank
 from .errors import InputError
 
 __all__ = ["pin", "register", "unpin"]
-
-
-def _bank_option(f: Any) -> Any:
-    return click.option(
-        "--bank",
-        "-b",
-        default=None,
-        envvar="LAMINA_BANK",
-        help="Bank name (default: this directory's project bank; see `lamina banks`).",
-    )(f)
 
 
 def _pin_json(pin: Any) -> dict[str, Any]:
@@ -48,7 +38,7 @@ def _pin_json(pin: Any) -> dict[str, Any]:
 
 @click.command("pin")
 @click.argument("log")
-@_bank_option
+@bank_option
 @click.option("--messages", "span", metavar="FIRST-LAST", help="A message range, e.g. 120-180.")
 @click.option("--document", metavar="NAME", help="A document or file, by title, path or name.")
 @click.option("--raw", "raw", is_flag=True, help="Always show it raw.")
@@ -123,7 +113,7 @@ def pin(
 @click.command("unpin")
 @click.argument("log")
 @click.argument("name")
-@_bank_option
+@bank_option
 @json_option
 @click.pass_context
 def unpin(ctx: click.Context, log: str, name: str, bank: str | None, as_json: bool) -> None:
