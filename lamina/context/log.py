@@ -87,7 +87,9 @@ def _block_tokens(message: Message, block: Block, counter: TokenCounter) -> int:
 
 @dataclass
 class ContextLog:
-    """Messages in order, with their token counts; only ever appended to."""
+    """Messages in order, with their token counts; only ever appended to. Messages are held
+    without their source records (`Message.records`, `tool_use_result`), which no request
+    shows; a store keeps them whole."""
 
     counter: TokenCounter = field(default_factory=default_counter)
     messages: list[Message] = field(default_factory=list)
@@ -112,6 +114,10 @@ class ContextLog:
         if not enters_log(message):
             return False
         tokens = count_message(message, self.counter)
+        if message.records or message.tool_use_result is not None:
+            # The source records and the host's structured tool result are kept where the
+            # message is stored; a request never shows them, and they are often most of it.
+            message = replace(message, records=(), tool_use_result=None)
         self.messages.append(message)
         self.tokens.append(tokens)
         self.shown.append(shown_tokens(message, tokens, self.counter))
