@@ -171,9 +171,12 @@ class _Postings:
             term, held, newer = str(term), int(held), int(newer)
             if held + newer != self.df[term] or newer > max(PACK_TAIL, held // 8):
                 continue  # out of date (or a retain is committing right now): rebuilt
-            old, new = _unpack(*packed[:3]), _unpack(*packed[3:])
-            joined = tuple(np.concatenate([a, b]) for a, b in zip(old, new, strict=True))
-            out[term] = self._score(term, joined)  # type: ignore[arg-type]
+            seq, tf, length = _unpack(*packed[:3])
+            if newer:  # the postings newer than the pack, after it
+                seq2, tf2, length2 = _unpack(*packed[3:])
+                seq, tf = np.concatenate([seq, seq2]), np.concatenate([tf, tf2])
+                length = np.concatenate([length, length2])
+            out[term] = self._score(term, (seq, tf, length))
         missing = [t for t in terms if t not in out]
         if missing:
             try:
@@ -294,10 +297,17 @@ def _align(
     postings: _Arrays,
     seqs: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
-    """A term's (seq, score) arrays laid over `seqs` (sorted): 0 where it does not occur."""
+    """A term's (seq, score) arrays (seq ascending) laid over `seqs` (sorted): 0 where it
+    does not occur. Searches the longer of the two: a common term's list can hold a million
+    entries, the candidates a few hundred."""
     have, score = postings
     out = np.zeros(len(seqs))
     if len(have) == 0 or len(seqs) == 0:
+        return out
+    if len(have) > len(seqs):
+        where = np.minimum(np.searchsorted(have, seqs), len(have) - 1)
+        hit = have[where] == seqs
+        out[hit] = score[where[hit]]
         return out
     at = np.searchsorted(seqs, have)
     inside = at < len(seqs)
