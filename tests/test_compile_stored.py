@@ -152,3 +152,36 @@ def test_the_cli_keeps_a_log_in_a_bank_and_reuses_it(tmp_path: Path) -> None:
     store = open_store(tmp_path / "lamina.db")
     assert [i.id for i in store.list_logs("proj")] == ["session"]
     store.close()
+
+
+class CountingCounter:
+    """The default tokenizer, noting how many texts it was asked to count."""
+
+    def __init__(self) -> None:
+        from lamina.tokens import default_counter
+
+        self.inner = default_counter()
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return self.inner.count(text)
+
+
+def test_a_reopened_log_reads_its_token_counts_instead_of_counting(store: Store) -> None:
+    messages = example()
+    first = CountingCounter()
+    live = StoredLog.open(store, "proj", "sess", ExtractiveSummariser(), first)
+    live.append(messages)
+    assert first.calls > 0
+    again = CountingCounter()
+    reopened = StoredLog.open(store, "proj", "sess", ExtractiveSummariser(), again)
+    assert again.calls == 0
+    assert (reopened.log.tokens, reopened.log.shown, reopened.log.uncut) == (
+        live.log.tokens, live.log.shown, live.log.uncut
+    )  # fmt: skip
+    assert reopened.compile(OPTIONS).request == live.compile(OPTIONS).request

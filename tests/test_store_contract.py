@@ -472,3 +472,20 @@ def test_a_spend_ledger_in_the_store_is_shared_by_every_user_of_the_database(
     second.record("anthropic:haiku", 40, 10, now - 60)
     assert first.spent("anthropic:haiku", now - 3600) == 50
     assert second.spent("anthropic:haiku", now - 86_400) == 1_050
+
+
+def test_log_token_counts_are_kept_per_key_and_read_up_to_the_first_gap(store: Store) -> None:
+    store.save_log_counts("b", "log", "k/1", 0, [(1, 1, 1)])  # no log yet: nothing kept
+    store.append_log_messages("b", "log", [log_message(n) for n in range(4)])
+    assert store.load_log_counts("b", "log", "k/1") == []
+    store.save_log_counts("b", "log", "k/1", 0, [(10, 8, 2), (20, 15, 3)])
+    store.save_log_counts("b", "log", "k/1", 3, [(40, 30, 5)])  # position 2 missing
+    assert store.load_log_counts("b", "log", "k/1") == [(10, 8, 2), (20, 15, 3)]
+    store.save_log_counts("b", "log", "k/1", 1, [(99, 99, 99), (30, 25, 4)])  # 1 stays
+    assert store.load_log_counts("b", "log", "k/1") == [
+        (10, 8, 2), (20, 15, 3), (30, 25, 4), (40, 30, 5)
+    ]  # fmt: skip
+    assert store.load_log_counts("b", "log", "k/2") == []
+    store.delete_log("b", "log")
+    store.append_log_messages("b", "log", [])
+    assert store.load_log_counts("b", "log", "k/1") == []

@@ -26,7 +26,22 @@ from ..messages import (
 )
 from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, default_counter
 
-__all__ = ["ContextLog", "enters_log", "shown_tokens", "uncut_tokens"]
+__all__ = [
+    "COUNTING_VERSION",
+    "ContextLog",
+    "MessageCounts",
+    "counts_key",
+    "enters_log",
+    "shown_tokens",
+    "uncut_tokens",
+]
+
+COUNTING_VERSION = 1
+"""Bumped whenever `count_message`, `shown_tokens` or `uncut_tokens` change what they count, so
+counts kept beside a stored log are taken again."""
+
+MessageCounts = tuple[int, int, int]
+"""A message's `(tokens, shown, uncut)`."""
 
 PLACEHOLDER_TOKENS = 10
 """What a one-line placeholder costs (a document attached to a message is shown as one)."""
@@ -43,6 +58,11 @@ _LEFT_OUT = frozenset(
         Kind.INSTRUCTIONS,
     }
 )
+
+
+def counts_key(counter: TokenCounter) -> str:
+    """What a message's counts depend on: the tokenizer and the counting rules' version."""
+    return f"{counter.name}/{COUNTING_VERSION}"
 
 
 def enters_log(message: Message) -> bool:
@@ -103,25 +123,45 @@ class ContextLog:
 
     @classmethod
     def from_messages(
-        cls, messages: Iterable[Message], counter: TokenCounter | None = None
+        cls,
+        messages: Iterable[Message],
+        counter: TokenCounter | None = None,
+        counts: Sequence[MessageCounts] = (),
     ) -> ContextLog:
+        """`counts`: the counts of the first messages, known from before (`counts_key` must
+        match), so they are not counted again."""
         log = cls(counter or default_counter())
-        log.extend(messages)
+        for index, message in enumerate(messages):
+            log.append(message, counts[index] if index < len(counts) else None)
         return log
 
-    def append(self, message: Message) -> bool:
-        """Add a message if it enters the log; returns whether it did."""
+    @property
+    def counts_key(self) -> str:
+        return counts_key(self.counter)
+
+    def counts(self, start: int = 0) -> list[MessageCounts]:
+        """`(tokens, shown, uncut)` of each message from `start` on, to keep beside it."""
+        return list(zip(self.tokens[start:], self.shown[start:], self.uncut[start:], strict=True))
+
+    def append(self, message: Message, counts: MessageCounts | None = None) -> bool:
+        """Add a message if it enters the log; returns whether it did. `counts`: its counts
+        as known from before (see `from_messages`)."""
         if not enters_log(message):
             return False
-        tokens = count_message(message, self.counter)
+        if counts is not None:
+            tokens, shown, uncut = counts
+        else:
+            tokens = count_message(message, self.counter)
+            shown = shown_tokens(message, tokens, self.counter)
+            uncut = uncut_tokens(message, self.counter)
         if message.records or message.tool_use_result is not None:
             # The source records and the host's structured tool result are kept where the
             # message is stored; a request never shows them, and they are often most of it.
             message = replace(message, records=(), tool_use_result=None)
         self.messages.append(message)
         self.tokens.append(tokens)
-        self.shown.append(shown_tokens(message, tokens, self.counter))
-        self.uncut.append(uncut_tokens(message, self.counter))
+        self.shown.append(shown)
+        self.uncut.append(uncut)
         return True
 
     def extend(self, messages: Iterable[Message]) -> None:

@@ -19,12 +19,12 @@ from typing import Any, cast
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..store.base import Store, StoredPin, StoredSummary
-from ..tokens import TokenCounter
+from ..tokens import TokenCounter, default_counter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier
-from .log import ContextLog, enters_log
+from .log import ContextLog, counts_key, enters_log
 from .pins import Pin, PinMode, check_pins
 from .render import RequestFormat
 from .requests import SummaryFailure
@@ -121,7 +121,10 @@ class StoredLog:
         self.bank = bank
         self.id = log_id
         store.append_log_messages(bank, log_id, [])  # the log exists from here on
-        self.log = ContextLog.from_messages(store.read_log(bank, log_id), counter)
+        counter = counter or default_counter()
+        counted = store.load_log_counts(bank, log_id, counts_key(counter))
+        self.log = ContextLog.from_messages(store.read_log(bank, log_id), counter, counted)
+        self._keep_counts(len(counted))
         self._ids = {m.id for m in self.log}
         known = [_summary(s) for s in store.load_summaries(bank, log_id)]
         state = store.load_frontier(bank, log_id)
@@ -159,10 +162,19 @@ class StoredLog:
 
     def refresh(self) -> int:
         """Read what other processes appended since; returns how many messages that was."""
-        more = self.store.read_log(self.bank, self.id, start=len(self.log))
+        held = len(self.log)
+        more = self.store.read_log(self.bank, self.id, start=held)
         self.log.extend(more)
         self._ids.update(m.id for m in more)
+        self._keep_counts(held)
         return len(more)
+
+    def _keep_counts(self, start: int) -> None:
+        """Store the token counts of messages from `start` on, so a later open reads them
+        instead of counting again."""
+        if start < len(self.log):
+            counts = self.log.counts(start)
+            self.store.save_log_counts(self.bank, self.id, self.log.counts_key, start, counts)
 
     def pins(self) -> list[Pin]:
         """The log's pins, in the order they were added."""

@@ -259,6 +259,23 @@ class Store(Protocol):
 
     def load_frontier(self, bank: str, log: str) -> dict[str, JSONValue] | None: ...
 
+    def save_log_counts(
+        self,
+        bank: str,
+        log: str,
+        key: str,
+        start: int,
+        counts: Sequence[tuple[int, int, int]],
+    ) -> None:
+        """Keep the token counts of the log's messages from position `start` on, under `key`
+        (the tokenizer and counting rules); counts already kept stay. Nothing for no log."""
+        ...
+
+    def load_log_counts(self, bank: str, log: str, key: str) -> list[tuple[int, int, int]]:
+        """The counts kept under `key` for the log's first messages, in order, up to the first
+        position that has none."""
+        ...
+
     def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
         """Add a pin, or replace the log's pin of that name. `StoreError` when there is no
         such log."""

@@ -815,6 +815,50 @@ class PostgresStore(PostgresSearch):
         value: dict[str, JSONValue] = row[0]
         return value
 
+    def save_log_counts(
+        self,
+        bank: str,
+        log: str,
+        key: str,
+        start: int,
+        counts: Sequence[tuple[int, int, int]],
+    ) -> None:
+        if not counts:
+            return
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT l.id FROM context_logs l JOIN banks b ON b.id = l.bank_id"
+                " WHERE b.name = %s AND l.name = %s",
+                (bank, log),
+            ).fetchone()
+            if row is None:
+                return
+            conn.execute(
+                "INSERT INTO context_counts (log_id, key, position, tokens, shown, uncut)"
+                " SELECT %s, %s, %s + n - 1, t, s, u"
+                " FROM unnest(%s::int[], %s::int[], %s::int[]) WITH ORDINALITY AS c(t, s, u, n)"
+                " ON CONFLICT DO NOTHING",
+                (
+                    row[0], key, start,
+                    [c[0] for c in counts], [c[1] for c in counts], [c[2] for c in counts],
+                ),
+            )  # fmt: skip
+
+    def load_log_counts(self, bank: str, log: str, key: str) -> list[tuple[int, int, int]]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT c.position, c.tokens, c.shown, c.uncut FROM context_counts c"
+                " JOIN context_logs l ON l.id = c.log_id JOIN banks b ON b.id = l.bank_id"
+                " WHERE b.name = %s AND l.name = %s AND c.key = %s ORDER BY c.position",
+                (bank, log, key),
+            ).fetchall()
+        out: list[tuple[int, int, int]] = []
+        for position, tokens, shown, uncut in rows:
+            if position != len(out):
+                break
+            out.append((int(tokens), int(shown), int(uncut)))
+        return out
+
     def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
         with self._write() as conn:
             log_id = self._log_id(conn, bank, log, lock=True)

@@ -216,4 +216,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX llm_spend_by_time ON llm_spend (summariser, at);
         """,
     ),
+    (
+        "0005_log_token_counts",
+        """
+        -- Token counts of context-log messages, so a log opens without counting again.
+        CREATE TABLE context_counts (
+            log_id bigint NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            key text NOT NULL,
+            position bigint NOT NULL,
+            tokens integer NOT NULL,
+            shown integer NOT NULL,
+            uncut integer NOT NULL,
+            PRIMARY KEY (log_id, key, position)
+        );
+        """,
+    ),
 ]

@@ -39,6 +39,16 @@ __all__ = ["SQLiteStore"]
 BUSY_TIMEOUT_MS = 60_000
 
 
+def _contiguous(rows: Iterable[Any]) -> list[tuple[int, int, int]]:
+    """`(position, a, b, c)` rows in position order as `(a, b, c)`, up to the first gap."""
+    out: list[tuple[int, int, int]] = []
+    for position, *counts in rows:
+        if position != len(out):
+            break
+        out.append((int(counts[0]), int(counts[1]), int(counts[2])))
+    return out
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -736,6 +746,38 @@ class SQLiteStore:
             return None
         value: dict[str, JSONValue] = orjson.loads(row[0])
         return value
+
+    def save_log_counts(
+        self,
+        bank: str,
+        log: str,
+        key: str,
+        start: int,
+        counts: Sequence[tuple[int, int, int]],
+    ) -> None:
+        if not counts:
+            return
+        with self._write() as conn:
+            log_id = self._log_id(conn, bank, log)
+            if log_id is None:
+                return
+            conn.executemany(
+                "INSERT OR IGNORE INTO context_counts (log_id, key, position, tokens, shown,"
+                " uncut) VALUES (?, ?, ?, ?, ?, ?)",
+                [(log_id, key, start + n, *c) for n, c in enumerate(counts)],
+            )
+
+    def load_log_counts(self, bank: str, log: str, key: str) -> list[tuple[int, int, int]]:
+        conn = self.conn
+        log_id = self._log_id(conn, bank, log)
+        if log_id is None:
+            return []
+        rows = conn.execute(
+            "SELECT position, tokens, shown, uncut FROM context_counts"
+            " WHERE log_id = ? AND key = ? ORDER BY position",
+            (log_id, key),
+        )
+        return _contiguous(rows)
 
     def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
         with self._write() as conn:

@@ -161,4 +161,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX llm_spend_by_time ON llm_spend (summariser, at);
         """,
     ),
+    (
+        "0005_log_token_counts",
+        """
+        -- Token counts of context-log messages, so a log opens without counting again.
+        CREATE TABLE context_counts (
+            log_id INTEGER NOT NULL REFERENCES context_logs(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            shown INTEGER NOT NULL,
+            uncut INTEGER NOT NULL,
+            PRIMARY KEY (log_id, key, position)
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
