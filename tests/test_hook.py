@@ -35,7 +35,7 @@ def hook(home: Path, payload: Any, **env: str) -> subprocess.CompletedProcess[st
     )
 
 
-def wait_for_records(home: Path, count: int, timeout: float = 60.0) -> int:
+def wait_for_records(home: Path, count: int, timeout: float = 180.0) -> int:
     deadline = time.monotonic() + timeout
     seen = -1
     while time.monotonic() < deadline:
