@@ -8,6 +8,8 @@ tests run as root the cluster belongs to `nobody` and is driven through `runuser
     python3 tests/pgcluster.py stop DIR     # stops it (no error if it is not running)
 
 The test suite starts its own cluster unless LAMINA_TEST_DATABASE_URL names one.
+LAMINA_PG_SHARED_BUFFERS sets the server's shared_buffers (default 256MB, enough for the
+tests; a million-memory bench bank wants about 4GB, so that its HNSW index fits).
 """
 
 from __future__ import annotations
@@ -69,10 +71,11 @@ def start(directory: Path) -> str:
              "--encoding=UTF8", "--locale=C", "--no-sync"]
         )  # fmt: skip
     port = _free_port()
+    buffers = os.environ.get("LAMINA_PG_SHARED_BUFFERS", "256MB")
     options = (
         f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories=''"
         " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        " -c max_connections=200 -c shared_buffers=256MB"
+        f" -c max_connections=200 -c shared_buffers={buffers}"
     )
     _run(
         [str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(directory / "server.log"),
