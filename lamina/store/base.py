@@ -33,6 +33,7 @@ __all__ = [
     "Store",
     "StoredPin",
     "StoredSummary",
+    "contiguous_counts",
 ]
 
 
@@ -107,6 +108,17 @@ class StoredSummary:
 
 SPEND_KEPT = timedelta(days=2)
 """How long `record_spend` entries are kept (spending caps look back a day at most)."""
+
+
+def contiguous_counts(rows: Iterable[Sequence[Any]]) -> list[tuple[int, int, int]]:
+    """`(position, tokens, shown, uncut)` rows in position order as `(tokens, shown, uncut)`,
+    up to the first missing position (what `load_log_counts` returns)."""
+    out: list[tuple[int, int, int]] = []
+    for position, tokens, shown, uncut in rows:
+        if position != len(out):
+            break
+        out.append((int(tokens), int(shown), int(uncut)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

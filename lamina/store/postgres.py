@@ -43,6 +43,7 @@ from .base import (
     RetainOutcome,
     StoredPin,
     StoredSummary,
+    contiguous_counts,
 )
 from .postgres_migrations import MIGRATIONS
 from .postgres_search import PostgresSearch
@@ -826,12 +827,9 @@ class PostgresStore(PostgresSearch):
         if not counts:
             return
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT l.id FROM context_logs l JOIN banks b ON b.id = l.bank_id"
-                " WHERE b.name = %s AND l.name = %s",
-                (bank, log),
-            ).fetchone()
-            if row is None:
+            try:
+                log_id = self._log_id(conn, bank, log)
+            except StoreError:
                 return
             conn.execute(
                 "INSERT INTO context_counts (log_id, key, position, tokens, shown, uncut)"
@@ -839,7 +837,7 @@ class PostgresStore(PostgresSearch):
                 " FROM unnest(%s::int[], %s::int[], %s::int[]) WITH ORDINALITY AS c(t, s, u, n)"
                 " ON CONFLICT DO NOTHING",
                 (
-                    row[0], key, start,
+                    log_id, key, start,
                     [c[0] for c in counts], [c[1] for c in counts], [c[2] for c in counts],
                 ),
             )  # fmt: skip
@@ -852,12 +850,7 @@ class PostgresStore(PostgresSearch):
                 " WHERE b.name = %s AND l.name = %s AND c.key = %s ORDER BY c.position",
                 (bank, log, key),
             ).fetchall()
-        out: list[tuple[int, int, int]] = []
-        for position, tokens, shown, uncut in rows:
-            if position != len(out):
-                break
-            out.append((int(tokens), int(shown), int(uncut)))
-        return out
+        return contiguous_counts(rows)
 
     def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
         with self._write() as conn:

@@ -31,22 +31,13 @@ from .base import (
     RetainOutcome,
     StoredPin,
     StoredSummary,
+    contiguous_counts,
 )
 from .sqlite_migrations import MIGRATIONS
 
 __all__ = ["SQLiteStore"]
 
 BUSY_TIMEOUT_MS = 60_000
-
-
-def _contiguous(rows: Iterable[Any]) -> list[tuple[int, int, int]]:
-    """`(position, a, b, c)` rows in position order as `(a, b, c)`, up to the first gap."""
-    out: list[tuple[int, int, int]] = []
-    for position, *counts in rows:
-        if position != len(out):
-            break
-        out.append((int(counts[0]), int(counts[1]), int(counts[2])))
-    return out
 
 
 def _now() -> str:
@@ -777,7 +768,7 @@ class SQLiteStore:
             " WHERE log_id = ? AND key = ? ORDER BY position",
             (log_id, key),
         )
-        return _contiguous(rows)
+        return contiguous_counts(rows)
 
     def save_pin(self, bank: str, log: str, pin: StoredPin) -> None:
         with self._write() as conn:
