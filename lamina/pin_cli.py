@@ -14,7 +14,7 @@ the HTTP API, the MCP server). See lamina.context.pins for what each kind holds.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,18 +22,16 @@ from .cli_common import bank_option, emit_json, json_option, open_bank
 from .config import default_bank
 from .errors import InputError
 
+if TYPE_CHECKING:
+    from .context.pins import Pin
+
 __all__ = ["pin", "register", "unpin"]
 
 
-def _pin_json(pin: Any) -> dict[str, Any]:
-    return {
-        "name": pin.name,
-        "mode": pin.mode,
-        "level": pin.level,
-        "messages": None if pin.start is None else [pin.start, pin.end - 1],
-        "document": pin.document,
-        "description": pin.describe(),
-    }
+def _pin_json(pin: Pin) -> dict[str, Any]:
+    from .context.pins import pin_json
+
+    return {**pin_json(pin), "description": pin.describe()}
 
 
 @click.command("pin")
@@ -86,15 +84,15 @@ def pin(
         stored = StoredLog.open(store, bank_name, log, ExtractiveSummariser())
         if not listing:
             mode: PinMode = modes[0]  # type: ignore[assignment]
-            held = {"raw": 0, "exact": level or 0, "max": max_level or 0}[mode]
+            first = last = None
             if span is not None:
                 try:
                     start, end = parse_range(span)
                 except ValueError as exc:
                     raise InputError(f"--messages: {exc}") from None
-                new = Pin(name or f"messages-{start}-{end - 1}", mode, held, start, end)
-            else:
-                new = Pin(name or str(document), mode, held, document=document)
+                first, last = start, end - 1
+            default = f"messages-{first}-{last}" if span is not None else str(document)
+            new = Pin.given(name or default, mode, level or max_level or 0, first, last, document)
             stored.pin(new)
         pins = stored.pins()
     finally:

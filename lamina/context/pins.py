@@ -31,9 +31,18 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from ..errors import LaminaError
-from ..messages import Message, ToolResultBlock, ToolUseBlock, UnknownBlock
+from ..messages import JSONValue, Message, ToolResultBlock, ToolUseBlock, UnknownBlock
+from ..store.base import StoredPin
 
-__all__ = ["Pin", "PinConflictError", "PinMode", "check_pins", "parse_range", "pin_spans"]
+__all__ = [
+    "Pin",
+    "PinConflictError",
+    "PinMode",
+    "check_pins",
+    "parse_range",
+    "pin_json",
+    "pin_spans",
+]
 
 PinMode = Literal["raw", "exact", "max"]
 PIN_MODES: tuple[PinMode, ...] = ("raw", "exact", "max")
@@ -72,6 +81,23 @@ class Pin:
         if self.mode == "max" and self.level < 0:
             raise ValueError(f"pin {self.name!r}: a maximum level cannot be negative")
 
+    @classmethod
+    def given(
+        cls,
+        name: str,
+        mode: PinMode,
+        level: int = 0,
+        first: int | None = None,
+        last: int | None = None,
+        document: str | None = None,
+    ) -> Pin:
+        """A pin as people give it (the command line, HTTP, MCP): the first and last message
+        held, both included, or a document; a raw pin's level is 0 whatever was given."""
+        held = 0 if mode == "raw" else level
+        if first is not None and last is not None:
+            return cls(name, mode, held, first, last + 1)
+        return cls(name, mode, held, document=document)
+
     @property
     def allowed(self) -> tuple[int, int]:
         """The levels allowed, as an inclusive range (0 is raw)."""
@@ -93,6 +119,19 @@ class Pin:
             "max": f"at most level {self.level}",
         }
         return f"pin {self.name!r} ({what}, {how[self.mode]})"
+
+
+def pin_json(pin: Pin | StoredPin) -> dict[str, JSONValue]:
+    """A pin (or a stored one) as the command line, HTTP and MCP show it: the messages held as
+    `[first, last]`, both included."""
+    held = None if pin.start is None or pin.end is None else [pin.start, pin.end - 1]
+    return {
+        "name": pin.name,
+        "mode": pin.mode,
+        "level": pin.level,
+        "messages": held,
+        "document": pin.document,
+    }
 
 
 def parse_range(text: str) -> tuple[int, int]:

@@ -407,16 +407,12 @@ def create_app(
         find_log(store, name, log)
         if (body.messages is None) == (body.document is None):
             raise _invalid("messages", "give the messages held or a document, not both")
-        level = 0 if body.mode == "raw" else body.level
-        if body.mode == "exact" and level < 1:
+        if body.mode == "exact" and body.level < 1:
             raise _invalid("level", "an exact pin needs a level of at least 1")
-        if body.messages is not None:
-            first, last = body.messages
-            if not 0 <= first <= last:
-                raise _invalid("messages", "a range of log positions from 0, first <= last")
-            held = Pin(pin, body.mode, level, first, last + 1)
-        else:
-            held = Pin(pin, body.mode, level, document=body.document)
+        first, last = body.messages or (None, None)
+        if first is not None and last is not None and not 0 <= first <= last:
+            raise _invalid("messages", "a range of log positions from 0, first <= last")
+        held = Pin.given(pin, body.mode, body.level, first, last, body.document)
         with open_logs.use(name, log) as stored:
             stored.pin(held)
             pins = [p.describe() for p in stored.pins()]

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from ..context.log import ContextLog
+from ..context.pins import pin_json
 from ..context.stored import StoredLog
 from ..context.summarise import Summariser
 from ..errors import NotFoundError
@@ -191,16 +192,7 @@ def describe_log(store: Store, bank: str, log: str) -> dict[str, Any]:
         "last_frontier": _frontier_shape(
             store.load_frontier(bank, log), {s.id: s.level for s in summaries}, info.messages
         ),
-        "pins": [
-            {
-                "name": p.name,
-                "mode": p.mode,
-                "level": p.level,
-                "messages": None if p.start is None or p.end is None else [p.start, p.end - 1],
-                "document": p.document,
-            }
-            for p in store.load_pins(bank, log)
-        ],
+        "pins": [pin_json(p) for p in store.load_pins(bank, log)],
     }
 
 

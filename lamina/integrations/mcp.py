@@ -335,11 +335,7 @@ def build_server(
         if (first is None or last is None) == (document is None):
             raise InputError("give 'first' and 'last' (message positions) or 'document'")
         try:
-            held = (
-                Pin(pin, mode, 0 if mode == "raw" else level, first, last + 1)
-                if first is not None and last is not None
-                else Pin(pin, mode, 0 if mode == "raw" else level, document=document)
-            )
+            held = Pin.given(pin, mode, level, first, last, document)
         except ValueError as exc:
             raise InputError(str(exc)) from None
         with open_logs.use(name, log) as stored:
