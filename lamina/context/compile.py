@@ -29,7 +29,7 @@ from ..tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
 from .forest import Forest, SummariserSpend, Summary
 from .frontier import CompileOptions, Frontier, OverBudgetError, choose_frontier
 from .log import ContextLog
-from .pins import Pin, pin_spans
+from .pins import Pin
 from .render import RequestFormat, render
 from .summarise import Summariser
 
@@ -206,7 +206,7 @@ class Compiler:
             "summaries_written": self.forest.written - written_before,
             "summariser": _summariser_report(self.forest, spent_before),
             "changed": _changes(before, frontier),
-            "pins": _pins_report(log, frontier, pins),
+            "pins": _pins_report(frontier, pins),
             "compile_ms": round((time.perf_counter() - started) * 1000, 2),
         }  # fmt: skip
         return CompileResult(request, frontier, tokens, report)
@@ -256,10 +256,10 @@ def _changes(before: Frontier | None, after: Frontier) -> dict[str, Any]:
     }
 
 
-def _pins_report(log: ContextLog, frontier: Frontier, pins: Sequence[Pin]) -> list[Any]:
+def _pins_report(frontier: Frontier, pins: Sequence[Pin]) -> list[Any]:
     """Each pin with the messages it holds and how they are shown (raw or a summary level)."""
     spans: dict[str, list[tuple[int, int]]] = {}
-    for pin, start, end in pin_spans(pins, log.messages):
+    for pin, start, end in frontier.pinned:
         spans.setdefault(pin.name, []).append((start, end))
     out: list[Any] = []
     for pin in pins:

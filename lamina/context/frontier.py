@@ -113,6 +113,8 @@ class Frontier:
     """The complete chunks this layout was cut into, of `chunk_target` tokens: the next compile
     of the same, longer log resumes cutting after them (boundaries never move)."""
     chunk_target: int = 0
+    pinned: tuple[tuple[Pin, int, int], ...] = ()
+    """The stretches the pins held, as `(pin, start, end)` (`pin_spans`)."""
 
 
 class _Plan:
@@ -461,7 +463,15 @@ def choose_frontier(
         items.pop()
     summaries_shown = {i.id: i for i in items if isinstance(i, Summary)}
     return Frontier(
-        head, items, tail_start, cost, folded, summaries_shown, tuple(complete), chunk_target
+        head,
+        items,
+        tail_start,
+        cost,
+        folded,
+        summaries_shown,
+        tuple(complete),
+        chunk_target,
+        tuple(spans),
     )
 
 
