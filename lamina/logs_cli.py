@@ -13,6 +13,7 @@ import click
 
 from .cli_common import bank_option, emit_json, json_option, open_bank
 from .config import default_bank
+from .context.pins import Pin
 from .errors import InputError
 from .integrations.logs import describe_log, find_log, log_summary
 
@@ -94,16 +95,12 @@ def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> 
             f"messages raw, {frontier['folded_messages']:,} folded"
             + (f" into summaries ({shown})" if shown else "")
         )
-    for pin in data["pins"]:
-        what = (
-            f"messages {pin['messages'][0]}-{pin['messages'][1]}"
-            if pin["messages"] is not None
-            else f"document {pin['document']!r}"
+    for shown in data["pins"]:
+        first, last = shown["messages"] or (None, None)
+        pin = Pin.given(
+            shown["name"], shown["mode"], shown["level"], first, last, shown["document"]
         )
-        how = {"raw": "raw", "exact": f"at level {pin['level']}"}.get(
-            pin["mode"], f"at most level {pin['level']}"
-        )
-        out.append(f"  pin           {pin['name']}: {what}, {how}")
+        out.append(f"  pin           {pin.name}: {pin.holding()}")
     out.append(f"  updated       {data['updated']}")
     click.echo("\n".join(out))
 

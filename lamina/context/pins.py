@@ -107,7 +107,8 @@ class Pin:
             return (self.level, self.level)
         return (0, self.level)
 
-    def describe(self) -> str:
+    def holding(self) -> str:
+        """What it holds and how: `messages 3-5, raw`, `document 'a.md', at most level 1`."""
         what = (
             f"messages {self.start}-{self.end - 1}"
             if self.start is not None and self.end is not None
@@ -118,7 +119,10 @@ class Pin:
             "exact": f"at level {self.level}",
             "max": f"at most level {self.level}",
         }
-        return f"pin {self.name!r} ({what}, {how[self.mode]})"
+        return f"{what}, {how[self.mode]}"
+
+    def describe(self) -> str:
+        return f"pin {self.name!r} ({self.holding()})"
 
 
 def pin_json(pin: Pin | StoredPin) -> dict[str, JSONValue]:
