@@ -14,6 +14,7 @@ from lamina.bank.lexical import BM25Index, tokenize
 from lamina.bank.model import Cursor, Memory
 from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store
 from lamina.embed import HashEmbedder
+from lamina.errors import StoreError
 from lamina.store import postgres_search
 from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
@@ -118,21 +119,37 @@ def _queries(seed: int) -> list[list[str]]:
     ]
 
 
+@pytest.mark.parametrize(
+    ("path", "readers"),
+    [("in-memory", 1), ("proving", 1), ("in-memory", 2), ("proving", 2)],
+    ids=["in-memory", "proving", "in-memory-other-store", "proving-other-store"],
+)
 def test_packed_postings_follow_every_change(
-    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+    filled: tuple[PostgresStore, list[Memory]],
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    readers: int,
 ) -> None:
     """Common terms are read from packs; deleting, replacing and adding memories, and
-    changing entities, never leave a search reading an out-of-date pack."""
-    store, _ = filled
-    monkeypatch.setattr(store, "lexical_pack_min", 20)
+    changing entities, never leave a search reading an out-of-date pack: neither the
+    search that scores every memory holding a query term from packs held in memory nor
+    the one that proves which cannot matter, and neither when the same store wrote nor when
+    another one (another process or host, its packs held in its own memory) did."""
+    writer, _ = filled
+    reader = writer if readers == 1 else PostgresStore(writer.url)
+    bank = f"packs-{path}-{readers}"
+    for store in {writer, reader}:
+        monkeypatch.setattr(store, "lexical_pack_min", 20)
     monkeypatch.setattr(postgres_search, "PACK_TAIL", 5)
+    if path == "proving":
+        monkeypatch.setattr(postgres_search, "IN_MEMORY_COST", 0)
     rng = random.Random(21)
 
     def batch(doc: str, first: int, count: int) -> None:
         group = [
             Memory(
                 id=f"p{i}",
-                bank="packs",
+                bank=bank,
                 document=doc,
                 kind="turn",
                 text=zipf_text(rng),
@@ -141,34 +158,62 @@ def test_packed_postings_follow_every_change(
             )
             for i in range(first, first + count)
         ]
-        version = store.get_cursor("packs", doc).version
+        version = writer.get_cursor(bank, doc).version
         records = [m.record_ids[0] for m in group]
-        store.apply_retain(RetainBatch("packs", doc, version, Cursor(), records, group))
+        writer.apply_retain(RetainBatch(bank, doc, version, Cursor(), records, group))
 
     for doc in range(4):
         batch(f"d{doc}", doc * 100, 100)
-    _assert_exact(store, "packs", _queries(1))
-    with store.pool.connection() as conn:
+    _assert_exact(reader, bank, _queries(1))
+    with reader.pool.connection() as conn:
         row = conn.execute("SELECT count(*) FROM posting_packs").fetchone()
     assert row is not None and row[0] > 0
+    cache = reader._pack_cache()
+    assert cache is not None and cache.bytes > 0  # held for the next search
+    _assert_exact(reader, bank, _queries(1))
     batch("d4", 400, 3)  # a few newer postings: read beside the packs
-    _assert_exact(store, "packs", _queries(2))
-    store.delete_document("packs", "d1")
-    _assert_exact(store, "packs", _queries(3))
-    store.delete_memory("packs", "p5")
+    _assert_exact(reader, bank, _queries(2))
+    writer.delete_document(bank, "d1")
+    _assert_exact(reader, bank, _queries(3))
+    writer.delete_memory(bank, "p5")
     batch("d0", 10, 20)  # memories replaced: new seqs, old postings gone
-    _assert_exact(store, "packs", _queries(4))
+    _assert_exact(reader, bank, _queries(4))
     batch("d5", 500, 60)  # many newer postings: packs rebuilt
-    _assert_exact(store, "packs", _queries(5))
+    _assert_exact(reader, bank, _queries(5))
+    _assert_exact(writer, bank, _queries(5))  # the writer rebuilds them
+    _assert_exact(reader, bank, _queries(5))  # the reader's copies are older: sent again
     # Entity postings are added to old memories: the packs they fall in must go.
     named = {f"p{i}": ["Kestrel"] if i % 3 else ["Osprey"] for i in range(200, 260)}
-    store.set_entities("packs", named)
+    writer.set_entities(bank, named)
     entity_queries = [["\x01Kestrel"], ["\x01Osprey", "w1"], ["\x01Kestrel", "\x01Osprey"]]
-    _assert_exact(store, "packs", entity_queries)
-    store.set_entities("packs", {f"p{i}": ["Osprey"] for i in range(200, 230)})
-    _assert_exact(store, "packs", entity_queries)
-    store.set_entities("packs", {"p230": ["Osprey"], "p231": ["Kestrel"]})  # same counts
-    _assert_exact(store, "packs", entity_queries)
+    _assert_exact(reader, bank, entity_queries)
+    writer.set_entities(bank, {f"p{i}": ["Osprey"] for i in range(200, 230)})
+    _assert_exact(reader, bank, entity_queries)
+    _assert_exact(writer, bank, entity_queries)
+    # The same counts and the same newest posting as the packs held: only the version tells.
+    writer.set_entities(bank, {"p230": ["Osprey"], "p231": ["Kestrel"]})
+    _assert_exact(writer, bank, entity_queries)
+    _assert_exact(reader, bank, entity_queries)
+    if reader is not writer:
+        reader.close()
+
+
+def test_packs_held_in_memory_stay_within_their_bytes(
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store keeps at most `lexical_pack_cache_bytes` of packs, the least recently used
+    going first, and searches stay exact whatever it holds; 0 keeps none."""
+    writer, _ = filled
+    store = PostgresStore(writer.url)
+    monkeypatch.setattr(store, "lexical_pack_min", 20)
+    monkeypatch.setattr(store, "lexical_pack_cache_bytes", 40_000)
+    _assert_exact(store, "b", _queries(11))
+    cache = store._pack_cache()
+    assert cache is not None and 0 < cache.bytes <= 40_000
+    monkeypatch.setattr(store, "lexical_pack_cache_bytes", 0)
+    assert store._pack_cache() is None
+    _assert_exact(store, "b", _queries(12))
+    store.close()
 
 
 def test_a_filter_that_only_excludes_still_reads_the_packs(
@@ -288,3 +333,17 @@ def test_hnsw_finds_nearly_what_exact_search_finds(
         scores = [score for _, score in got]
         assert scores == sorted(scores, reverse=True)
     assert float(np.mean(overlap)) >= 0.9
+
+
+def test_the_url_sizes_the_pool_and_the_pack_memory() -> None:
+    store = PostgresStore(
+        "postgresql://lamina@db/lamina?pool_max=3&pack_cache_mb=64&sslmode=require"
+    )
+    assert (store.pool_max, store.lexical_pack_cache_bytes) == (3, 64 << 20)
+    assert store.url == "postgresql://lamina@db/lamina?sslmode=require"  # passed on as is
+    assert PostgresStore("postgresql://db/x").lexical_pack_cache_bytes == 256 << 20
+    with pytest.raises(StoreError, match=r"pack_cache_mb='lots' in the URL is not a number"):
+        PostgresStore("postgresql://lamina:secret@db/x?pack_cache_mb=lots")
+    with pytest.raises(StoreError, match="pool_max='0'") as failed:
+        PostgresStore("postgresql://lamina:secret@db/x?pool_max=0")
+    assert "secret" not in str(failed.value)

@@ -154,6 +154,8 @@ def latency_bench(
     texts, questions = _base_texts()
     picks = random.Random(3)
     asked = [questions[picks.randrange(len(questions))] for _ in range(queries)]
+    others = random.Random(4)
+    warmup = [questions[others.randrange(len(questions))] for _ in range(queries)]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="lamina-latency-") as tmp:
         db = Path(tmp) / "lamina.db"
@@ -215,8 +217,9 @@ def latency_bench(
             from .postgres import postgres_latency, retain_throughput, sqlite_throughput
 
             results["postgres"] = postgres_latency(
-                database_url, pg_sizes, texts, vectors, asked, bank.embedder, build, fresh=fresh
-            )
+                database_url, pg_sizes, texts, vectors, asked, bank.embedder, build,
+                warmup=warmup, fresh=fresh,
+            )  # fmt: skip
             results["postgres"]["data"] = (
                 "synthetic: texts recombined from two real turns, vectors the normalised mean"
                 " of theirs plus noise (see `build`)"

@@ -3,7 +3,9 @@
     store = PostgresStore("postgresql://lamina@db.internal/lamina")
 
 Connections come from a pool (psycopg_pool), sized by `pool_min` / `pool_max` or the URL's
-`pool_max` query parameter. Vectors live in pgvector `vector` columns, metadata in jsonb.
+`pool_max` query parameter; `pack_cache_mb` in the URL sizes the memory for posting packs kept
+between searches (`lexical_pack_cache_bytes`). Vectors live in pgvector `vector` columns,
+metadata in jsonb.
 
 Concurrency. A retain is one transaction. It first locks its bank's row (`SELECT ... FOR
 UPDATE`), so writes to one bank are serialised the way SQLite serialises all writes:
@@ -18,6 +20,7 @@ Writes to different banks do not wait for each other.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -111,6 +114,22 @@ def _jsonb(value: Mapping[str, Any]) -> Jsonb:
     return Jsonb(clean(value))
 
 
+def _url_number(url: str, query: dict[str, str], name: str, default: float, least: float) -> float:
+    """A number given in the URL's query (taken out of it), at least `least`."""
+    if name not in query:
+        return default
+    text = query.pop(name)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= least:
+        raise StoreError(
+            f"{describe_target(url)}: {name}={text!r} in the URL is not a number >= {least:g}"
+        )
+    return value
+
+
 def _vector(value: Any) -> npt.NDArray[np.float32] | None:
     return None if value is None else np.asarray(value, dtype=np.float32)
 
@@ -121,8 +140,12 @@ class PostgresStore(PostgresSearch):
     def __init__(self, url: str, *, pool_min: int = 1, pool_max: int | None = None) -> None:
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
-        self.pool_max = int(query.pop("pool_max", pool_max or 8))
+        self.url = urlunsplit(parts._replace(query=urlencode(query)))
+        self.pool_max = int(_url_number(self.url, query, "pool_max", pool_max or 8, 1))
         self.pool_min = min(pool_min, self.pool_max)
+        if "pack_cache_mb" in query:
+            megabytes = _url_number(self.url, query, "pack_cache_mb", 0, 0)
+            self.lexical_pack_cache_bytes = int(megabytes * (1 << 20))
         self.url = urlunsplit(parts._replace(query=urlencode(query)))
         self._pool: ConnectionPool | None = None
         self._lock = threading.Lock()

@@ -231,4 +231,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0006_posting_pack_versions",
+        """
+        -- Every pack built gets a new version, so a process keeping packs in memory only
+        -- asks whether its copy is still the current one, and is sent the pack otherwise.
+        CREATE SEQUENCE posting_pack_versions;
+        ALTER TABLE posting_packs
+            ADD COLUMN version bigint NOT NULL DEFAULT nextval('posting_pack_versions');
+        """,
+    ),
 ]

@@ -16,7 +16,8 @@ iterative scans so filters still return `depth` results.
 from __future__ import annotations
 
 import math
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -30,7 +31,7 @@ import psycopg
 from ..bank.model import Memory
 from .search import BM25_B, BM25_K1, SearchFilter
 
-__all__ = ["EXACT_LIMIT", "PostgresSearch"]
+__all__ = ["EXACT_LIMIT", "PackCache", "PostgresSearch"]
 
 EXACT_LIMIT = 5_000
 """Up to this many candidate memories, dense search scans them exactly."""
@@ -51,6 +52,12 @@ PACK_MIN = 2_000
 one row of packed arrays instead of a row per posting."""
 PACK_COST = 0.1
 """A posting read from a pack costs about this much of one read row by row."""
+CACHED_COST = 0.01
+"""... and one of a pack this process holds already (see PackCache), this much."""
+IN_MEMORY_COST = 30_000
+"""When reading every query term whole costs at most this much (about three million
+postings of packs this process holds), lexical search simply scores every memory holding
+one of them: exact, and faster than proving which of them cannot matter."""
 PACK_TAIL = 1_000
 """A pack is rebuilt once more than this many (and an eighth of its size) newer postings
 have to be read beside it."""
@@ -69,14 +76,69 @@ _AGGREGATES = (
 byte strings rather than as many Python objects."""
 
 
-def _unpack(
-    seqs: bytes | None, tfs: bytes | None, lengths: bytes | None
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+_Raw = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int32]]
+"""A term's postings: seqs (ascending), term frequencies, memory lengths."""
+
+
+_NONE: _Raw = (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
+def _unpack(seqs: bytes | None, tfs: bytes | None, lengths: bytes | None) -> _Raw:
     return (
         np.frombuffer(seqs or b"", dtype=">i8").astype(np.int64),
-        np.frombuffer(tfs or b"", dtype=">i4").astype(np.float64),
-        np.frombuffer(lengths or b"", dtype=">i4").astype(np.float64),
+        np.frombuffer(tfs or b"", dtype=">i4").astype(np.int32),
+        np.frombuffer(lengths or b"", dtype=">i4").astype(np.int32),
     )
+
+
+class PackCache:
+    """Packs this process has read, decoded, kept between searches (least recently used
+    first out, within `max_bytes`).
+
+    Never trusted blindly: every search asks the database for the version of each pack it
+    needs, and a pack comes over the wire again only when that version is not the one held
+    here. A write that changes a term's postings drops its pack, and the pack built next
+    gets a new version, so a cached copy is never read out of date, whichever process or
+    host wrote."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._packs: OrderedDict[tuple[int, str], tuple[int, _Raw]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def held(self, bank_id: int, terms: Sequence[str]) -> dict[str, tuple[int, _Raw]]:
+        """The (version, postings) held for each of `terms` of the bank."""
+        out: dict[str, tuple[int, _Raw]] = {}
+        with self._lock:
+            for term in terms:
+                pack = self._packs.get((bank_id, term))
+                if pack is not None:
+                    self._packs.move_to_end((bank_id, term))
+                    out[term] = pack
+        return out
+
+    def holds(self, bank_id: int, term: str) -> bool:
+        return (bank_id, term) in self._packs
+
+    def put(self, bank_id: int, term: str, version: int, raw: _Raw) -> None:
+        size = sum(a.nbytes for a in raw)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._packs.pop((bank_id, term), None)
+            if old is not None:
+                self.bytes -= sum(a.nbytes for a in old[1])
+            self._packs[(bank_id, term)] = (version, raw)
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _key, (_version, gone) = self._packs.popitem(last=False)
+                self.bytes -= sum(a.nbytes for a in gone)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._packs.clear()
+            self.bytes = 0
 
 
 class _Postings:
@@ -95,8 +157,10 @@ class _Postings:
         df: dict[str, int] | None = None,
         pack_min: int | None = None,
         excluded: npt.NDArray[np.int64] | None = None,
+        cache: PackCache | None = None,
     ) -> None:
         self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
+        self.cache = cache
         self.filter_sql, self.filter_params = filter_sql, filter_params
         self.excluded = excluded if excluded is not None and len(excluded) else None
         """Sorted seqs left out of every list read whole (the filter's, when it only
@@ -117,21 +181,22 @@ class _Postings:
         """What reading the term whole would add to `cost`."""
         if term in self.whole:
             return 0.0
-        return self.df.get(term, 0) * (PACK_COST if term in self.packed else 1.0)
+        if term not in self.packed:
+            return float(self.df.get(term, 0))
+        return self.df.get(term, 0) * (CACHED_COST if self._held(term) else PACK_COST)
 
-    def _score(
-        self,
-        term: str,
-        arrays: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]],
-    ) -> _Arrays:
-        seq, tf, length = arrays
+    def _held(self, term: str) -> bool:
+        return self.cache is not None and self.cache.holds(self.bank_id, term)
+
+    def _score(self, term: str, raw: _Raw) -> _Arrays:
+        seq, tf, length = raw
         k1, b = BM25_K1, BM25_B
         norm = k1 * (1 - b + b * length / self.avgdl)
         return seq, self.weights[term] * tf * (k1 + 1) / (tf + norm)
 
-    def _fetch(
-        self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None
-    ) -> dict[str, _Arrays]:
+    def _fetch(self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None) -> dict[str, _Raw]:
+        """The terms' postings row by row: all of them (through the filter), or only those
+        of `seqs`."""
         sql = (
             f"SELECT p.term, {_AGGREGATES} FROM postings p"
             " WHERE p.bank_id = %s AND p.term = ANY(%s)"
@@ -146,37 +211,49 @@ class _Postings:
                 f" AND {self.filter_sql})"
             )
             params += [self.bank_id, *self.filter_params]
-        out: dict[str, _Arrays] = {}
+        out = dict.fromkeys(terms, _NONE)
         for term, *packed in self.conn.execute(sql + " GROUP BY p.term", params, binary=True):
-            out[str(term)] = self._score(str(term), _unpack(*packed))
-        for term in terms:
-            out.setdefault(term, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+            out[str(term)] = _unpack(*packed)
         return out
 
-    def _unpacked(self, terms: Sequence[str]) -> dict[str, _Arrays]:
+    def _unpacked(self, terms: Sequence[str]) -> dict[str, _Raw]:
         """Whole lists of common terms: each pack with the postings newer than it; packs
         missing or out of date are built (or, where the database refuses the write, the
-        postings read row by row)."""
-        out: dict[str, _Arrays] = {}
+        postings read row by row). A pack the cache holds at its current version is not
+        sent again."""
+        held = self.cache.held(self.bank_id, terms) if self.cache is not None else {}
+        out: dict[str, _Raw] = {}
+        unless = "CASE WHEN k.version = c.version THEN NULL ELSE k.{} END"
         rows = self.conn.execute(
-            "SELECT k.term, k.df, t.n, k.seqs, k.tfs, k.lengths, t.seqs, t.tfs, t.lengths"
-            " FROM posting_packs k CROSS JOIN LATERAL (SELECT count(*),"
+            "SELECT k.term, k.version, k.df, t.n,"
+            f" {unless.format('seqs')}, {unless.format('tfs')}, {unless.format('lengths')},"
+            " t.seqs, t.tfs, t.lengths"
+            " FROM unnest(%s::text[], %s::int8[]) AS c(term, version)"
+            " JOIN posting_packs k ON k.bank_id = %s AND k.term = c.term"
+            " CROSS JOIN LATERAL (SELECT count(*),"
             f" {_AGGREGATES} FROM postings p WHERE p.bank_id = k.bank_id"
-            " AND p.term = k.term AND p.seq > k.upto_seq) t(n, seqs, tfs, lengths)"
-            " WHERE k.bank_id = %s AND k.term = ANY(%s)",
-            (self.bank_id, list(terms)),
+            " AND p.term = k.term AND p.seq > k.upto_seq) t(n, seqs, tfs, lengths)",
+            (list(terms), [held[t][0] if t in held else -1 for t in terms], self.bank_id),
             binary=True,
         )
-        for term, held, newer, *packed in rows:
-            term, held, newer = str(term), int(held), int(newer)
-            if held + newer != self.df[term] or newer > max(PACK_TAIL, held // 8):
+        for term, version, count, newer, *packed in rows:
+            term, count, newer = str(term), int(count), int(newer)
+            if count + newer != self.df[term] or newer > max(PACK_TAIL, count // 8):
                 continue  # out of date (or a retain is committing right now): rebuilt
-            seq, tf, length = _unpack(*packed[:3])
+            if packed[0] is None:  # the cached copy is the current one
+                raw = held[term][1]
+            else:
+                raw = _unpack(*packed[:3])
+                if self.cache is not None:
+                    self.cache.put(self.bank_id, term, int(version), raw)
             if newer:  # the postings newer than the pack, after it
-                seq2, tf2, length2 = _unpack(*packed[3:])
-                seq, tf = np.concatenate([seq, seq2]), np.concatenate([tf, tf2])
-                length = np.concatenate([length, length2])
-            out[term] = self._score(term, (seq, tf, length))
+                tail = _unpack(*packed[3:])
+                raw = (
+                    np.concatenate([raw[0], tail[0]]),
+                    np.concatenate([raw[1], tail[1]]),
+                    np.concatenate([raw[2], tail[2]]),
+                )
+            out[term] = raw
         missing = [t for t in terms if t not in out]
         if missing:
             try:
@@ -185,9 +262,9 @@ class _Postings:
                 out.update(self._fetch(missing, None))  # e.g. a read-only standby
         return out
 
-    def _pack(self, terms: Sequence[str]) -> dict[str, _Arrays]:
+    def _pack(self, terms: Sequence[str]) -> dict[str, _Raw]:
         """Build the terms' packs from their postings, and return them."""
-        out: dict[str, _Arrays] = {}
+        out = dict.fromkeys(terms, _NONE)
         with self.conn.transaction():
             # Every writer holds the bank's row FOR UPDATE: with it shared here, no write to
             # this bank's postings is half done while the packs are read and stored.
@@ -198,18 +275,25 @@ class _Postings:
                 (self.bank_id, list(terms)),
                 binary=True,
             ).fetchall()
-            with self.conn.cursor() as cur:
-                cur.executemany(
+            columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[]] * 6
+            versions = dict(
+                self.conn.execute(
                     "INSERT INTO posting_packs (bank_id, term, upto_seq, df, seqs, tfs, lengths)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (bank_id, term) DO UPDATE"
-                    " SET upto_seq = excluded.upto_seq, df = excluded.df,"
-                    " seqs = excluded.seqs, tfs = excluded.tfs, lengths = excluded.lengths",
-                    [(self.bank_id, *row) for row in rows],
-                )
+                    " SELECT %s, * FROM unnest(%s::text[], %s::int8[], %s::int8[],"
+                    " %s::bytea[], %s::bytea[], %s::bytea[])"
+                    " ON CONFLICT (bank_id, term) DO UPDATE SET upto_seq = excluded.upto_seq,"
+                    " df = excluded.df, seqs = excluded.seqs, tfs = excluded.tfs,"
+                    " lengths = excluded.lengths, version = nextval('posting_pack_versions')"
+                    " RETURNING term, version",
+                    (self.bank_id, *[list(c) for c in columns]),
+                    binary=True,
+                ).fetchall()
+            )
         for term, _upto, _count, *packed in rows:
-            out[str(term)] = self._score(str(term), _unpack(*packed))
-        for term in terms:
-            out.setdefault(term, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+            raw = _unpack(*packed)
+            if self.cache is not None:
+                self.cache.put(self.bank_id, str(term), int(versions[term]), raw)
+            out[str(term)] = raw
         return out
 
     def read(self, terms: Sequence[str]) -> None:
@@ -219,15 +303,16 @@ class _Postings:
         self.cost += sum(self.read_cost(t) for t in todo)
         packed = [t for t in todo if t in self.packed]
         plain = [t for t in todo if t not in self.packed]
-        if packed:
-            self.whole.update(self._unpacked(packed))
+        raw = self._unpacked(packed) if packed else {}
         if plain:
-            self.whole.update(self._fetch(plain, None))
-        if self.excluded is not None:
-            for term in todo:
-                seqs, scores = self.whole[term]
-                keep = ~_members(seqs, self.excluded)
-                self.whole[term] = seqs[keep], scores[keep]
+            raw.update(self._fetch(plain, None))
+        for term in todo:
+            seqs, tfs, lengths = raw[term]
+            if self.excluded is not None and len(gone := _positions(seqs, self.excluded)):
+                keep = np.ones(len(seqs), dtype=bool)
+                keep[gone] = False
+                seqs, tfs, lengths = seqs[keep], tfs[keep], lengths[keep]
+            self.whole[term] = self._score(term, (seqs, tfs, lengths))
 
     def union(self, terms: Sequence[str]) -> _Arrays:
         """Every memory holding one of `terms` (read whole), with their summed scores, in seq
@@ -249,21 +334,67 @@ class _Postings:
         total = np.bincount(inverse, weights=scores, minlength=len(unique))
         return unique.astype(np.int64), total.astype(np.float64)
 
-    def scores(self, terms: Sequence[str], seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """The summed scores of `terms` for `seqs` (sorted), looked up in one query."""
-        found = self._fetch(terms, seqs)
-        self.cost += PROBE_COST * len(seqs) * len(terms)
-        return sum((_align(found[t], seqs) for t in terms), np.zeros(len(seqs)))
+    def top(
+        self, terms: Sequence[str], seeds: Sequence[str], depth: int
+    ) -> list[tuple[int, float]]:
+        """The exact `depth` best of every memory holding one of `terms` (read whole), their
+        scores summed on an array over the seq range; `seeds` (a few of the terms holding at
+        least `depth` memories between them) give a lower bound of the k-th score, so that
+        only the memories reaching it are ranked."""
+        held = [self.whole[t] for t in terms if len(self.whole[t][0])]
+        if not held:
+            return []
+        low = min(int(seqs[0]) for seqs, _ in held)
+        span = max(int(seqs[-1]) for seqs, _ in held) - low + 1
+        if span > 4 * sum(len(seqs) for seqs, _ in held) + 1_000_000:
+            seqs, scores = self.union(terms)  # too sparse a range for one array
+        else:
+            total = np.zeros(span)
+            for seqs, scores in held:
+                total[seqs - low] += scores  # a term holds a memory once: no collisions
+            seeded = self.whole[seeds[0]][0] - low
+            if len(seeds) > 1:  # a memory holding two of them counts once
+                seeded = np.unique(np.concatenate([self.whole[t][0] for t in seeds])) - low
+            cut = float(np.finfo(np.float64).tiny)
+            if len(seeded) >= depth:
+                reached = total[seeded]
+                cut = max(cut, float(np.partition(reached, len(reached) - depth)[-depth]))
+            at = np.flatnonzero(total >= cut)
+            seqs, scores = at + low, total[at]
+        best = _best(seqs, scores, depth)
+        return [(int(seqs[i]), float(scores[i])) for i in best]
 
     def lookup(
         self, terms: Sequence[str], seqs: npt.NDArray[np.int64]
     ) -> dict[str, npt.NDArray[np.float64]]:
-        """Each term's scores for `seqs` (sorted), 0 where it does not occur; the terms not
-        read whole looked up in one query."""
-        probe = [t for t in terms if t not in self.whole]
-        found = self._fetch(probe, seqs) if probe else {}
-        self.cost += PROBE_COST * len(seqs) * len(probe)
-        return {t: _align(self.whole[t] if t in self.whole else found[t], seqs) for t in terms}
+        """Each term's scores for `seqs` (sorted), 0 where it does not occur: from the lists
+        read whole, the packs this process holds, and for the other terms one query."""
+        rest = [t for t in terms if t not in self.whole]
+        # Looking into a pack held here costs next to nothing; a pack read from the database
+        # is worth it when cheaper than the lookups (and is held afterwards).
+        held = [
+            t
+            for t in rest
+            if t in self.packed and (self._held(t) or self.read_cost(t) <= PROBE_COST * len(seqs))
+        ]
+        raw = self._unpacked(held) if held else {}
+        probe = [t for t in rest if t not in raw]
+        if probe:
+            raw.update(self._fetch(probe, seqs))
+            self.cost += PROBE_COST * len(seqs) * len(probe)
+        out: dict[str, npt.NDArray[np.float64]] = {}
+        for term in terms:
+            if term in self.whole:
+                out[term] = _align(self.whole[term], seqs)
+            else:
+                out[term] = _align(self._score(term, _restrict(raw[term], seqs)), seqs)
+        return out
+
+
+def _restrict(raw: _Raw, seqs: npt.NDArray[np.int64]) -> _Raw:
+    """The postings of `seqs` (sorted) only."""
+    at = _positions(raw[0], seqs)
+    return raw[0][at], raw[1][at], raw[2][at]
 
 
 def _best(
@@ -282,14 +413,16 @@ def _best(
     return chosen[np.lexsort((seqs[chosen], -scores[chosen]))]
 
 
-def _members(
-    seqs: npt.NDArray[np.int64], sorted_set: npt.NDArray[np.int64]
-) -> npt.NDArray[np.bool_]:
-    """Which of `seqs` are in `sorted_set` (ascending)."""
-    if len(sorted_set) == 0 or len(seqs) == 0:
-        return np.zeros(len(seqs), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_set, seqs), len(sorted_set) - 1)
-    found: npt.NDArray[np.bool_] = sorted_set[at] == seqs
+def _positions(seqs: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
+    """Where the members of `wanted` (ascending) are in `seqs` (ascending). Searches the
+    shorter in the longer: `seqs` can be a common term's million entries, `wanted` the few
+    hundred memories of one session."""
+    if len(seqs) == 0 or len(wanted) == 0:
+        return np.zeros(0, dtype=np.intp)
+    at = np.searchsorted(seqs, wanted)
+    inside = at < len(seqs)
+    at, wanted = at[inside], wanted[inside]
+    found: npt.NDArray[np.intp] = at[seqs[at] == wanted]
     return found
 
 
@@ -472,13 +605,16 @@ class PostgresSearch:
             )
             lists = _Postings(
                 conn, bank_id, avgdl, weights, filter_sql, filter_params, df,
-                self.lexical_pack_min, excluded,
+                self.lexical_pack_min, excluded, self._pack_cache(),
             )  # fmt: skip
             # Find candidates with the rarest terms, enough of them to fill `depth` twice over.
             k, seen = 1, df[order[0]]
             while k < len(order) and seen < 2 * depth:
                 seen += df[order[k]]
                 k += 1
+            if sum(lists.read_cost(t) for t in order) <= IN_MEMORY_COST:
+                lists.read(order)
+                return lists.top(order, order[:k], depth)
             shortlist = SHORTLIST * depth
             budget = self.lexical_search_budget
             while True:
@@ -533,6 +669,18 @@ class PostgresSearch:
     dense_exact: bool = False
     """Dense search scans every candidate, HNSW index or not (benchmarks compare with it)."""
 
+    lexical_pack_cache_bytes: int = 256 << 20
+    """Memory for packs kept between searches (PackCache): a search then asks the database
+    only whether they are still current. 0 keeps none."""
+
+    def _pack_cache(self) -> PackCache | None:
+        if self.lexical_pack_cache_bytes <= 0:
+            return None
+        cache = self.__dict__.get("_packs")
+        if cache is None or cache.max_bytes != self.lexical_pack_cache_bytes:
+            cache = self.__dict__["_packs"] = PackCache(self.lexical_pack_cache_bytes)
+        return cache
+
     lexical_pack_min: int | None = PACK_MIN
     """Terms held by at least this many memories are read from their pack (a row of packed
     arrays, `posting_packs`, built on first use and kept up to date by every write) rather
@@ -551,9 +699,13 @@ class PostgresSearch:
             weights = self._weights(n, terms, df)
             if not weights:
                 return {}
-            lists = _Postings(conn, bank_id, total / n if total else 1.0, weights, "", ())
+            lists = _Postings(
+                conn, bank_id, total / n if total else 1.0, weights, "", (), df,
+                self.lexical_pack_min, None, self._pack_cache(),
+            )  # fmt: skip
             wanted = np.unique(np.asarray(seqs, dtype=np.int64))
-            scores = lists.scores(sorted(weights), wanted)
+            found = lists.lookup(sorted(weights), wanted)
+            scores = sum(found.values(), np.zeros(len(wanted)))
             return {int(q): float(v) for q, v in zip(wanted, scores, strict=True) if v > 0}
 
     # -- dense -----------------------------------------------------------------------------
