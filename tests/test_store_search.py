@@ -216,14 +216,17 @@ def test_packs_held_in_memory_stay_within_their_bytes(
     store.close()
 
 
+@pytest.mark.parametrize("path", ["in-memory", "proving"])
 def test_a_filter_that_only_excludes_still_reads_the_packs(
-    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     """The exclude-this-session filter takes the session's memories out of what is read
     (packs included) and ranks exactly as the index does; so does the SQL filter it falls
     back to when the excluded documents hold too many memories."""
     store, _ = filled
     monkeypatch.setattr(store, "lexical_pack_min", 20)
+    if path == "proving":
+        monkeypatch.setattr(postgres_search, "IN_MEMORY_COST", 0)
     filters = [
         SearchFilter(exclude={"doc1": None}),
         SearchFilter(exclude={"doc1": None, "doc3": START + timedelta(days=200)}),
@@ -240,6 +243,30 @@ def test_a_filter_that_only_excludes_still_reads_the_packs(
     monkeypatch.setattr(postgres_search, "EXCLUDED_MAX", 10)
     for where in filters:
         _assert_exact(store, "b", _queries(8), where)
+
+
+def test_scoring_after_a_search_gives_what_a_fresh_scoring_gives(
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lexical_scores right after a lexical search reuses what the search read; the scores
+    are the ones a scoring of its own gives, for memories the search's filter left out too,
+    and never another query's or another bank's."""
+    store, _ = filled
+    monkeypatch.setattr(store, "lexical_pack_min", 20)
+    other = PostgresStore(store.url)
+    seqs = sorted(store.memories_by_seq("b", list(range(1, 4000)), with_embeddings=False))
+    sample = random.Random(4).sample(seqs, 300)
+    for where in (SearchFilter(), SearchFilter(exclude={"doc2": None})):
+        for query in (["w1", "w3", "w9"], ["w2"], ["w1", "w1", "w40"]):
+            store.lexical_search("b", query, 50, where)
+            got = store.lexical_scores("b", query, sample)
+            assert got == other.lexical_scores("b", query, sample), (query, where)
+            assert got  # the bank holds these words
+            assert store.lexical_scores("b", ["w5"], sample) == other.lexical_scores(
+                "b", ["w5"], sample
+            )
+            assert store.lexical_scores("nowhere", query, sample) == {}
+    other.close()
 
 
 def test_term_counts(filled: tuple[PostgresStore, list[Memory]]) -> None:

@@ -1,11 +1,18 @@
 """Recall's searches run inside PostgreSQL (see lamina.store.search for the contract).
 
-Lexical: BM25 over the `postings` table with the in-process index's formula. Exact top-k
-without reading every posting of common terms: terms are taken rarest first, and a term is
-only used to *find* candidates while the memories it alone could bring in might still beat
-the current k-th score (the "MaxScore" bound: a term adds at most weight * (k1 + 1)); the
-other terms only add to the candidates' scores. Its work is bounded by
-`lexical_search_budget` (exact below it).
+Lexical: BM25 over the `postings` table with the in-process index's formula, computed here.
+The postings of a bank's common terms are also kept packed, one row per term
+(`posting_packs`), and a store keeps the packs it has read in memory (PackCache), asking
+the database each time only whether they are still current. Two ways to the exact top k:
+
+- When every query term's list is in memory or cheap to read, all of them are read whole
+  and summed on one array over the bank's seq range; the commonest terms are only looked
+  up for the memories they could still lift into the top k (see `_Postings.top`).
+- Otherwise ("proving"), terms are taken rarest first, and a term is only used to *find*
+  candidates while the memories it alone could bring in might still beat the current k-th
+  score (the "MaxScore" bound: a term adds at most weight * (k1 + 1)); the other terms are
+  looked up for the candidates only. Its work is bounded by `lexical_search_budget` (exact
+  below it).
 
 Dense: the dot product with the query (pgvector's `<#>`). Banks (or filtered subsets) of up to
 EXACT_LIMIT memories are scanned exactly; a larger bank gets its own HNSW index (a partial
@@ -17,6 +24,8 @@ from __future__ import annotations
 
 import math
 import threading
+import time
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -54,6 +63,11 @@ PACK_COST = 0.1
 """A posting read from a pack costs about this much of one read row by row."""
 CACHED_COST = 0.01
 """... and one of a pack this process holds already (see PackCache), this much."""
+LOOKUP_COST = 16
+"""Looking a memory up in a list held in memory costs about as much as scoring and adding
+this many of its postings."""
+RECENT_SECONDS = 2.0
+"""For this long, lexical_scores may reuse the lists its thread's last search read whole."""
 IN_MEMORY_COST = 30_000
 """When reading every query term whole costs at most this much (about three million
 postings of packs this process holds), lexical search simply scores every memory holding
@@ -163,8 +177,7 @@ class _Postings:
         self.cache = cache
         self.filter_sql, self.filter_params = filter_sql, filter_params
         self.excluded = excluded if excluded is not None and len(excluded) else None
-        """Sorted seqs left out of every list read whole (the filter's, when it only
-        excludes)."""
+        """Sorted seqs left out of every ranking (the filter's, when it only excludes)."""
         self.df = df or {}
         # Packs hold every memory: a filtered search reads row by row.
         self.packed = (
@@ -172,7 +185,9 @@ class _Postings:
             if filter_sql or pack_min is None
             else {t for t, n in self.df.items() if n >= pack_min}
         )
-        self.whole: dict[str, _Arrays] = {}
+        self.whole: dict[str, _Raw] = {}
+        """Lists read whole (the excluded memories are taken out of what they give)."""
+        self._scored: dict[str, _Arrays] = {}
         self.cost = 0.0
         """Work done so far: postings read whole count 1 (PACK_COST from a pack), each
         candidate looked up PROBE_COST."""
@@ -189,10 +204,28 @@ class _Postings:
         return self.cache is not None and self.cache.holds(self.bank_id, term)
 
     def _score(self, term: str, raw: _Raw) -> _Arrays:
+        """Each posting's contribution: weight * tf * (k1 + 1) / (tf + norm), norm being
+        k1 * (1 - b + b * length / avgdl), in place (these lists can be long) and in the
+        in-process index's order of operations, so that the scores are the same to the bit."""
         seq, tf, length = raw
         k1, b = BM25_K1, BM25_B
-        norm = k1 * (1 - b + b * length / self.avgdl)
-        return seq, self.weights[term] * tf * (k1 + 1) / (tf + norm)
+        norm = length.astype(np.float64)
+        norm *= b
+        norm /= self.avgdl
+        norm += 1 - b
+        norm *= k1
+        norm += tf
+        score = tf.astype(np.float64)
+        score *= self.weights[term]
+        score *= k1 + 1
+        score /= norm
+        return seq, score
+
+    def scored(self, term: str) -> _Arrays:
+        """A list read whole, scored."""
+        if term not in self._scored:
+            self._scored[term] = self._score(term, self.whole[term])
+        return self._scored[term]
 
     def _fetch(self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None) -> dict[str, _Raw]:
         """The terms' postings row by row: all of them (through the filter), or only those
@@ -307,20 +340,23 @@ class _Postings:
         if plain:
             raw.update(self._fetch(plain, None))
         for term in todo:
-            seqs, tfs, lengths = raw[term]
-            if self.excluded is not None and len(gone := _positions(seqs, self.excluded)):
-                keep = np.ones(len(seqs), dtype=bool)
-                keep[gone] = False
-                seqs, tfs, lengths = seqs[keep], tfs[keep], lengths[keep]
-            self.whole[term] = self._score(term, (seqs, tfs, lengths))
+            self.whole[term] = raw[term]
+
+    def _kept(self, seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]) -> _Arrays:
+        """(seqs, scores) without the excluded memories."""
+        if self.excluded is None or not len(gone := _positions(seqs, self.excluded)):
+            return seqs, scores
+        keep = np.ones(len(seqs), dtype=bool)
+        keep[gone] = False
+        return seqs[keep], scores[keep]
 
     def union(self, terms: Sequence[str]) -> _Arrays:
         """Every memory holding one of `terms` (read whole), with their summed scores, in seq
         order."""
         if len(terms) == 1:
-            return self.whole[terms[0]]
+            return self._kept(*self.scored(terms[0]))
         seqs = np.concatenate([self.whole[t][0] for t in terms])
-        scores = np.concatenate([self.whole[t][1] for t in terms])
+        scores = np.concatenate([self.scored(t)[1] for t in terms])
         if len(seqs) == 0:
             return seqs.astype(np.int64), scores.astype(np.float64)
         low, high = int(seqs.min()), int(seqs.max())
@@ -329,38 +365,71 @@ class _Postings:
             # adds in the same order. Every contribution is > 0, so a sum of 0 is absence.
             summed = np.bincount(seqs - low, weights=scores, minlength=high - low + 1)
             at = np.flatnonzero(summed)
-            return (at + low).astype(np.int64), summed[at].astype(np.float64)
+            return self._kept((at + low).astype(np.int64), summed[at].astype(np.float64))
         unique, inverse = np.unique(seqs, return_inverse=True)
         total = np.bincount(inverse, weights=scores, minlength=len(unique))
-        return unique.astype(np.int64), total.astype(np.float64)
+        return self._kept(unique.astype(np.int64), total.astype(np.float64))
 
     def top(
-        self, terms: Sequence[str], seeds: Sequence[str], depth: int
+        self, order: Sequence[str], seeds: Sequence[str], depth: int, bound: dict[str, float]
     ) -> list[tuple[int, float]]:
-        """The exact `depth` best of every memory holding one of `terms` (read whole), their
-        scores summed on an array over the seq range; `seeds` (a few of the terms holding at
-        least `depth` memories between them) give a lower bound of the k-th score, so that
-        only the memories reaching it are ranked."""
-        held = [self.whole[t] for t in terms if len(self.whole[t][0])]
+        """The exact `depth` best of the memories holding one of `order`'s terms (rarest
+        first, every list read whole), summed on an array over the seq range, without
+        scoring every posting where that is provably useless.
+
+        The best memories by the `seeds` terms (which hold at least `depth` between them)
+        are scored in full: their k-th score is a lower bound ("cut") of the true k-th. The
+        commonest terms whose bounds (weight x (k1 + 1)) sum below the cut cannot lift a
+        memory holding none of the others to the top, so only the others are summed, and
+        the memories the commonest terms could still lift past the cut are looked up in
+        them, unless adding them all costs less than those lookups."""
+        held = [t for t in order if len(self.whole[t][0])]
         if not held:
             return []
-        low = min(int(seqs[0]) for seqs, _ in held)
-        span = max(int(seqs[-1]) for seqs, _ in held) - low + 1
-        if span > 4 * sum(len(seqs) for seqs, _ in held) + 1_000_000:
-            seqs, scores = self.union(terms)  # too sparse a range for one array
-        else:
-            total = np.zeros(span)
-            for seqs, scores in held:
-                total[seqs - low] += scores  # a term holds a memory once: no collisions
-            seeded = self.whole[seeds[0]][0] - low
-            if len(seeds) > 1:  # a memory holding two of them counts once
-                seeded = np.unique(np.concatenate([self.whole[t][0] for t in seeds])) - low
-            cut = float(np.finfo(np.float64).tiny)
-            if len(seeded) >= depth:
-                reached = total[seeded]
-                cut = max(cut, float(np.partition(reached, len(reached) - depth)[-depth]))
+        low = min(int(self.whole[t][0][0]) for t in held)
+        span = max(int(self.whole[t][0][-1]) for t in held) - low + 1
+        if span > 4 * sum(len(self.whole[t][0]) for t in held) + 1_000_000:
+            seqs, scores = self.union(order)  # too sparse a range for one array
+            best = _best(seqs, scores, depth)
+            return [(int(seqs[i]), float(scores[i])) for i in best]
+        cut = float(np.finfo(np.float64).tiny)
+        seeded, partial = self.union(seeds)
+        if len(seeded) >= depth:
+            probe = np.sort(seeded[_best(seeded, partial, SHORTLIST * depth)])
+            found = self.lookup(order, probe)
+            full = sum((found[t] for t in order), np.zeros(len(probe)))
+            cut = max(cut, float(np.partition(full, len(full) - depth)[-depth]))
+        k, reach = len(order), 0.0
+        while k > 1 and reach + bound[order[k - 1]] < cut:
+            k -= 1
+            reach += bound[order[k]]
+        finding, adding = order[:k], order[k:]
+        total = np.zeros(span)
+        for term in finding:
+            at, score = self.scored(term)
+            total[at - low] += score  # a term holds a memory once: no collisions
+        excluded = None
+        if self.excluded is not None:  # their sums go back to 0: absent
+            inside = self.excluded[(self.excluded >= low) & (self.excluded < low + span)]
+            excluded = inside - low
+            total[excluded] = 0
+        # The slack covers rounding in `cut - reach`: a few more candidates, never fewer.
+        at = np.flatnonzero(total >= (cut - reach) * (1 - 1e-9))
+        if adding and len(at) * len(adding) * LOOKUP_COST > sum(
+            len(self.whole[t][0]) for t in adding
+        ):
+            for term in adding:  # cheaper than looking up every candidate
+                added, score = self.scored(term)
+                total[added - low] += score
+            if excluded is not None:
+                total[excluded] = 0
             at = np.flatnonzero(total >= cut)
-            seqs, scores = at + low, total[at]
+            adding = []
+        seqs, scores = at + low, total[at]
+        if adding:
+            found = self.lookup(adding, seqs)
+            for term in adding:
+                scores = scores + found[term]
         best = _best(seqs, scores, depth)
         return [(int(seqs[i]), float(scores[i])) for i in best]
 
@@ -384,10 +453,11 @@ class _Postings:
             self.cost += PROBE_COST * len(seqs) * len(probe)
         out: dict[str, npt.NDArray[np.float64]] = {}
         for term in terms:
-            if term in self.whole:
-                out[term] = _align(self.whole[term], seqs)
+            if term in self._scored and len(seqs) * 8 > len(self._scored[term][0]):
+                out[term] = _align(self._scored[term], seqs)
             else:
-                out[term] = _align(self._score(term, _restrict(raw[term], seqs)), seqs)
+                postings = self.whole[term] if term in self.whole else raw[term]
+                out[term] = _align(self._score(term, _restrict(postings, seqs)), seqs)
         return out
 
 
@@ -447,6 +517,12 @@ def _align(
     inside[inside] = seqs[at[inside]] == have[inside]
     out[at[inside]] = score[inside]
     return out
+
+
+_HNSW_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection[Any], int] = (
+    weakref.WeakKeyDictionary()
+)
+"""The hnsw.ef_search each pooled connection was given."""
 
 
 class PostgresSearch:
@@ -614,7 +690,9 @@ class PostgresSearch:
                 k += 1
             if sum(lists.read_cost(t) for t in order) <= IN_MEMORY_COST:
                 lists.read(order)
-                return lists.top(order, order[:k], depth)
+                if not filter_sql:
+                    self._recent().search = (bank, tuple(terms), time.monotonic(), lists)
+                return lists.top(order, order[:k], depth, bound)
             shortlist = SHORTLIST * depth
             budget = self.lexical_search_budget
             while True:
@@ -686,11 +764,29 @@ class PostgresSearch:
     arrays, `posting_packs`, built on first use and kept up to date by every write) rather
     than row by row; None reads every term row by row."""
 
+    def _recent(self) -> threading.local:
+        """What this thread's last lexical search read (see lexical_scores)."""
+        recent: threading.local | None = self.__dict__.get("_recent_search")
+        if recent is None:
+            recent = self.__dict__.setdefault("_recent_search", threading.local())
+        return recent
+
     def lexical_scores(
         self, bank: str, terms: Sequence[str], seqs: Sequence[int]
     ) -> dict[int, float]:
         if not seqs:
             return {}
+        wanted = np.unique(np.asarray(seqs, dtype=np.int64))
+        # A recall scores the other channels' finds right after its lexical search, in the
+        # same thread, for the same terms: the lists that search read whole serve again (the
+        # same statistics, so the same scores it gave), with nothing asked of the database.
+        last = getattr(self._recent(), "search", None)
+        if last is not None and last[:2] == (bank, tuple(terms)):
+            lists: _Postings = last[3]  # its lists hold the memories its filter leaves out
+            if time.monotonic() - last[2] < RECENT_SECONDS:
+                found = lists.lookup(sorted(lists.weights), wanted)
+                scores = sum(found.values(), np.zeros(len(wanted)))
+                return {int(q): float(v) for q, v in zip(wanted, scores, strict=True) if v > 0}
         with self._conn() as conn:
             stats = self._bank_terms(conn, bank, terms)
             if stats is None or stats[0][1] == 0:
@@ -703,7 +799,6 @@ class PostgresSearch:
                 conn, bank_id, total / n if total else 1.0, weights, "", (), df,
                 self.lexical_pack_min, None, self._pack_cache(),
             )  # fmt: skip
-            wanted = np.unique(np.asarray(seqs, dtype=np.int64))
             found = lists.lookup(sorted(weights), wanted)
             scores = sum(found.values(), np.zeros(len(wanted)))
             return {int(q): float(v) for q, v in zip(wanted, scores, strict=True) if v > 0}
@@ -866,12 +961,14 @@ class PostgresSearch:
                 # Ordering by the bare expression keeps the planner off the HNSW index.
                 order_by = "m.embedding <#> %s"
             else:
-                # Set on the connection (one round trip, no transaction): every indexed
-                # search sets them, and nothing else reads them.
-                conn.execute(
-                    f"SET hnsw.ef_search = {max(depth, 100)};"
-                    " SET hnsw.iterative_scan = relaxed_order"
-                )
+                # Set on the connection (no transaction), once: every indexed search sets
+                # them, and nothing else reads them.
+                ef_search = max(depth, 100)
+                if _HNSW_SETTINGS.get(conn) != ef_search:
+                    conn.execute(
+                        f"SET hnsw.ef_search = {ef_search}; SET hnsw.iterative_scan = relaxed_order"
+                    )
+                    _HNSW_SETTINGS[conn] = ef_search
                 order_by = f"m.embedding::vector({dim}) <#> %s::vector({dim})"
             rows = conn.execute(
                 f"SELECT m.seq, -(m.embedding <#> %s) FROM memories m WHERE {conditions}"
