@@ -137,7 +137,7 @@ def _vector(value: Any) -> npt.NDArray[np.float32] | None:
 class PostgresStore(PostgresSearch):
     """A `Store` on a PostgreSQL database with the pgvector extension."""
 
-    def __init__(self, url: str, *, pool_min: int = 1, pool_max: int | None = None) -> None:
+    def __init__(self, url: str, *, pool_min: int = 4, pool_max: int | None = None) -> None:
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
         self.url = urlunsplit(parts._replace(query=urlencode(query)))

@@ -68,7 +68,7 @@ LOOKUP_COST = 16
 this many of its postings."""
 RECENT_SECONDS = 2.0
 """For this long, lexical_scores may reuse the lists its thread's last search read whole."""
-IN_MEMORY_COST = 30_000
+IN_MEMORY_COST = 150_000
 """When reading every query term whole costs at most this much (about three million
 postings of packs this process holds), lexical search simply scores every memory holding
 one of them: exact, and faster than proving which of them cannot matter."""
