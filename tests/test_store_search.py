@@ -374,3 +374,29 @@ def test_the_url_sizes_the_pool_and_the_pack_memory() -> None:
     with pytest.raises(StoreError, match="pool_max='0'") as failed:
         PostgresStore("postgresql://lamina:secret@db/x?pool_max=0")
     assert "secret" not in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    ("count", "gap", "tf", "length"),
+    [(1, 1, 1, 1), (2, 65_535, 255, 65_535), (3, 65_536, 256, 65_536), (500, 2**33, 2**17, 9)],
+)
+def test_packs_are_written_narrow_and_read_back_whole(
+    count: int, gap: int, tf: int, length: int
+) -> None:
+    """A pack takes the fewest bytes that hold its numbers, and reads back exactly, at
+    every width's edge."""
+    rng = np.random.default_rng(count)
+    seqs = 10**9 + np.cumsum(rng.integers(1, gap, count, endpoint=True)).astype(np.int64)
+    seqs[-1] = seqs[-2] + gap if count > 1 else seqs[-1]
+    tfs = rng.integers(1, tf, count, endpoint=True).astype(np.int32)
+    lengths = rng.integers(1, length, count, endpoint=True).astype(np.int32)
+    tfs[-1], lengths[-1] = tf, length
+    packed = postgres_search._encode((seqs, tfs, lengths))
+    assert len(packed[1]) == count * {1: 1, 255: 1, 256: 2, 2**17: 4}[tf]
+    assert len(packed[2]) == count * {1: 2, 65_535: 2, 65_536: 4, 9: 2}[length]
+    if count > 1:
+        assert len(packed[0]) == 8 + (count - 1) * {1: 2, 65_535: 2, 65_536: 4, 2**33: 8}[gap]
+    for got, want in zip(
+        postgres_search._decode(count, *packed), (seqs, tfs, lengths), strict=True
+    ):
+        assert np.array_equal(got, want)
