@@ -198,6 +198,43 @@ def test_packed_postings_follow_every_change(
         reader.close()
 
 
+def test_a_read_only_database_searches_exactly_with_or_without_packs(
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store on a database it may not write to (a hot standby, a read-only role) opens
+    without migrating and searches exactly: row by row while no pack exists (it cannot
+    build one), from the packs once a writer has built them."""
+    writer, _ = filled
+    readonly = PostgresStore(writer.url + "?options=-c%20default_transaction_read_only%3Don")
+    for store in (writer, readonly):
+        monkeypatch.setattr(store, "lexical_pack_min", 20)
+    rng = random.Random(31)
+    group = [
+        Memory(
+            id=f"s{i}",
+            bank="standby",
+            document="d",
+            kind="turn",
+            text=zipf_text(rng),
+            record_ids=(f"r{i}",),
+            content_hash=str(i),
+        )
+        for i in range(300)
+    ]
+    writer.apply_retain(
+        RetainBatch("standby", "d", 0, Cursor(), [f"r{i}" for i in range(300)], group)
+    )
+    with pytest.raises(StoreError, match=r"refuses this write .*read-only transaction"):
+        readonly.delete_document("standby", "d")
+    _assert_exact(readonly, "standby", _queries(41))
+    cache = readonly._pack_cache()
+    assert cache is not None and cache.bytes == 0  # nothing built, nothing held
+    _assert_exact(writer, "standby", _queries(41))  # the writer builds the packs
+    _assert_exact(readonly, "standby", _queries(42))
+    assert cache.bytes > 0
+    readonly.close()
+
+
 def test_packs_held_in_memory_stay_within_their_bytes(
     filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -368,6 +405,8 @@ def test_the_url_sizes_the_pool_and_the_pack_memory() -> None:
     )
     assert (store.pool_max, store.lexical_pack_cache_bytes) == (3, 64 << 20)
     assert store.url == "postgresql://lamina@db/lamina?sslmode=require"  # passed on as is
+    spaced = PostgresStore("postgresql://db/x?pool_max=2&options=-c%20work_mem%3D8MB")
+    assert spaced.url == "postgresql://db/x?options=-c%20work_mem%3D8MB"  # not "+" for " "
     assert PostgresStore("postgresql://db/x").lexical_pack_cache_bytes == 256 << 20
     with pytest.raises(StoreError, match=r"pack_cache_mb='lots' in the URL is not a number"):
         PostgresStore("postgresql://lamina:secret@db/x?pack_cache_mb=lots")

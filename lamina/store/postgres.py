@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 import numpy as np
 import numpy.typing as npt
@@ -114,6 +114,15 @@ def _jsonb(value: Mapping[str, Any]) -> Jsonb:
     return Jsonb(clean(value))
 
 
+def _up_to_date(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the database has every migration already (read without a lock or a write)."""
+    try:
+        names = {str(r[0]) for r in conn.execute("SELECT name FROM schema_migrations")}
+    except psycopg.errors.UndefinedTable:
+        return False
+    return all(name in names for name, _sql in MIGRATIONS)
+
+
 def _url_number(url: str, query: dict[str, str], name: str, default: float, least: float) -> float:
     """A number given in the URL's query (taken out of it), at least `least`."""
     if name not in query:
@@ -140,13 +149,19 @@ class PostgresStore(PostgresSearch):
     def __init__(self, url: str, *, pool_min: int = 4, pool_max: int | None = None) -> None:
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
-        self.url = urlunsplit(parts._replace(query=urlencode(query)))
-        self.pool_max = int(_url_number(self.url, query, "pool_max", pool_max or 8, 1))
+        self.url = url
+        self.pool_max = int(_url_number(url, query, "pool_max", pool_max or 8, 1))
         self.pool_min = min(pool_min, self.pool_max)
         if "pack_cache_mb" in query:
-            megabytes = _url_number(self.url, query, "pack_cache_mb", 0, 0)
+            megabytes = _url_number(url, query, "pack_cache_mb", 0, 0)
             self.lexical_pack_cache_bytes = int(megabytes * (1 << 20))
-        self.url = urlunsplit(parts._replace(query=urlencode(query)))
+        # The rest of the query goes to libpq as written (re-encoding would turn the
+        # spaces of `options=-c%20...` into "+", which libpq does not read as spaces).
+        ours = {"pool_max", "pack_cache_mb"}
+        kept = [
+            p for p in parts.query.split("&") if p and unquote_plus(p.split("=")[0]) not in ours
+        ]
+        self.url = urlunsplit(parts._replace(query="&".join(kept)))
         self._pool: ConnectionPool | None = None
         self._lock = threading.Lock()
         self._migrated = False
@@ -195,8 +210,14 @@ class PostgresStore(PostgresSearch):
 
     @contextmanager
     def _write(self) -> Iterator[psycopg.Connection[Any]]:
-        with self.pool.connection() as conn, conn.transaction():
-            yield conn
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                yield conn
+        except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(
+                f"{describe_target(self.url)}: the database refuses this write ({reason})"
+            ) from None
 
     def close(self) -> None:
         with self._lock:
@@ -207,8 +228,14 @@ class PostgresStore(PostgresSearch):
     # -- migrations ------------------------------------------------------------------------
     def migrate(self) -> list[str]:
         self._migrated = True
+        with self._connect_raw() as conn:
+            if _up_to_date(conn):
+                return []  # no lock taken, nothing written: a read-only standby opens too
+            return self._migrate(conn)
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> list[str]:
         applied: list[str] = []
-        with self._connect_raw() as conn, conn.transaction():
+        with conn.transaction():
             # Several processes may start at once; one migrates, the others wait and see.
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute(
