@@ -829,7 +829,7 @@ class PostgresSearch:
         # A recall scores the other channels' finds right after its lexical search, in the
         # same thread, for the same terms: the lists that search read whole serve again (the
         # same statistics, so the same scores it gave), with nothing asked of the database.
-        last = getattr(self._recent(), "search", None)
+        last = self._recent().__dict__.pop("search", None)  # used once: its memory goes
         if last is not None and last[:2] == (bank, tuple(terms)):
             lists: _Postings = last[3]  # its lists hold the memories its filter leaves out
             if time.monotonic() - last[2] < RECENT_SECONDS:
