@@ -69,9 +69,10 @@ this many of its postings."""
 RECENT_SECONDS = 2.0
 """For this long, lexical_scores may reuse the lists its thread's last search read whole."""
 IN_MEMORY_COST = 150_000
-"""When reading every query term whole costs at most this much (about three million
-postings of packs this process holds), lexical search simply scores every memory holding
-one of them: exact, and faster than proving which of them cannot matter."""
+"""When reading every query term whole costs at most this much (about 1.5 million postings
+sent from packs, or 15 million of packs held in memory), lexical search reads them all and
+ranks in memory (`_Postings.top`): exact, and faster than proving which memories cannot
+matter with lookups in the database."""
 PACK_TAIL = 1_000
 """A pack is rebuilt once more than this many (and an eighth of its size) newer postings
 have to be read beside it."""
@@ -189,16 +190,11 @@ class PackCache:
                 _key, (_version, gone) = self._packs.popitem(last=False)
                 self.bytes -= sum(a.nbytes for a in gone)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._packs.clear()
-            self.bytes = 0
-
 
 class _Postings:
-    """The BM25 contributions of a query's terms, per term as sorted (seq, score) arrays:
-    whole lists read once (a common term's from its pack), or only the entries of given
-    candidates."""
+    """The postings of a query's terms and their BM25 contributions, per term as arrays in
+    seq order: whole lists read once (a common term's from its pack, held in memory or
+    sent), or only the entries of given candidates."""
 
     def __init__(
         self,
