@@ -123,11 +123,21 @@ def _up_to_date(conn: psycopg.Connection[Any]) -> bool:
     return all(name in names for name, _sql in MIGRATIONS)
 
 
+def _first_line(exc: BaseException) -> str:
+    """What went wrong, in one line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+_URL_OPTIONS = ("pool_max", "pack_cache_mb")
+"""The URL query parameters the store reads itself, rather than passing on to libpq."""
+
+
 def _url_number(url: str, query: dict[str, str], name: str, default: float, least: float) -> float:
-    """A number given in the URL's query (taken out of it), at least `least`."""
+    """A number given in the URL's query, at least `least`."""
     if name not in query:
         return default
-    text = query.pop(name)
+    text = query[name]
     try:
         value = float(text)
     except ValueError:
@@ -149,7 +159,6 @@ class PostgresStore(PostgresSearch):
     def __init__(self, url: str, *, pool_min: int = 4, pool_max: int | None = None) -> None:
         parts = urlsplit(url)
         query = dict(parse_qsl(parts.query))
-        self.url = url
         self.pool_max = int(_url_number(url, query, "pool_max", pool_max or 8, 1))
         self.pool_min = min(pool_min, self.pool_max)
         if "pack_cache_mb" in query:
@@ -157,9 +166,10 @@ class PostgresStore(PostgresSearch):
             self.lexical_pack_cache_bytes = int(megabytes * (1 << 20))
         # The rest of the query goes to libpq as written (re-encoding would turn the
         # spaces of `options=-c%20...` into "+", which libpq does not read as spaces).
-        ours = {"pool_max", "pack_cache_mb"}
         kept = [
-            p for p in parts.query.split("&") if p and unquote_plus(p.split("=")[0]) not in ours
+            p
+            for p in parts.query.split("&")
+            if p and unquote_plus(p.split("=")[0]) not in _URL_OPTIONS
         ]
         self.url = urlunsplit(parts._replace(query="&".join(kept)))
         self._pool: ConnectionPool | None = None
@@ -174,8 +184,9 @@ class PostgresStore(PostgresSearch):
         try:
             return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
         except psycopg.Error as exc:
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"{describe_target(self.url)}: cannot connect ({message})") from None
+            raise StoreError(
+                f"{describe_target(self.url)}: cannot connect ({_first_line(exc)})"
+            ) from None
 
     @property
     def pool(self) -> ConnectionPool:
@@ -214,9 +225,8 @@ class PostgresStore(PostgresSearch):
             with self.pool.connection() as conn, conn.transaction():
                 yield conn
         except (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(
-                f"{describe_target(self.url)}: the database refuses this write ({reason})"
+                f"{describe_target(self.url)}: the database refuses this write ({_first_line(exc)})"
             ) from None
 
     def close(self) -> None:

@@ -441,8 +441,7 @@ class _Postings:
         seeded, partial = self.union(seeds)
         if len(seeded) >= depth:
             probe = np.sort(seeded[_best(seeded, partial, SHORTLIST * depth)])
-            found = self.lookup(order, probe)
-            full = sum((found[t] for t in order), np.zeros(len(probe)))
+            full = self.added(order, probe)
             cut = max(cut, float(np.partition(full, len(full) - depth)[-depth]))
         k, reach = len(order), 0.0
         while k > 1 and reach + bound[order[k - 1]] < cut:
@@ -472,11 +471,23 @@ class _Postings:
             adding = []
         seqs, scores = at + low, total[at]
         if adding:
-            found = self.lookup(adding, seqs)
-            for term in adding:
-                scores = scores + found[term]
+            scores = self.added(adding, seqs, scores)
         best = _best(seqs, scores, depth)
         return [(int(seqs[i]), float(scores[i])) for i in best]
+
+    def added(
+        self,
+        terms: Sequence[str],
+        seqs: npt.NDArray[np.int64],
+        scores: npt.NDArray[np.float64] | None = None,
+    ) -> npt.NDArray[np.float64]:
+        """`scores` (0 when None) for `seqs` (sorted) with each term's scores added, in the
+        order of `terms` (the order decides the last bits of a sum)."""
+        found = self.lookup(terms, seqs)
+        total = np.zeros(len(seqs)) if scores is None else scores
+        for term in terms:
+            total = total + found[term]
+        return total
 
     def lookup(
         self, terms: Sequence[str], seqs: npt.NDArray[np.int64]
@@ -504,6 +515,11 @@ class _Postings:
                 postings = self.whole[term] if term in self.whole else raw[term]
                 out[term] = _align(self._score(term, _restrict(postings, seqs)), seqs)
         return out
+
+
+def _positive(seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]) -> dict[int, float]:
+    """{seq: score} of the memories that score."""
+    return {int(q): float(v) for q, v in zip(seqs, scores, strict=True) if v > 0}
 
 
 def _restrict(raw: _Raw, seqs: npt.NDArray[np.int64]) -> _Raw:
@@ -754,9 +770,7 @@ class PostgresSearch:
                     seqs, scores = seqs[keep], scores[keep]
                 # Read whole where that is cheaper than looking up each candidate.
                 lists.read([t for t in adding if lists.read_cost(t) <= PROBE_COST * len(seqs)])
-                found = lists.lookup(adding, seqs)
-                for term in adding:
-                    scores = scores + found[term]
+                scores = lists.added(adding, seqs, scores)
                 top = _best(seqs, scores, depth)
                 ranked = [(int(seqs[i]), float(scores[i])) for i in top]
                 kth = ranked[-1][1] if len(ranked) >= depth else 0.0
@@ -829,9 +843,7 @@ class PostgresSearch:
         if last is not None and last[:2] == (bank, tuple(terms)):
             lists: _Postings = last[3]  # its lists hold the memories its filter leaves out
             if time.monotonic() - last[2] < RECENT_SECONDS:
-                found = lists.lookup(sorted(lists.weights), wanted)
-                scores = sum(found.values(), np.zeros(len(wanted)))
-                return {int(q): float(v) for q, v in zip(wanted, scores, strict=True) if v > 0}
+                return _positive(wanted, lists.added(sorted(lists.weights), wanted))
         with self._conn() as conn:
             stats = self._bank_terms(conn, bank, terms)
             if stats is None or stats[0][1] == 0:
@@ -844,9 +856,7 @@ class PostgresSearch:
                 conn, bank_id, total / n if total else 1.0, weights, "", (), df,
                 self.lexical_pack_min, None, self._pack_cache(),
             )  # fmt: skip
-            found = lists.lookup(sorted(weights), wanted)
-            scores = sum(found.values(), np.zeros(len(wanted)))
-            return {int(q): float(v) for q, v in zip(wanted, scores, strict=True) if v > 0}
+            return _positive(wanted, lists.added(sorted(weights), wanted))
 
     # -- dense -----------------------------------------------------------------------------
     @staticmethod
