@@ -489,3 +489,27 @@ def test_log_token_counts_are_kept_per_key_and_read_up_to_the_first_gap(store: S
     store.delete_log("b", "log")
     store.append_log_messages("b", "log", [])
     assert store.load_log_counts("b", "log", "k/1") == []
+
+
+def test_bank_sizes_are_kept_right_through_every_write(store: Store) -> None:
+    # Sizes are counters kept at each write (so listing banks never scans a bank): they
+    # must agree with what is really there after retains, replacements and deletions.
+    store.apply_retain(batch(0, ["r1", "r2", "r3"], [memory("m1"), memory("m2", vec=None)]))
+    store.apply_retain(
+        batch(0, ["s1", "s2"], [memory("m3", doc="d2"), memory("m4", doc="d2")], doc="d2")
+    )
+    store.apply_retain(batch(1, ["r3", "r4"], [memory("m1", text="again")]))  # m1 replaced
+    store.delete_memory("b", "m4")
+    store.set_embeddings("b", {"m2": np.ones(4, dtype=np.float32)}, "other@1")
+    stats = store.bank_stats("b")
+    live = [row.memory for row in store.iter_memories("b")]
+    assert stats.memories == len(live) == 3
+    assert stats.embedded == sum(m.embedding is not None for m in live) == 3
+    assert stats.embedders == {"test@1": 2, "other@1": 1}
+    assert stats.records == store.count_records("b") == 6
+    assert stats.documents == 2
+    store.delete_document("b", "d2")
+    stats = store.bank_stats("b")
+    assert (stats.memories, stats.records, stats.embedded) == (2, 4, 2)
+    assert stats.embedders == {"test@1": 1, "other@1": 1}
+    assert stats.first_time == datetime(2026, 3, 1, 10, tzinfo=UTC)

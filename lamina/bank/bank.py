@@ -87,6 +87,23 @@ class MemoryBank:
         embedder = self.embedder if self.retain_options.embed else None
         return Retainer(self.store, embedder, self.retain_options, progress=self.progress)
 
+    def prepare(self, bank: str) -> int:
+        """Index a bank retained before its store searched in the database (SQLite banks
+        from earlier versions), once; later calls cost one query. Retains call it, so the
+        first retain after an upgrade does it (with progress), never a prompt's hook."""
+        prepare = getattr(self.store, "prepare_search", None)
+        if prepare is None or not isinstance(self.store, SearchStore):
+            return 0
+        if self.store.searchable(bank):
+            return 0
+        sink = self.progress
+
+        def progress(done: int, total: int) -> None:
+            if sink is not None:
+                sink("indexing for search", done, total)
+
+        return int(prepare(bank, progress))
+
     def retain_file(
         self,
         path: str | Path,
@@ -97,6 +114,7 @@ class MemoryBank:
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> RetainReport:
+        self.prepare(check_bank_name(bank))
         return self._retainer().retain_file(
             str(path),
             check_bank_name(bank),
@@ -115,6 +133,7 @@ class MemoryBank:
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> RetainReport:
+        self.prepare(check_bank_name(bank))
         return self._retainer().retain_messages(
             messages, check_bank_name(bank), document, tags=tags, metadata=metadata
         )
@@ -176,6 +195,7 @@ class MemoryBank:
 
     def reindex(self, bank: str, *, batch: int = 256, force: bool = False) -> int:
         """Embed again every memory whose vector is missing or from another embedder."""
+        self.prepare(bank)
         embedder = self.embedder
         todo = [
             m

@@ -153,7 +153,9 @@ class BankIndex:
         """Tokens of a memory's text (counted once per process)."""
         count = self._tokens.get(slot)
         if count is None:
-            count = self._tokens[slot] = count_text(self.memories[slot].text)
+            memory = self.memories[slot]
+            count = memory.tokens if memory.tokens is not None else count_text(memory.text)
+            self._tokens[slot] = count
         return count
 
     def mask(

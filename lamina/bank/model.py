@@ -83,6 +83,8 @@ class Memory:
     embedder: str | None = None
     first_line: int | None = None
     last_line: int | None = None
+    tokens: int | None = None
+    """Tokens of `text` (lamina.tokens), counted once at retain; None: not counted yet."""
 
     @property
     def time(self) -> datetime | None:

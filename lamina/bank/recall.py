@@ -155,6 +155,12 @@ class RecallResult:
         }
 
 
+def memory_tokens(memory: Memory) -> int:
+    """A memory's tokens: counted at retain, so recall needs no tokenizer (only memories
+    stored before counts were kept are counted here)."""
+    return memory.tokens if memory.tokens is not None else count_text(memory.text)
+
+
 def entity_scale(size: int) -> float:
     """What one shared entity named by a single memory scores (BM25 at average length): the
     entity channel's scores are divided by this rather than min-max normalised, so that
@@ -536,7 +542,7 @@ def recall_from_store(
 
     def tokens_at(i: int) -> int:
         if i not in token_counts:
-            token_counts[i] = count_text(memory_at(i).text)
+            token_counts[i] = memory_tokens(memory_at(i))
         return token_counts[i]
 
     considered = count_job.result()

@@ -38,6 +38,7 @@ from ..bank.lexical import tokenize
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
+from ..tokens import count_text
 from .base import (
     SPEND_KEPT,
     ContextLogInfo,
@@ -301,34 +302,38 @@ class PostgresStore(PostgresSearch):
         return cur.rowcount > 0
 
     def bank_stats(self, name: str) -> BankStats:
+        """Read from counters kept at every write and two index probes: the same cost at a
+        million memories as at a thousand."""
         with self._conn() as conn:
-            row = conn.execute("SELECT id FROM banks WHERE name = %s", (name,)).fetchone()
+            row = conn.execute(
+                "SELECT id, live_memories, embedded, records FROM banks WHERE name = %s", (name,)
+            ).fetchone()
             if row is None:
                 return BankStats(name, 0, 0, 0, 0, {}, None, None)
-            bank_id = row[0]
+            bank_id, memories, embedded, records = (int(v) for v in row)
             documents = conn.execute(
                 "SELECT count(*) FROM documents WHERE bank_id = %s", (bank_id,)
             ).fetchone()
-            memories, embedded, first, last = conn.execute(
-                "SELECT count(*), count(embedding), min(coalesce(occurred_at, said_at)),"
-                " max(coalesce(occurred_at, said_at)) FROM memories WHERE bank_id = %s",
-                (bank_id,),
-            ).fetchone() or (0, 0, None, None)
-            embedders = dict(
-                conn.execute(
-                    "SELECT embedder, count(*) FROM memories WHERE bank_id = %s"
-                    " AND embedder IS NOT NULL GROUP BY embedder",
+            first, last = conn.execute(
+                "SELECT (SELECT min(t) FROM memories WHERE bank_id = %s),"
+                " (SELECT max(t) FROM memories WHERE bank_id = %s)",
+                (bank_id, bank_id),
+            ).fetchone() or (None, None)
+            embedders = {
+                str(e): int(n)
+                for e, n in conn.execute(
+                    "SELECT embedder, memories FROM bank_embedders WHERE bank_id = %s"
+                    " AND memories > 0 ORDER BY embedder",
                     (bank_id,),
-                ).fetchall()
-            )
-        records = self.count_records(name)
+                )
+            }
         return BankStats(
             name,
             int(documents[0]) if documents else 0,
-            int(memories),
+            memories,
             records,
-            int(embedded),
-            {str(k): int(v) for k, v in embedders.items()},
+            embedded,
+            embedders,
             first,
             last,
         )
@@ -390,6 +395,9 @@ class PostgresStore(PostgresSearch):
             if bank_row is None or row is None:
                 return 0
             removed = _delete_memories(conn, bank_row[0], "document_id = %s", (row[0],))
+            # Records before their document: the trigger counting them finds the bank
+            # through it.
+            conn.execute("DELETE FROM records WHERE document_id = %s", (row[0],))
             conn.execute("DELETE FROM documents WHERE id = %s", (row[0],))
             conn.execute(
                 "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
@@ -533,7 +541,7 @@ class PostgresStore(PostgresSearch):
     _MEMORY_COLUMNS = (
         "m.seq, m.id, d.name, m.kind, m.text, m.record_ids, m.occurred_at, m.said_at,"
         " m.speakers, m.entities, m.tags, m.content_hash, m.embedder, m.first_line,"
-        " m.last_line"
+        " m.last_line, m.tokens"
     )
 
     @staticmethod
@@ -551,10 +559,11 @@ class PostgresStore(PostgresSearch):
             entities=tuple(row[9]),
             tags=tuple(row[10]),
             content_hash=row[11],
-            embedding=_vector(row[15]),
+            embedding=_vector(row[16]),
             embedder=row[12],
             first_line=row[13],
             last_line=row[14],
+            tokens=row[15],
         )
 
     def get_memories(self, bank: str, ids: Sequence[str]) -> list[Memory]:
@@ -1057,13 +1066,14 @@ def _insert_memories(
         total += length
         df.update(counts.keys())
         postings.extend((term, seq, tf, length) for term, tf in counts.items())
-        rows.append((seq, *_memory_params(memory, bank_id, doc_id, now), length))
+        tokens = memory.tokens if memory.tokens is not None else count_text(memory.text)
+        rows.append((seq, *_memory_params(memory, bank_id, doc_id, now), length, tokens))
     with conn.cursor() as cur:
         cur.executemany(
             "INSERT INTO memories (seq, id, bank_id, document_id, kind, text, record_ids,"
             " occurred_at, said_at, speakers, entities, tags, content_hash, embedding, embedder,"
-            " first_line, last_line, created_at, terms) VALUES (%s, %s, %s, %s, %s, %s, %s,"
-            " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            " first_line, last_line, created_at, terms, tokens) VALUES (%s, %s, %s, %s, %s, %s,"
+            " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             rows,
         )
     _add_postings(conn, bank_id, postings)

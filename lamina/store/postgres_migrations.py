@@ -245,4 +245,97 @@ MIGRATIONS: list[tuple[str, str]] = [
             ADD COLUMN version bigint NOT NULL DEFAULT nextval('posting_pack_versions');
         """,
     ),
+    (
+        "0007_memory_token_counts",
+        """
+        -- Each memory's token count, written at retain, so recall fills its budget without
+        -- loading a tokenizer (NULL for memories stored before: counted when recalled).
+        ALTER TABLE memories ADD COLUMN tokens integer;
+        """,
+    ),
+    (
+        "0008_bank_counts",
+        """
+        -- Sizes kept, not counted: memories with a vector, records, and memories per
+        -- embedder, kept by statement triggers (one update per statement, not per row), so
+        -- listing banks costs the same at a million memories as at a thousand.
+        ALTER TABLE banks ADD COLUMN embedded bigint NOT NULL DEFAULT 0,
+            ADD COLUMN records bigint NOT NULL DEFAULT 0;
+        CREATE TABLE bank_embedders (
+            bank_id bigint NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            embedder text NOT NULL,
+            memories bigint NOT NULL,
+            PRIMARY KEY (bank_id, embedder)
+        );
+        UPDATE banks SET
+            embedded = (SELECT count(*) FROM memories m WHERE m.bank_id = banks.id
+                        AND m.embedding IS NOT NULL),
+            records = (SELECT count(*) FROM records r JOIN documents d ON d.id = r.document_id
+                       WHERE d.bank_id = banks.id);
+        INSERT INTO bank_embedders (bank_id, embedder, memories)
+            SELECT bank_id, embedder, count(*) FROM memories
+            WHERE embedder IS NOT NULL AND embedding IS NOT NULL GROUP BY bank_id, embedder;
+
+        CREATE FUNCTION lamina_memories_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP IN ('DELETE', 'UPDATE') THEN
+                UPDATE banks b SET embedded = b.embedded - g.n
+                    FROM (SELECT bank_id, count(*) AS n FROM old_rows
+                          WHERE embedding IS NOT NULL GROUP BY bank_id) g
+                    WHERE b.id = g.bank_id;
+                UPDATE bank_embedders e SET memories = e.memories - g.n
+                    FROM (SELECT bank_id, embedder, count(*) AS n FROM old_rows
+                          WHERE embedding IS NOT NULL AND embedder IS NOT NULL
+                          GROUP BY bank_id, embedder) g
+                    WHERE e.bank_id = g.bank_id AND e.embedder = g.embedder;
+            END IF;
+            IF TG_OP IN ('INSERT', 'UPDATE') THEN
+                UPDATE banks b SET embedded = b.embedded + g.n
+                    FROM (SELECT bank_id, count(*) AS n FROM new_rows
+                          WHERE embedding IS NOT NULL GROUP BY bank_id) g
+                    WHERE b.id = g.bank_id;
+                INSERT INTO bank_embedders (bank_id, embedder, memories)
+                    SELECT bank_id, embedder, count(*) FROM new_rows
+                    WHERE embedding IS NOT NULL AND embedder IS NOT NULL
+                    GROUP BY bank_id, embedder
+                    ON CONFLICT (bank_id, embedder)
+                    DO UPDATE SET memories = bank_embedders.memories + excluded.memories;
+            END IF;
+            RETURN NULL;
+        END
+        $$;
+        CREATE TRIGGER memories_inserted AFTER INSERT ON memories
+            REFERENCING NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION lamina_memories_counted();
+        CREATE TRIGGER memories_deleted AFTER DELETE ON memories
+            REFERENCING OLD TABLE AS old_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION lamina_memories_counted();
+        CREATE TRIGGER memories_updated AFTER UPDATE ON memories
+            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION lamina_memories_counted();
+
+        CREATE FUNCTION lamina_records_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                UPDATE banks b SET records = b.records - g.n
+                    FROM (SELECT d.bank_id, count(*) AS n FROM old_rows r
+                          JOIN documents d ON d.id = r.document_id GROUP BY d.bank_id) g
+                    WHERE b.id = g.bank_id;
+            ELSE
+                UPDATE banks b SET records = b.records + g.n
+                    FROM (SELECT d.bank_id, count(*) AS n FROM new_rows r
+                          JOIN documents d ON d.id = r.document_id GROUP BY d.bank_id) g
+                    WHERE b.id = g.bank_id;
+            END IF;
+            RETURN NULL;
+        END
+        $$;
+        CREATE TRIGGER records_inserted AFTER INSERT ON records
+            REFERENCING NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION lamina_records_counted();
+        CREATE TRIGGER records_deleted AFTER DELETE ON records
+            REFERENCING OLD TABLE AS old_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION lamina_records_counted();
+        """,
+    ),
 ]

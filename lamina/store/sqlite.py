@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import orjson
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
+from ..tokens import count_text
 from .base import (
     SPEND_KEPT,
     ContextLogInfo,
@@ -34,6 +35,8 @@ from .base import (
     contiguous_counts,
 )
 from .sqlite_migrations import MIGRATIONS
+from .sqlite_search import SQLiteSearch, postings_of
+from .vectors import vector_dir
 
 __all__ = ["SQLiteStore"]
 
@@ -83,8 +86,9 @@ def _enable_wal(conn: sqlite3.Connection, path: str) -> None:
             delay = min(delay * 2, 0.2)
 
 
-class SQLiteStore:
-    """A `Store` on one SQLite database file (or `:memory:` for a single connection)."""
+class SQLiteStore(SQLiteSearch):
+    """A `Store` on one SQLite database file (or `:memory:` for a single connection), which
+    searches its banks itself (`SearchStore`, see lamina.store.sqlite_search)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
@@ -166,7 +170,7 @@ class SQLiteStore:
             for name, sql in pending:
                 if name in done:
                     continue
-                for statement in (s for s in sql.split(";") if s.strip()):
+                for statement in _statements(sql):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)",
@@ -210,30 +214,40 @@ class SQLiteStore:
 
     def delete_bank(self, name: str) -> bool:
         with self._write() as conn:
+            bank_id = self._bank_id(conn, name)
             cur = conn.execute("DELETE FROM banks WHERE name = ?", (name,))
+        if bank_id is not None and self.path != ":memory:":
+            for path in vector_dir(self.path).glob(f"{bank_id}-*"):
+                path.unlink(missing_ok=True)
         return cur.rowcount > 0
 
     def bank_stats(self, name: str) -> BankStats:
+        """Read from counters the triggers keep and two index probes: the same cost at a
+        million memories as at a thousand."""
         conn = self.conn
-        bank_id = self._bank_id(conn, name)
-        if bank_id is None:
+        row = conn.execute(
+            "SELECT id, live_memories, embedded, records FROM banks WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
             return BankStats(name, 0, 0, 0, 0, {}, None, None)
+        bank_id, memories, embedded, records = (int(v) for v in row)
         documents = conn.execute(
             "SELECT count(*) FROM documents WHERE bank_id = ?", (bank_id,)
         ).fetchone()[0]
-        memories, embedded, first, last = conn.execute(
-            "SELECT count(*), count(embedding), min(coalesce(occurred_at, said_at)),"
-            " max(coalesce(occurred_at, said_at)) FROM memories WHERE bank_id = ?",
-            (bank_id,),
-        ).fetchone()
-        embedders = dict(
-            conn.execute(
-                "SELECT embedder, count(*) FROM memories WHERE bank_id = ? AND embedder"
-                " IS NOT NULL GROUP BY embedder",
+        first = conn.execute(
+            "SELECT min(t) FROM memories WHERE bank_id = ? AND t IS NOT NULL", (bank_id,)
+        ).fetchone()[0]
+        last = conn.execute(
+            "SELECT max(t) FROM memories WHERE bank_id = ? AND t IS NOT NULL", (bank_id,)
+        ).fetchone()[0]
+        embedders = {
+            str(e): int(n)
+            for e, n in conn.execute(
+                "SELECT embedder, memories FROM bank_embedders WHERE bank_id = ?"
+                " AND memories > 0 ORDER BY embedder",
                 (bank_id,),
-            ).fetchall()
-        )
-        records = self.count_records(name)
+            )
+        }
         return BankStats(
             name, documents, memories, records, embedded, embedders, _dt(first), _dt(last)
         )
@@ -289,6 +303,10 @@ class SQLiteStore:
             removed = conn.execute(
                 "SELECT count(*) FROM memories WHERE document_id = ?", (row[0],)
             ).fetchone()[0]
+            # Children first, while the document row exists: the triggers that keep the
+            # bank's counts find their bank through it.
+            conn.execute("DELETE FROM memories WHERE document_id = ?", (row[0],))
+            conn.execute("DELETE FROM records WHERE document_id = ?", (row[0],))
             conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
             conn.execute(
                 "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
@@ -394,33 +412,32 @@ class SQLiteStore:
                         version + 1, c.open_line, doc_id,
                     ),
                 )  # fmt: skip
-            before = conn.total_changes
-            conn.executemany(
+            # Counted by rowcount: total_changes would count what triggers changed too.
+            new_records = conn.executemany(
                 "INSERT OR IGNORE INTO records (document_id, record_id) VALUES (?, ?)",
                 [(doc_id, r) for r in batch.records],
-            )
-            new_records = conn.total_changes - before
+            ).rowcount
             replaced = deleted = 0
             if batch.delete_memories:
-                before = conn.total_changes
-                conn.executemany(
+                deleted = conn.executemany(
                     "DELETE FROM memories WHERE bank_id = ? AND id = ?",
                     [(bank_id, m) for m in batch.delete_memories],
-                )
-                deleted = conn.total_changes - before
+                ).rowcount
             inserted = 0
             for memory in batch.memories:
                 cur = conn.execute(
                     "DELETE FROM memories WHERE bank_id = ? AND id = ?", (bank_id, memory.id)
                 )
                 replaced += cur.rowcount
-                conn.execute(
+                length, terms = postings_of(memory.text, memory.entities)
+                cur = conn.execute(
                     "INSERT INTO memories (id, bank_id, document_id, kind, text, record_ids,"
                     " occurred_at, said_at, speakers, entities, tags, content_hash, embedding,"
-                    " embedder, first_line, last_line, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    _memory_params(memory, bank_id, doc_id, now),
+                    " embedder, first_line, last_line, created_at, terms, tokens)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*_memory_params(memory, bank_id, doc_id, now), length, _tokens(memory)),
                 )
+                _insert_postings(conn, bank_id, int(cur.lastrowid or 0), length, terms)
                 inserted += 1
             if batch.memories or deleted:
                 conn.execute(
@@ -428,13 +445,22 @@ class SQLiteStore:
                     " deletions = deletions + ? WHERE id = ?",
                     (1 if deleted else 0, bank_id),
                 )
+        if batch.memories:
+            self._sync_vectors_quietly(batch.bank)
         return RetainOutcome(True, new_records, inserted - replaced, replaced, deleted)
+
+    def _sync_vectors_quietly(self, bank: str) -> None:
+        """Append what a retain stored to the bank's vector files, so the next recall (a
+        hook, a fresh process) finds them current. A failure here loses nothing: the files
+        are a cache the next search brings up to date."""
+        with suppress(OSError, sqlite3.Error):
+            self.sync_vectors(bank)
 
     # -- memories --------------------------------------------------------------------------
     _MEMORY_COLUMNS = (
         "m.seq, m.id, d.name, m.kind, m.text, m.record_ids, m.occurred_at, m.said_at,"
         " m.speakers, m.entities, m.tags, m.content_hash, m.embedder, m.first_line,"
-        " m.last_line"
+        " m.last_line, m.tokens"
     )
 
     @staticmethod
@@ -456,6 +482,7 @@ class SQLiteStore:
             embedder=row[12],
             first_line=row[13],
             last_line=row[14],
+            tokens=row[15],
         )
 
     def get_memories(self, bank: str, ids: Sequence[str]) -> list[Memory]:
@@ -471,7 +498,7 @@ class SQLiteStore:
                 (bank, *part),
             )
             for row in rows:
-                found[row[1]] = self._memory(bank, row, row[15])
+                found[row[1]] = self._memory(bank, row, row[16])
         return [found[i] for i in ids if i in found]
 
     def delete_memory(self, bank: str, memory_id: str) -> bool:
@@ -500,19 +527,28 @@ class SQLiteStore:
             (bank, after_seq),
         )
         for row in rows:
-            yield MemoryRow(int(row[0]), self._memory(bank, row, row[15]))
+            yield MemoryRow(int(row[0]), self._memory(bank, row, row[16]))
 
     def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
         with self._write() as conn:
             bank_id = self._bank_id(conn, bank)
             if bank_id is None or not entities:
                 return 0
-            before = conn.total_changes
-            conn.executemany(
-                "UPDATE memories SET entities = ? WHERE bank_id = ? AND id = ?",
-                [(_json(list(found)), bank_id, mid) for mid, found in entities.items()],
-            )
-            changed = conn.total_changes - before
+            changed = 0
+            for mid, found in entities.items():
+                row = conn.execute(
+                    "SELECT seq, text FROM memories WHERE bank_id = ? AND id = ?", (bank_id, mid)
+                ).fetchone()
+                if row is None:
+                    continue
+                conn.execute(
+                    "UPDATE memories SET entities = ? WHERE seq = ?", (_json(list(found)), row[0])
+                )
+                # Entities are terms of the lexical index: the memory's postings change too.
+                conn.execute("DELETE FROM postings WHERE seq = ?", (row[0],))
+                length, terms = postings_of(row[1], found)
+                _insert_postings(conn, bank_id, int(row[0]), length, terms)
+                changed += 1
             if changed:
                 # Changed in place: readers must rebuild their index.
                 conn.execute(
@@ -527,19 +563,18 @@ class SQLiteStore:
             bank_id = self._bank_id(conn, bank)
             if bank_id is None:
                 return 0
-            before = conn.total_changes
-            conn.executemany(
+            changed = conn.executemany(
                 "UPDATE memories SET embedding = ?, embedder = ? WHERE bank_id = ? AND id = ?",
                 [
                     (np.asarray(v, dtype=np.float32).tobytes(), embedder, bank_id, mid)
                     for mid, v in vectors.items()
                 ],
-            )
-            changed = conn.total_changes - before
-            # Vectors changed in place: readers must rebuild their index.
+            ).rowcount
+            # Vectors changed in place: readers must rebuild their index, and vector files
+            # their rows.
             conn.execute(
-                "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
-                " WHERE id = ?",
+                "UPDATE banks SET generation = generation + 1, deletions = deletions + 1,"
+                " vector_epoch = vector_epoch + 1 WHERE id = ?",
                 (bank_id,),
             )
         return changed
@@ -834,11 +869,52 @@ class SQLiteStore:
     def size_bytes(self) -> int | None:
         if self.path == ":memory:":
             return None
-        return sum(
-            p.stat().st_size
-            for p in Path(self.path).parent.glob(Path(self.path).name + "*")
-            if p.is_file()
+        files = [*Path(self.path).parent.glob(Path(self.path).name + "*")]
+        files += vector_dir(self.path).glob("*.vec")
+        return sum(p.stat().st_size for p in files if p.is_file())
+
+    def prepare_search(
+        self, bank: str, progress: Callable[[int, int], None] | None = None, batch: int = 2000
+    ) -> int:
+        """Index, for search in the database, the memories of a bank retained before it
+        searched there (their postings and token counts), a batch per transaction, then mark
+        the bank searchable. Safe to interrupt and to run beside retains. Returns how many
+        memories it indexed; `progress` is told (done, total)."""
+        conn = self.conn
+        bank_id = self._bank_id(conn, bank)
+        if bank_id is None:
+            return 0
+        total = int(
+            conn.execute(
+                "SELECT count(*) FROM memories WHERE bank_id = ? AND terms IS NULL", (bank_id,)
+            ).fetchone()[0]
         )
+        done = after = 0
+        while True:
+            rows = conn.execute(
+                "SELECT seq, text, entities, tokens FROM memories WHERE bank_id = ? AND seq > ?"
+                " AND terms IS NULL ORDER BY seq LIMIT ?",
+                (bank_id, after, batch),
+            ).fetchall()
+            if not rows:
+                break
+            with self._write() as writing:
+                for seq, text, entities, tokens in rows:
+                    length, terms = postings_of(text, orjson.loads(entities))
+                    writing.execute("DELETE FROM postings WHERE seq = ?", (seq,))
+                    _insert_postings(writing, bank_id, seq, length, terms)
+                    writing.execute(
+                        "UPDATE memories SET terms = ?, tokens = ? WHERE seq = ? AND terms IS NULL",
+                        (length, tokens if tokens is not None else count_text(text), seq),
+                    )
+            done += len(rows)
+            after = int(rows[-1][0])
+            if progress is not None:
+                progress(done, max(total, done))
+        with self._write() as writing:
+            writing.execute("UPDATE banks SET search_ready = 1 WHERE id = ?", (bank_id,))
+        self._sync_vectors_quietly(bank)
+        return done
 
     def schema(self) -> list[str]:
         """The schema's SQL, normalised, for the pin test."""
@@ -847,6 +923,32 @@ class SQLiteStore:
             " ORDER BY type, name"
         )
         return [" ".join(r[0].split()) for r in rows]
+
+
+def _tokens(memory: Memory) -> int:
+    return memory.tokens if memory.tokens is not None else count_text(memory.text)
+
+
+def _insert_postings(
+    conn: sqlite3.Connection, bank_id: int, seq: int, length: int, terms: Mapping[str, int]
+) -> None:
+    conn.executemany(
+        "INSERT INTO postings (bank_id, term, seq, tf, terms) VALUES (?, ?, ?, ?, ?)",
+        [(bank_id, term, seq, tf, length) for term, tf in terms.items()],
+    )
+
+
+def _statements(script: str) -> Iterator[str]:
+    """The statements of a migration script, whole (a trigger's body holds semicolons)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip().strip(";").strip():
+                yield pending
+            pending = ""
+    if pending.strip():
+        yield pending
 
 
 def _memory_params(memory: Memory, bank_id: int, doc_id: int, now: str) -> tuple[Any, ...]:

@@ -177,3 +177,107 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
 ]
+MIGRATIONS.append(
+    (
+        "0006_search_in_database",
+        """
+        -- Recall searches the database instead of loading a bank into every process (see
+        -- lamina.store.sqlite_search). `terms` is the memory's BM25 length (NULL: not yet
+        -- indexed, see SQLiteStore.prepare_search), `tokens` its text's token count, `t` when
+        -- it happened (an ISO-8601 UTC string, so strings order as times do).
+        ALTER TABLE memories ADD COLUMN terms INTEGER;
+        ALTER TABLE memories ADD COLUMN tokens INTEGER;
+        ALTER TABLE memories ADD COLUMN t TEXT
+            GENERATED ALWAYS AS (coalesce(occurred_at, said_at)) VIRTUAL;
+        CREATE INDEX memories_by_bank_time ON memories (bank_id, t);
+        CREATE INDEX memories_by_bank_embedder ON memories (bank_id, embedder, seq);
+
+        -- The postings of lamina.bank.lexical.tokenize (and entity terms), with the memory's
+        -- length beside each, so BM25 is computed from this table alone.
+        CREATE TABLE postings (
+            bank_id INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            tf INTEGER NOT NULL,
+            terms INTEGER NOT NULL,
+            PRIMARY KEY (bank_id, term, seq)
+        ) WITHOUT ROWID;
+        CREATE INDEX postings_by_seq ON postings (seq);
+
+        -- Counts kept by triggers, so sizes are read, never counted: live memories, their
+        -- total BM25 length, memories with a vector, records; per embedder, memories.
+        -- `search_ready`: every memory of the bank has its postings. `vector_epoch` grows
+        -- when vectors change in place (cached vector files are then rebuilt).
+        ALTER TABLE banks ADD COLUMN live_memories INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE banks ADD COLUMN total_terms INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE banks ADD COLUMN embedded INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE banks ADD COLUMN records INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE banks ADD COLUMN search_ready INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE banks ADD COLUMN vector_epoch INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE bank_embedders (
+            bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            embedder TEXT NOT NULL,
+            memories INTEGER NOT NULL,
+            PRIMARY KEY (bank_id, embedder)
+        ) WITHOUT ROWID;
+
+        UPDATE banks SET
+            live_memories = (SELECT count(*) FROM memories m WHERE m.bank_id = banks.id),
+            embedded = (SELECT count(*) FROM memories m WHERE m.bank_id = banks.id
+                        AND m.embedding IS NOT NULL),
+            records = (SELECT count(*) FROM records r JOIN documents d ON d.id = r.document_id
+                       WHERE d.bank_id = banks.id);
+        UPDATE banks SET search_ready = 0 WHERE live_memories > 0;
+        INSERT INTO bank_embedders (bank_id, embedder, memories)
+            SELECT bank_id, embedder, count(*) FROM memories
+            WHERE embedder IS NOT NULL AND embedding IS NOT NULL GROUP BY bank_id, embedder;
+
+        CREATE TRIGGER memories_inserted AFTER INSERT ON memories BEGIN
+            UPDATE banks SET live_memories = live_memories + 1,
+                total_terms = total_terms + coalesce(new.terms, 0),
+                embedded = embedded + (new.embedding IS NOT NULL)
+                WHERE id = new.bank_id;
+            INSERT INTO bank_embedders (bank_id, embedder, memories)
+                SELECT new.bank_id, new.embedder, 1
+                WHERE new.embedder IS NOT NULL AND new.embedding IS NOT NULL
+                ON CONFLICT (bank_id, embedder) DO UPDATE SET memories = memories + 1;
+        END;
+
+        CREATE TRIGGER memories_deleted AFTER DELETE ON memories BEGIN
+            UPDATE banks SET live_memories = live_memories - 1,
+                total_terms = total_terms - coalesce(old.terms, 0),
+                embedded = embedded - (old.embedding IS NOT NULL)
+                WHERE id = old.bank_id;
+            UPDATE bank_embedders SET memories = memories - 1
+                WHERE bank_id = old.bank_id AND embedder = old.embedder
+                AND old.embedding IS NOT NULL;
+            DELETE FROM postings WHERE seq = old.seq;
+        END;
+
+        CREATE TRIGGER memories_changed AFTER UPDATE OF terms, embedding, embedder ON memories
+        BEGIN
+            UPDATE banks SET
+                total_terms = total_terms - coalesce(old.terms, 0) + coalesce(new.terms, 0),
+                embedded = embedded - (old.embedding IS NOT NULL) + (new.embedding IS NOT NULL)
+                WHERE id = new.bank_id;
+            UPDATE bank_embedders SET memories = memories - 1
+                WHERE bank_id = old.bank_id AND embedder = old.embedder
+                AND old.embedding IS NOT NULL;
+            INSERT INTO bank_embedders (bank_id, embedder, memories)
+                SELECT new.bank_id, new.embedder, 1
+                WHERE new.embedder IS NOT NULL AND new.embedding IS NOT NULL
+                ON CONFLICT (bank_id, embedder) DO UPDATE SET memories = memories + 1;
+        END;
+
+        CREATE TRIGGER records_inserted AFTER INSERT ON records BEGIN
+            UPDATE banks SET records = records + 1
+                WHERE id = (SELECT bank_id FROM documents WHERE id = new.document_id);
+        END;
+
+        CREATE TRIGGER records_deleted AFTER DELETE ON records BEGIN
+            UPDATE banks SET records = records - 1
+                WHERE id = (SELECT bank_id FROM documents WHERE id = old.document_id);
+        END;
+        """,
+    )
+)

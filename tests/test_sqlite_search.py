@@ -1,0 +1,300 @@
+"""Searching inside SQLite gives what the in-process index gives, filters included, and the
+bank's vector file follows every change to the database."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lamina.bank.bank import MemoryBank
+from lamina.bank.index import BankIndex
+from lamina.bank.lexical import tokenize
+from lamina.bank.model import Cursor, Memory
+from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store
+from lamina.embed import HashEmbedder
+from lamina.store.base import RetainBatch
+from lamina.store.search import SearchFilter, SearchStore
+from lamina.store.sqlite import SQLiteStore
+from lamina.store.vectors import VectorFile, vector_dir
+
+WORDS = [f"w{n}" for n in range(400)]
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def zipf_text(rng: random.Random) -> str:
+    return " ".join(
+        WORDS[min(int(rng.paretovariate(0.6)) - 1, 399)] for _ in range(rng.randint(3, 30))
+    )
+
+
+def make_memories(n: int, seed: int = 5, prefix: str = "m") -> list[Memory]:
+    embedder = HashEmbedder()
+    rng = random.Random(seed)
+    texts = [zipf_text(rng) for _ in range(n)]
+    vectors = embedder.embed_documents(texts)
+    return [
+        Memory(
+            id=f"{prefix}{i}",
+            bank="b",
+            document=f"doc{i % 7}",
+            kind="turn" if i % 3 else "window",
+            text=text,
+            record_ids=(f"{prefix}r{i}",),
+            occurred_at=START + timedelta(hours=5 * i),
+            said_at=START + timedelta(hours=5 * i),
+            tags=("odd",) if i % 2 else ("even",),
+            entities=("Alpha",) if i % 11 == 0 else (),
+            content_hash=str(i),
+            embedding=vectors[i],
+            embedder=embedder.name,
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
+def retain(store: SQLiteStore, memories: list[Memory]) -> None:
+    for doc in sorted({m.document for m in memories}):
+        group = [m for m in memories if m.document == doc]
+        version = store.get_cursor("b", doc).version
+        store.apply_retain(
+            RetainBatch("b", doc, version, Cursor(), [m.record_ids[0] for m in group], group)
+        )
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SQLiteStore, list[Memory]]]:
+    store = SQLiteStore(tmp_path_factory.mktemp("search") / "lamina.db")
+    memories = make_memories(3000)
+    retain(store, memories)
+    yield store, memories
+    store.close()
+
+
+def ids_of(store: SQLiteStore, found: list[tuple[int, float]]) -> list[str]:
+    by_seq = store.memories_by_seq("b", [s for s, _ in found])
+    return [by_seq[s].id for s, _ in found]
+
+
+def test_sqlite_is_a_search_store_and_its_banks_are_searchable(
+    filled: tuple[SQLiteStore, list[Memory]],
+) -> None:
+    store, _ = filled
+    assert isinstance(store, SearchStore)
+    assert store.searchable("b") and store.searchable("not-yet-created")
+
+
+def test_lexical_search_is_exact_bm25(filled: tuple[SQLiteStore, list[Memory]]) -> None:
+    store, _ = filled
+    index = BankIndex("b")
+    index.refresh(store)
+    rng = random.Random(9)
+    for _ in range(25):
+        query = " ".join(rng.choice(WORDS[:40]) for _ in range(rng.randint(1, 6)))
+        expected = index.lexical.scores(query)
+        order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
+        got = store.lexical_search("b", tokenize(query), 200, SearchFilter())
+        assert sorted(ids_of(store, got)) == sorted(index.memories[i].id for i in order[:200])
+        by_seq = store.memories_by_seq("b", [s for s, _ in got])
+        for seq, score in got:
+            assert score == pytest.approx(float(expected[index.slot[by_seq[seq].id]]), rel=1e-4)
+
+
+def test_dense_search_is_exact(filled: tuple[SQLiteStore, list[Memory]]) -> None:
+    store, memories = filled
+    matrix = np.stack([m.embedding for m in memories if m.embedding is not None])
+    rng = np.random.default_rng(2)
+    for _ in range(10):
+        query = matrix[int(rng.integers(len(matrix)))] + rng.normal(0, 0.05, matrix.shape[1])
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        products = matrix @ query
+        best = np.sort(products)[::-1][:20]
+        got = store.dense_search("b", query, 20, SearchFilter(), HashEmbedder().name)
+        assert [score for _, score in got] == pytest.approx(best.tolist(), abs=1e-5)
+        for memory_id, (_seq, score) in zip(ids_of(store, got), got, strict=True):
+            assert score == pytest.approx(float(products[int(memory_id[1:])]), abs=1e-5)
+        seqs = [seq for seq, _ in got]
+        ties = [a < b for (a, x), (b, y) in itertools.pairwise(got) if x == y]
+        assert all(ties) and len(set(seqs)) == len(seqs)  # ties go to the lower seq
+        assert store.dense_search("b", query, 20, SearchFilter(), "another-model@1") == []
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        RecallOptions(budget=100_000, limit=20),
+        RecallOptions(budget=100_000, limit=20, documents=frozenset({"doc2", "doc5"})),
+        RecallOptions(budget=100_000, limit=20, tags=frozenset({"odd"})),
+        RecallOptions(budget=100_000, limit=20, kinds=frozenset({"window"})),
+        RecallOptions(
+            budget=100_000,
+            limit=20,
+            since=START + timedelta(days=100),
+            until=START + timedelta(days=300),
+        ),
+        RecallOptions(
+            budget=100_000, limit=20, exclude={"doc1": None, "doc3": START + timedelta(days=200)}
+        ),
+        RecallOptions(budget=300, limit=20),
+    ],
+    ids=["all", "documents", "tags", "kinds", "dates", "exclude", "budget"],
+)
+def test_recall_in_the_database_matches_the_index(
+    filled: tuple[SQLiteStore, list[Memory]], options: RecallOptions
+) -> None:
+    store, _ = filled
+    index = BankIndex("b")
+    index.refresh(store)
+    embedder = HashEmbedder()
+    rng = random.Random(13)
+    for _ in range(10):
+        query = " ".join(rng.choice(WORDS[:60]) for _ in range(rng.randint(2, 5)))
+        want = recall_from_index(index, query, embedder, options)
+        got = recall_from_store(store, "b", query, embedder, options)
+        assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
+        assert got.considered == want.considered
+        assert got.tokens == want.tokens
+
+
+def test_time_and_entity_questions_rank_the_same(
+    filled: tuple[SQLiteStore, list[Memory]],
+) -> None:
+    store, _ = filled
+    index = BankIndex("b")
+    index.refresh(store)
+    options = RecallOptions(budget=100_000, limit=15, now=START + timedelta(days=700))
+    for query in ("what happened in March 2024", "w3 w8 last year", "w5 in 2025", "Alpha w2"):
+        want = recall_from_index(index, query, HashEmbedder(), options)
+        got = recall_from_store(store, "b", query, HashEmbedder(), options)
+        assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
+
+
+def test_recall_reads_token_counts_kept_at_retain(
+    filled: tuple[SQLiteStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, _ = filled
+    import lamina.bank.recall as recall_module
+
+    def no_counting(text: str) -> int:
+        raise AssertionError("recall counted tokens instead of reading them")
+
+    monkeypatch.setattr(recall_module, "count_text", no_counting)
+    result = recall_from_store(store, "b", "w1 w2", HashEmbedder(), RecallOptions(budget=500))
+    assert result.hits and all(h.tokens == h.memory.tokens for h in result.hits)
+
+
+def _same_as_index(store: SQLiteStore, query: str, where: SearchFilter | None = None) -> None:
+    options = RecallOptions(budget=100_000, limit=30, exclude=(where or SearchFilter()).exclude)
+    index = BankIndex("b")
+    index.refresh(store)
+    want = recall_from_index(index, query, HashEmbedder(), options)
+    got = recall_from_store(store, "b", query, HashEmbedder(), options)
+    assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
+
+
+def test_the_vector_file_follows_every_change(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "lamina.db")
+    memories = make_memories(600)
+    retain(store, memories[:300])
+    bank_id = int(store.conn.execute("SELECT id FROM banks WHERE name = 'b'").fetchone()[0])
+    vectors = VectorFile(vector_dir(store.path), bank_id, HashEmbedder().name)
+    header = vectors.header()
+    assert header is not None and header.count == 300  # written by retain itself
+    _same_as_index(store, "w1 w4 w9")
+
+    # Appended: a retain adds rows.
+    retain(store, memories[300:])
+    header = vectors.header()
+    assert header is not None and header.count == 600
+    _same_as_index(store, "w2 w3")
+
+    # Replaced memories (same id, new text and vector) and deleted ones never come back.
+    changed = [
+        Memory(**{**_fields(m), "text": "w399 w398 replaced", "content_hash": "new"})
+        for m in memories[:50]
+    ]
+    changed = [
+        Memory(**{**_fields(m), "embedding": HashEmbedder().embed_documents([m.text])[0]})
+        for m in changed
+    ]
+    retain(store, changed)
+    store.delete_document("b", "doc4")
+    _same_as_index(store, "w399 replaced")
+    _same_as_index(store, "w1 w4 w9")
+    found = store.dense_search("b", changed[0].embedding, 600, SearchFilter(), HashEmbedder().name)  # type: ignore[arg-type]
+    live = {int(r[0]) for r in store.conn.execute("SELECT seq FROM memories")}
+    assert {seq for seq, _ in found} <= live and len(found) == len(live)
+
+    # Vectors changed in place (reindex): the file is rebuilt, not trusted.
+    flipped = {m.id: -np.asarray(m.embedding) for m in memories[60:90]}
+    store.set_embeddings("b", flipped, HashEmbedder().name)
+    _same_as_index(store, "w2 w7")
+
+    # A damaged file is rebuilt; a deleted bank takes its files along.
+    vectors.path.write_bytes(b"not a vector file")
+    _same_as_index(store, "w5 w6")
+    assert store.delete_bank("b")
+    assert not list(vector_dir(store.path).glob(f"{bank_id}-*.vec"))
+    store.close()
+
+
+def _fields(memory: Memory) -> dict[str, object]:
+    return {name: getattr(memory, name) for name in Memory.__dataclass_fields__}
+
+
+def test_counts_are_kept_through_every_write(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "lamina.db")
+    memories = make_memories(200)
+    retain(store, memories)
+    retain(store, memories[:10])  # stored again: replaced, not added
+    store.delete_memory("b", "m11")
+    store.delete_document("b", "doc3")
+    store.set_embeddings("b", {"m12": np.ones(HashEmbedder().dim, dtype=np.float32)}, "other@1")
+    stats = store.bank_stats("b")
+    conn = store.conn
+    assert stats.memories == conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    assert stats.records == conn.execute("SELECT count(*) FROM records").fetchone()[0]
+    assert stats.embedded == stats.memories
+    assert stats.embedders == {HashEmbedder().name: stats.memories - 1, "other@1": 1}
+    terms = conn.execute("SELECT sum(terms) FROM memories").fetchone()[0]
+    assert conn.execute("SELECT total_terms FROM banks").fetchone()[0] == terms
+    assert stats.first_time == min(m.time for m in memories if m.document != "doc3")  # type: ignore[type-var]
+    store.close()
+
+
+def test_a_bank_retained_before_search_in_the_database_is_indexed_once(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "lamina.db")
+    memories = make_memories(400)
+    retain(store, memories)
+    # What a bank retained by an earlier version looks like after migration 0006.
+    with store._write() as conn:
+        conn.execute("DELETE FROM postings")
+        conn.execute("UPDATE memories SET terms = NULL, tokens = NULL")
+        conn.execute("UPDATE banks SET search_ready = 0")
+    assert not store.searchable("b")
+    bank = MemoryBank(store, HashEmbedder())
+    before = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))  # in process, as before
+    seen: list[tuple[int, int]] = []
+    assert store.prepare_search("b", progress=lambda d, t: seen.append((d, t))) == 400
+    assert store.searchable("b") and seen[-1] == (400, 400)
+    assert store.prepare_search("b") == 0  # nothing left to do
+    after = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))
+    assert [h.memory.id for h in after.hits] == [h.memory.id for h in before.hits]
+    assert all(h.memory.tokens for h in after.hits)
+    store.close()
+
+
+def test_retaining_into_an_unprepared_bank_prepares_it(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "lamina.db")
+    bank = MemoryBank(store, HashEmbedder())
+    retain(store, make_memories(50))
+    with store._write() as conn:
+        conn.execute("UPDATE banks SET search_ready = 0")
+    bank.retain_messages([], "b", "empty-document")
+    assert store.searchable("b")
+    store.close()
