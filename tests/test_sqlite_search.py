@@ -298,3 +298,52 @@ def test_retaining_into_an_unprepared_bank_prepares_it(tmp_path: Path) -> None:
     bank.retain_messages([], "b", "empty-document")
     assert store.searchable("b")
     store.close()
+
+
+def test_dense_search_works_where_no_vector_file_can_be_written(
+    filled: tuple[SQLiteStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, memories = filled
+    query = memories[7].embedding
+    assert query is not None
+    want = store.dense_search("b", query, 30, SearchFilter(), HashEmbedder().name)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(VectorFile, "scores", refuse)
+    got = store.dense_search("b", query, 30, SearchFilter(), HashEmbedder().name)
+    assert [s for s, _ in got] == [s for s, _ in want]
+    assert [x for _, x in got] == pytest.approx([x for _, x in want], abs=1e-6)
+
+
+def test_packed_postings_follow_every_change(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "lamina.db")
+    memories = make_memories(2000, seed=8)
+    retain(store, memories)
+    packs = store.conn.execute("SELECT count(*) FROM posting_packs").fetchone()[0]
+    assert packs > 0  # the common words are packed
+    queries = ["w0 w1 w2", "w3 w17 w40", "w1", "Alpha w5"]
+
+    def exact() -> None:
+        index = BankIndex("b")
+        index.refresh(store)
+        for query in queries:
+            expected = index.lexical.scores(query)
+            order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
+            got = store.lexical_search("b", tokenize(query), 100, SearchFilter())
+            assert ids_of(store, got) == [index.memories[i].id for i in order[:100]], query
+            size, df = store.term_counts("b", tokenize(query))
+            assert size == len(index.ids)  # a fresh index holds live memories only
+            assert df == {t: index.lexical.df(t) for t in tokenize(query) if index.lexical.df(t)}
+
+    exact()
+    # Forgetting and replacing leave tombstones in the packs' ranges; searches subtract them.
+    store.delete_document("b", "doc2")
+    retain(store, [Memory(**{**_fields(m), "text": "w1 w2 again"}) for m in memories[:40]])
+    assert store.conn.execute("SELECT count(*) FROM pack_dead").fetchone()[0] > 0
+    exact()
+    # Later retains repack the stale terms they touch and clear their tombstones.
+    retain(store, make_memories(600, seed=9, prefix="n"))
+    exact()
+    store.close()

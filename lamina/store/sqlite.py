@@ -35,7 +35,8 @@ from .base import (
     contiguous_counts,
 )
 from .sqlite_migrations import MIGRATIONS
-from .sqlite_search import SQLiteSearch, postings_of
+from .sqlite_postings import common_terms, maintain_packs, postings_of, write_postings
+from .sqlite_search import SQLiteSearch
 from .vectors import vector_dir
 
 __all__ = ["SQLiteStore"]
@@ -216,6 +217,8 @@ class SQLiteStore(SQLiteSearch):
         with self._write() as conn:
             bank_id = self._bank_id(conn, name)
             cur = conn.execute("DELETE FROM banks WHERE name = ?", (name,))
+            conn.execute("DELETE FROM posting_packs WHERE bank_id = ?", (bank_id,))
+            conn.execute("DELETE FROM pack_dead WHERE bank_id = ?", (bank_id,))
         if bank_id is not None and self.path != ":memory:":
             for path in vector_dir(self.path).glob(f"{bank_id}-*"):
                 path.unlink(missing_ok=True)
@@ -424,6 +427,7 @@ class SQLiteStore(SQLiteSearch):
                     [(bank_id, m) for m in batch.delete_memories],
                 ).rowcount
             inserted = 0
+            written: set[str] = set()
             for memory in batch.memories:
                 cur = conn.execute(
                     "DELETE FROM memories WHERE bank_id = ? AND id = ?", (bank_id, memory.id)
@@ -437,7 +441,8 @@ class SQLiteStore(SQLiteSearch):
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*_memory_params(memory, bank_id, doc_id, now), length, _tokens(memory)),
                 )
-                _insert_postings(conn, bank_id, int(cur.lastrowid or 0), length, terms)
+                write_postings(conn, bank_id, int(cur.lastrowid or 0), length, terms)
+                written.update(terms)
                 inserted += 1
             if batch.memories or deleted:
                 conn.execute(
@@ -446,8 +451,17 @@ class SQLiteStore(SQLiteSearch):
                     (1 if deleted else 0, bank_id),
                 )
         if batch.memories:
-            self._sync_vectors_quietly(batch.bank)
+            self._after_writing(batch.bank, bank_id, written)
         return RetainOutcome(True, new_records, inserted - replaced, replaced, deleted)
+
+    def _after_writing(self, bank: str, bank_id: int, terms: Iterable[str]) -> None:
+        """Keep the search structures fresh after a commit: the packs of the terms written
+        (see lamina.store.sqlite_postings) and the bank's vector files. Done here, by the
+        writer, so a recall never writes; a failure loses nothing (searches stay exact, only
+        slower until the next write)."""
+        with suppress(sqlite3.Error), self._write() as conn:
+            maintain_packs(conn, bank_id, terms)
+        self._sync_vectors_quietly(bank)
 
     def _sync_vectors_quietly(self, bank: str) -> None:
         """Append what a retain stored to the bank's vector files, so the next recall (a
@@ -535,6 +549,7 @@ class SQLiteStore(SQLiteSearch):
             if bank_id is None or not entities:
                 return 0
             changed = 0
+            written: set[str] = set()
             for mid, found in entities.items():
                 row = conn.execute(
                     "SELECT seq, text FROM memories WHERE bank_id = ? AND id = ?", (bank_id, mid)
@@ -547,7 +562,8 @@ class SQLiteStore(SQLiteSearch):
                 # Entities are terms of the lexical index: the memory's postings change too.
                 conn.execute("DELETE FROM postings WHERE seq = ?", (row[0],))
                 length, terms = postings_of(row[1], found)
-                _insert_postings(conn, bank_id, int(row[0]), length, terms)
+                write_postings(conn, bank_id, int(row[0]), length, terms)
+                written.update(terms)
                 changed += 1
             if changed:
                 # Changed in place: readers must rebuild their index.
@@ -556,6 +572,8 @@ class SQLiteStore(SQLiteSearch):
                     " WHERE id = ?",
                     (bank_id,),
                 )
+        if changed:
+            self._after_writing(bank, bank_id, written)
         return changed
 
     def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
@@ -902,7 +920,7 @@ class SQLiteStore(SQLiteSearch):
                 for seq, text, entities, tokens in rows:
                     length, terms = postings_of(text, orjson.loads(entities))
                     writing.execute("DELETE FROM postings WHERE seq = ?", (seq,))
-                    _insert_postings(writing, bank_id, seq, length, terms)
+                    write_postings(writing, bank_id, seq, length, terms)
                     writing.execute(
                         "UPDATE memories SET terms = ?, tokens = ? WHERE seq = ? AND terms IS NULL",
                         (length, tokens if tokens is not None else count_text(text), seq),
@@ -913,7 +931,7 @@ class SQLiteStore(SQLiteSearch):
                 progress(done, max(total, done))
         with self._write() as writing:
             writing.execute("UPDATE banks SET search_ready = 1 WHERE id = ?", (bank_id,))
-        self._sync_vectors_quietly(bank)
+        self._after_writing(bank, bank_id, common_terms(conn, bank_id))
         return done
 
     def schema(self) -> list[str]:
@@ -927,15 +945,6 @@ class SQLiteStore(SQLiteSearch):
 
 def _tokens(memory: Memory) -> int:
     return memory.tokens if memory.tokens is not None else count_text(memory.text)
-
-
-def _insert_postings(
-    conn: sqlite3.Connection, bank_id: int, seq: int, length: int, terms: Mapping[str, int]
-) -> None:
-    conn.executemany(
-        "INSERT INTO postings (bank_id, term, seq, tf, terms) VALUES (?, ?, ?, ?, ?)",
-        [(bank_id, term, seq, tf, length) for term, tf in terms.items()],
-    )
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -204,6 +204,34 @@ MIGRATIONS.append(
         ) WITHOUT ROWID;
         CREATE INDEX postings_by_seq ON postings (seq);
 
+        -- The postings of a common term packed into one row (seqs as int64, tf and lengths
+        -- as int32), as of `upto_seq`: a search reads the pack plus the term's postings
+        -- after it. A posting removed from a pack's range leaves a tombstone in
+        -- `pack_dead`, which searches subtract, until the pack is rebuilt (see
+        -- lamina.store.sqlite_postings).
+        CREATE TABLE posting_packs (
+            bank_id INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            upto_seq INTEGER NOT NULL,
+            postings INTEGER NOT NULL,
+            seqs BLOB NOT NULL,
+            tfs BLOB NOT NULL,
+            lengths BLOB NOT NULL,
+            PRIMARY KEY (bank_id, term)
+        ) WITHOUT ROWID;
+        CREATE TABLE pack_dead (
+            bank_id INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (bank_id, term, seq)
+        ) WITHOUT ROWID;
+        CREATE TRIGGER postings_deleted AFTER DELETE ON postings BEGIN
+            INSERT OR IGNORE INTO pack_dead (bank_id, term, seq)
+                SELECT old.bank_id, old.term, old.seq FROM posting_packs k
+                WHERE k.bank_id = old.bank_id AND k.term = old.term
+                AND k.upto_seq >= old.seq;
+        END;
+
         -- Counts kept by triggers, so sizes are read, never counted: live memories, their
         -- total BM25 length, memories with a vector, records; per embedder, memories.
         -- `search_ready`: every memory of the bank has its postings. `vector_epoch` grows

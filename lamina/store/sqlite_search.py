@@ -4,10 +4,9 @@ A recall on SQLite used to load the whole bank into the process (every text and 
 BM25 index built again from the texts): about 0.1 ms of CPU per memory, ten seconds at 100,000
 memories, in every fresh hook process. Now each channel reads only what its query needs:
 
-- **lexical**: BM25 computed by SQLite over the `postings` table (the terms of
-  lamina.bank.lexical.tokenize, written at retain), one aggregate query whose cost is the
-  postings of the query's terms; the same k1, b and idf as the in-process index, so the same
-  ranking;
+- **lexical**: BM25 over the `postings` of the query's terms only (written at retain, common
+  terms packed into one row each; see lamina.store.sqlite_postings), scored with numpy with
+  the in-process index's k1, b and idf, so the same ranking;
 - **dense**: exact dot products over the bank's vector file (lamina.store.vectors), read in
   chunks into one buffer; the best candidates are then checked against the database (rows of
   deleted or replaced memories stay in the file until it is rebuilt);
@@ -20,10 +19,10 @@ through the documents index and taken out of the results.
 
 from __future__ import annotations
 
-import math
 import sqlite3
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -32,29 +31,17 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from ..bank.entities import entity_terms
-from ..bank.lexical import tokenize
 from ..bank.model import Memory
-from .search import BM25_B, BM25_K1, SearchFilter
-from .vectors import VectorFile, bank_key, vector_dir
+from .search import SearchFilter
+from .sqlite_postings import Postings, bm25, read_postings
+from .vectors import CHUNK_ROWS, VectorFile, bank_key, vector_dir
 
-__all__ = ["SQLiteSearch", "postings_of"]
+__all__ = ["SQLiteSearch"]
 
+_RECENT_SECONDS = 2.0
+"""How long a lexical search's lists may serve the scoring that follows it."""
 _VERIFY_BATCH = 256
 """Dense candidates checked against the database at a time."""
-
-
-def postings_of(text: str, entities: Iterable[str]) -> tuple[int, Counter[str]]:
-    """A memory's BM25 length and term frequencies, as the in-process index counts them:
-    the text's terms, plus its entities as extra terms that leave the length as it is."""
-    terms = Counter(tokenize(text))
-    length = sum(terms.values())
-    terms.update(entity_terms(entities))
-    return length, terms
-
-
-def _idf(n: int, df: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 def _iso(value: datetime) -> str:
@@ -103,6 +90,8 @@ class SQLiteSearch:
     def searchable(self, bank: str) -> bool:
         """Whether the bank's postings are complete (banks retained before they existed are
         indexed by `prepare_search`; until then recall loads them in process)."""
+        if self.path == ":memory:":
+            return False  # one connection only: recall's threads could not share it
         info = self._bank_info(self.conn, bank)
         return info is None or info.ready
 
@@ -197,81 +186,111 @@ class SQLiteSearch:
         return int(row[0]) if row else 0
 
     # -- lexical ---------------------------------------------------------------------------
-    @staticmethod
-    def _df(conn: sqlite3.Connection, bank_id: int, terms: Iterable[str]) -> dict[str, int]:
-        wanted = sorted(set(terms))
-        if not wanted:
-            return {}
-        rows = conn.execute(
-            "SELECT term, count(*) FROM postings WHERE bank_id = ?"
-            " AND term IN (SELECT value FROM json_each(?)) GROUP BY term",
-            (bank_id, orjson.dumps(wanted).decode()),
-        )
-        return {str(term): int(df) for term, df in rows}
+    def _lists(
+        self, conn: sqlite3.Connection, bank: str, terms: Sequence[str]
+    ) -> tuple[_BankInfo, dict[str, Postings]] | None:
+        """The bank and the live postings of the query's terms, read in one snapshot."""
+        began = not conn.in_transaction
+        if began:
+            conn.execute("BEGIN")
+        try:
+            info = self._bank_info(conn, bank)
+            if info is None:
+                return None
+            return info, read_postings(conn, info.id, terms)
+        finally:
+            if began:
+                conn.execute("COMMIT")
+
+    def _recent(self) -> threading.local:
+        """What this thread's last lexical search read (used once, by lexical_scores)."""
+        recent: threading.local | None = self.__dict__.get("_recent_search")
+        if recent is None:
+            recent = self.__dict__.setdefault("_recent_search", threading.local())
+        return recent
 
     def term_counts(self, bank: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        conn = self.conn
-        info = self._bank_info(conn, bank)
-        if info is None:
+        found = self._lists(self.conn, bank, terms)
+        if found is None:
             return 0, {}
-        return info.live, self._df(conn, info.id, terms)
-
-    def _bm25(
-        self,
-        conn: sqlite3.Connection,
-        info: _BankInfo,
-        terms: Sequence[str],
-        condition: str,
-        params: Sequence[Any],
-        tail: str = "",
-        tail_params: Sequence[Any] = (),
-    ) -> list[tuple[int, float]]:
-        """(seq, BM25) of the memories holding a query term that pass `condition` (on
-        `p.seq`); `tail` orders and limits."""
-        if info.live == 0 or not terms:
-            return []
-        df = self._df(conn, info.id, terms)
-        counts = Counter(terms)
-        weights = {t: counts[t] * _idf(info.live, d) for t, d in df.items()}
-        if not weights:
-            return []
-        avgdl = info.total_terms / info.live if info.total_terms else 1.0
-        k1, b = BM25_K1, BM25_B
-        pairs = orjson.dumps([[t, w] for t, w in sorted(weights.items())]).decode()
-        rows = conn.execute(
-            "WITH q(term, w) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-            " FROM json_each(?))"
-            f" SELECT p.seq, sum(q.w * p.tf * {k1 + 1!r} / (p.tf + {k1!r} * (1 - {b!r}"
-            f" + {b!r} * p.terms / ?))) AS score FROM q CROSS JOIN postings p"
-            f" WHERE p.bank_id = ? AND p.term = q.term{condition} GROUP BY p.seq{tail}",
-            [pairs, avgdl, info.id, *params, *tail_params],
-        )
-        return [(int(seq), float(score)) for seq, score in rows]
+        info, lists = found
+        return info.live, {t: len(p) for t, p in lists.items()}
 
     def lexical_search(
         self, bank: str, terms: Sequence[str], depth: int, where: SearchFilter
     ) -> list[tuple[int, float]]:
         conn = self.conn
-        info = self._bank_info(conn, bank)
-        if info is None or depth <= 0:
+        found = self._lists(conn, bank, terms) if terms and depth > 0 else None
+        if found is None:
             return []
-        condition, params = self._restriction(conn, info.id, where, "p.seq")
-        return self._bm25(
-            conn, info, terms, condition, params, " ORDER BY score DESC, p.seq LIMIT ?", [depth]
+        info, lists = found
+        self._recent().search = (bank, tuple(terms), found, time.monotonic())
+        seqs, scores = bm25(lists, terms, info.live, info.total_terms)
+        keep = self._passes(conn, info, where, seqs)
+        if keep is not None:
+            seqs, scores = seqs[keep], scores[keep]
+        if len(seqs) > depth:
+            part = np.argpartition(-scores, depth - 1)[:depth]
+            kth = scores[part].min()
+            part = np.flatnonzero(scores >= kth)  # every tie of the k-th, for the seq order
+            seqs, scores = seqs[part], scores[part]
+        order = np.lexsort((seqs, -scores))[:depth]
+        return [(int(seqs[i]), float(scores[i])) for i in order]
+
+    def _passes(
+        self,
+        conn: sqlite3.Connection,
+        info: _BankInfo,
+        where: SearchFilter,
+        seqs: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.bool_] | None:
+        """Which of `seqs` the filter lets through (None: all)."""
+        if where.empty or not len(seqs):
+            return None
+        excluded = self._excluded(conn, info.id, where)
+        if excluded is not None:
+            return ~np.isin(seqs, excluded)
+        sql, params = self._filter_sql(info.id, where)
+        chosen = np.array(
+            [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT m.seq FROM memories m WHERE m.bank_id = ? AND {sql}",
+                    [info.id, *params],
+                )
+            ],
+            dtype=np.int64,
         )
+        return np.isin(seqs, chosen)
 
     def lexical_scores(
         self, bank: str, terms: Sequence[str], seqs: Sequence[int]
     ) -> dict[int, float]:
-        if not seqs:
+        if not seqs or not terms:
             return {}
-        conn = self.conn
-        info = self._bank_info(conn, bank)
-        if info is None:
-            return {}
-        condition = " AND p.seq IN (SELECT value FROM json_each(?))"
-        wanted = orjson.dumps(sorted({int(s) for s in seqs})).decode()
-        return dict(self._bm25(conn, info, terms, condition, [wanted]))
+        # A recall scores the other channels' finds right after its lexical search, in the
+        # same thread, for the same terms: what that search read serves again (the same
+        # snapshot, so the same scores it gave).
+        last = self._recent().__dict__.pop("search", None)
+        if (
+            last is not None
+            and last[:2] == (bank, tuple(terms))
+            and time.monotonic() - last[3] < _RECENT_SECONDS
+        ):
+            info, lists = last[2]
+        else:
+            found = self._lists(self.conn, bank, terms)
+            if found is None:
+                return {}
+            info, lists = found
+        scored, scores = bm25(lists, terms, info.live, info.total_terms)
+        wanted = np.unique(np.asarray(seqs, dtype=np.int64))
+        at = np.searchsorted(scored, wanted)
+        at = np.minimum(at, max(len(scored) - 1, 0))
+        hit = (scored[at] == wanted) if len(scored) else np.zeros(len(wanted), dtype=bool)
+        return {
+            int(s): float(x) for s, x in zip(wanted[hit], scores[at[hit]], strict=True) if x > 0
+        }
 
     # -- dense -----------------------------------------------------------------------------
     def _vector_file(
@@ -339,11 +358,16 @@ class SQLiteSearch:
         if info is None or info.live == 0 or depth <= 0:
             return []
         query = np.asarray(vector, dtype=np.float32)
-        vectors = self._vector_file(conn, info, embedder)
-        found = vectors.scores(query) if vectors is not None else None
+        try:
+            vectors = self._vector_file(conn, info, embedder)
+            found = vectors.scores(query) if vectors is not None else None
+        except OSError:
+            # No vector file can be written here (a read-only or full disk): score the
+            # database's vectors directly, slower but the same.
+            found = self._scores_from_database(conn, info, embedder, query)
         if found is None:
             return []
-        _header, seqs, scores = found
+        seqs, scores = found
         keep = np.ones(len(seqs), dtype=bool)
         allowed: set[int] | None = None
         if not where.empty:
@@ -388,6 +412,32 @@ class SQLiteSearch:
                     if len(out) >= depth:
                         return out
         return out
+
+    @staticmethod
+    def _scores_from_database(
+        conn: sqlite3.Connection,
+        info: _BankInfo,
+        embedder: str | None,
+        query: npt.NDArray[np.float32],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        condition = " AND embedder = ?" if embedder is not None else ""
+        rows = conn.execute(
+            "SELECT seq, embedding FROM memories WHERE bank_id = ? AND embedding IS NOT NULL"
+            f"{condition} ORDER BY seq",
+            [info.id] + ([embedder] if embedder is not None else []),
+        )
+        width = 4 * int(query.shape[0])
+        seqs: list[npt.NDArray[np.int64]] = []
+        scores: list[npt.NDArray[np.float32]] = []
+        while batch := rows.fetchmany(CHUNK_ROWS):
+            kept = [(s, b) for s, b in batch if len(b) == width]
+            if kept:
+                matrix = np.frombuffer(b"".join(b for _s, b in kept), dtype=np.float32)
+                seqs.append(np.array([s for s, _b in kept], dtype=np.int64))
+                scores.append(matrix.reshape(len(kept), -1) @ query)
+        if not seqs:
+            return None
+        return np.concatenate(seqs), np.concatenate(scores).astype(np.float32)
 
     def dense_scores(
         self,

@@ -125,7 +125,7 @@ class VectorFile:
 
     def scores(
         self, query: npt.NDArray[np.float32]
-    ) -> tuple[VectorHeader, npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
         """The seqs in the file and their vectors' dot products with `query` (None when the
         file is missing, damaged or of another dimension)."""
         try:
@@ -140,7 +140,7 @@ class VectorFile:
             seqs = np.empty(n, dtype=np.int64)
             scores = np.empty(n, dtype=np.float32)
             if n == 0:
-                return header, seqs, scores
+                return seqs, scores
             fd = handle.fileno()
             if os.preadv(fd, [_bytes(seqs)], HEADER_BYTES) != 8 * n:
                 return None
@@ -154,7 +154,7 @@ class VectorFile:
                 if got != want:
                     return None
                 np.matmul(view, q, out=scores[start : start + rows])
-            return header, seqs, scores
+            return seqs, scores
 
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager

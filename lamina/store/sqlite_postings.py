@@ -1,0 +1,255 @@
+"""BM25 postings in SQLite: written at retain, packed for common terms, scored with numpy.
+
+Every memory's terms (lamina.bank.lexical.tokenize, plus its entities) are rows of
+`postings` (bank, term, seq, tf, the memory's length). A query reads the rows of its terms
+only; but a common word is held by tens of thousands of memories, and reading that many rows
+one by one costs more than the rest of a recall. So a term held by at least PACK_MIN memories
+also gets a *pack*: its postings as three arrays in one row (`posting_packs`), as of
+`upto_seq`. A search reads the pack and the term's few rows after `upto_seq`; postings removed
+from a pack's range since (a memory forgotten or replaced) are listed in `pack_dead` by a
+trigger and subtracted. Retain keeps packs fresh: after each commit it rebuilds the packs of
+the terms it wrote whose tail of newer rows, or of tombstones, has grown past an eighth of the
+pack (see `maintain_packs`), so readers never write.
+
+Scores are BM25 with the in-process index's k1, b and idf over the bank's live memories, so
+both rank the same.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from ..bank.entities import entity_terms
+from ..bank.lexical import tokenize
+from .search import BM25_B, BM25_K1
+
+__all__ = [
+    "PACK_MIN",
+    "Postings",
+    "bm25",
+    "maintain_packs",
+    "postings_of",
+    "read_postings",
+    "write_postings",
+]
+
+PACK_MIN = 256
+"""Terms held by at least this many memories are packed."""
+STALE_SHARE = 8
+"""A pack is rebuilt once its newer rows plus its tombstones pass 1/STALE_SHARE of it."""
+STALE_FLOOR = 128
+
+
+def postings_of(text: str, entities: Iterable[str]) -> tuple[int, Counter[str]]:
+    """A memory's BM25 length and term frequencies, as the in-process index counts them:
+    the text's terms, plus its entities as extra terms that leave the length as it is."""
+    terms = Counter(tokenize(text))
+    length = sum(terms.values())
+    terms.update(entity_terms(entities))
+    return length, terms
+
+
+def write_postings(
+    conn: sqlite3.Connection, bank_id: int, seq: int, length: int, terms: Mapping[str, int]
+) -> None:
+    conn.executemany(
+        "INSERT INTO postings (bank_id, term, seq, tf, terms) VALUES (?, ?, ?, ?, ?)",
+        [(bank_id, term, seq, tf, length) for term, tf in terms.items()],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Postings:
+    """One term's live postings, in seq order."""
+
+    seqs: npt.NDArray[np.int64]
+    tfs: npt.NDArray[np.float64]
+    lengths: npt.NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+def read_postings(
+    conn: sqlite3.Connection, bank_id: int, terms: Iterable[str]
+) -> dict[str, Postings]:
+    """The live postings of each of `terms` the bank holds: packs, their tombstones taken
+    out, and the rows after them; four queries whatever the number of terms."""
+    wanted = sorted(set(terms))
+    if not wanted:
+        return {}
+    listed = _json(wanted)
+    packs = {
+        str(term): (int(upto), seqs, tfs, lengths)
+        for term, upto, seqs, tfs, lengths in conn.execute(
+            "SELECT term, upto_seq, seqs, tfs, lengths FROM posting_packs WHERE bank_id = ?"
+            " AND term IN (SELECT value FROM json_each(?))",
+            (bank_id, listed),
+        )
+    }
+    dead: dict[str, list[int]] = {}
+    if packs:
+        for term, seq in conn.execute(
+            "SELECT term, seq FROM pack_dead WHERE bank_id = ?"
+            " AND term IN (SELECT value FROM json_each(?))",
+            (bank_id, _json(sorted(packs))),
+        ):
+            dead.setdefault(str(term), []).append(int(seq))
+    after = _json([[t, packs[t][0] if t in packs else 0] for t in wanted])
+    rows: dict[str, list[tuple[int, int, int]]] = {}
+    for term, seq, tf, length in conn.execute(
+        "WITH q(term, upto) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+        " FROM json_each(?)) SELECT p.term, p.seq, p.tf, p.terms FROM q CROSS JOIN postings p"
+        " WHERE p.bank_id = ? AND p.term = q.term AND p.seq > q.upto ORDER BY p.term, p.seq",
+        (after, bank_id),
+    ):
+        rows.setdefault(str(term), []).append((int(seq), int(tf), int(length)))
+    out: dict[str, Postings] = {}
+    for term in wanted:
+        parts_seq: list[npt.NDArray[np.int64]] = []
+        parts_tf: list[npt.NDArray[np.float64]] = []
+        parts_len: list[npt.NDArray[np.float64]] = []
+        if term in packs:
+            _upto, seqs, tfs, lengths = packs[term]
+            s = np.frombuffer(seqs, dtype=np.int64)
+            t = np.frombuffer(tfs, dtype=np.int32).astype(np.float64)
+            n = np.frombuffer(lengths, dtype=np.int32).astype(np.float64)
+            if term in dead:
+                keep = ~np.isin(s, np.array(dead[term], dtype=np.int64))
+                s, t, n = s[keep], t[keep], n[keep]
+            parts_seq.append(s)
+            parts_tf.append(t)
+            parts_len.append(n)
+        if term in rows:
+            tail = np.array(rows[term], dtype=np.int64).reshape(-1, 3)
+            parts_seq.append(tail[:, 0])
+            parts_tf.append(tail[:, 1].astype(np.float64))
+            parts_len.append(tail[:, 2].astype(np.float64))
+        if parts_seq:
+            posting = Postings(
+                np.concatenate(parts_seq), np.concatenate(parts_tf), np.concatenate(parts_len)
+            )
+            if len(posting):
+                out[term] = posting
+    return out
+
+
+def idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def bm25(
+    lists: Mapping[str, Postings], query: Sequence[str], live: int, total_terms: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Every memory holding a query term (sorted seqs) and its BM25 score: the in-process
+    index's formula, over the bank's `live` memories of `total_terms` length in all."""
+    counts = Counter(query)
+    used = [t for t in sorted(counts) if t in lists]
+    if not used or live <= 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
+    avgdl = total_terms / live if total_terms else 1.0
+    k1, b = BM25_K1, BM25_B
+    seqs = np.concatenate([lists[t].seqs for t in used])
+    parts = []
+    for term in used:
+        p = lists[term]
+        weight = counts[term] * idf(live, len(p))
+        parts.append(weight * p.tfs * (k1 + 1) / (p.tfs + k1 * (1 - b + b * p.lengths / avgdl)))
+    scores = np.concatenate(parts)
+    order = np.argsort(seqs, kind="stable")
+    seqs, scores = seqs[order], scores[order]
+    starts = np.flatnonzero(np.r_[True, seqs[1:] != seqs[:-1]])
+    return seqs[starts], np.add.reduceat(scores, starts)
+
+
+def maintain_packs(conn: sqlite3.Connection, bank_id: int, terms: Iterable[str]) -> int:
+    """Pack, or pack again, those of `terms` that are common and whose pack is missing or
+    has grown stale (newer rows plus tombstones over an eighth of it); returns how many.
+    Runs in the caller's write transaction."""
+    wanted = sorted(set(terms))
+    if not wanted:
+        return 0
+    listed = _json(wanted)
+    packs = {
+        str(t): (int(upto), int(n))
+        for t, upto, n in conn.execute(
+            "SELECT term, upto_seq, postings FROM posting_packs WHERE bank_id = ?"
+            " AND term IN (SELECT value FROM json_each(?))",
+            (bank_id, listed),
+        )
+    }
+    dead = dict(
+        conn.execute(
+            "SELECT term, count(*) FROM pack_dead WHERE bank_id = ?"
+            " AND term IN (SELECT value FROM json_each(?)) GROUP BY term",
+            (bank_id, listed),
+        ).fetchall()
+    )
+    after = _json([[t, packs[t][0] if t in packs else 0] for t in wanted])
+    tails = dict(
+        conn.execute(
+            "WITH q(term, upto) AS (SELECT json_extract(value, '$[0]'),"
+            " json_extract(value, '$[1]') FROM json_each(?))"
+            " SELECT q.term, (SELECT count(*) FROM postings p WHERE p.bank_id = ?"
+            " AND p.term = q.term AND p.seq > q.upto) FROM q",
+            (after, bank_id),
+        ).fetchall()
+    )
+    rebuilt = 0
+    for term in wanted:
+        tail = int(tails.get(term, 0))
+        if term in packs:
+            stale = tail + int(dead.get(term, 0))
+            if stale <= max(STALE_FLOOR, packs[term][1] // STALE_SHARE):
+                continue
+        elif tail < PACK_MIN:
+            continue
+        pack_term(conn, bank_id, term)
+        rebuilt += 1
+    return rebuilt
+
+
+def pack_term(conn: sqlite3.Connection, bank_id: int, term: str) -> None:
+    """(Re)build one term's pack from its rows, and clear its tombstones."""
+    rows = np.array(
+        conn.execute(
+            "SELECT seq, tf, terms FROM postings WHERE bank_id = ? AND term = ? ORDER BY seq",
+            (bank_id, term),
+        ).fetchall(),
+        dtype=np.int64,
+    ).reshape(-1, 3)
+    conn.execute("DELETE FROM pack_dead WHERE bank_id = ? AND term = ?", (bank_id, term))
+    if not len(rows):
+        conn.execute("DELETE FROM posting_packs WHERE bank_id = ? AND term = ?", (bank_id, term))
+        return
+    conn.execute(
+        "INSERT OR REPLACE INTO posting_packs (bank_id, term, upto_seq, postings, seqs, tfs,"
+        " lengths) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            bank_id, term, int(rows[-1, 0]), len(rows), rows[:, 0].tobytes(),
+            rows[:, 1].astype(np.int32).tobytes(), rows[:, 2].astype(np.int32).tobytes(),
+        ),
+    )  # fmt: skip
+
+
+def common_terms(conn: sqlite3.Connection, bank_id: int) -> list[str]:
+    """The bank's terms held by at least PACK_MIN memories (for packing a whole bank)."""
+    return [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT term FROM postings WHERE bank_id = ? GROUP BY term HAVING count(*) >= ?",
+            (bank_id, PACK_MIN),
+        )
+    ]
