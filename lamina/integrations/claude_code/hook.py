@@ -348,11 +348,14 @@ def _ask_warm(
 def _cold(
     request: PromptRequest, home: Path, cfg: HookSettings, deadline: float, stages: dict[str, float]
 ) -> PromptAnswer | None:
-    """Recall in this process, in a worker thread given until `deadline`; None past it. The
-    query must be embedded by `deadline` minus a reserve for the search, else the memories are
-    lexical only."""
+    """Recall in this process, in a worker thread given until `deadline`: the full answer if it
+    is ready by then, else the lexical-only answer if that is, else None. The query must be
+    embedded by `deadline` minus a reserve for the search that follows."""
     box: dict[str, Any] = {}
-    reserve = min(0.5, 0.2 * cfg.time_limit)
+    reserve = min(0.3, 0.1 * cfg.time_limit)
+
+    def keep_early(answer: PromptAnswer) -> None:
+        box["early"] = answer
 
     def work() -> None:
         try:
@@ -366,7 +369,7 @@ def _cold(
             stages["open_store"] = time.monotonic() - now
             try:
                 box["answer"] = answer_prompt(
-                    memory_bank, request, stages, dense_until=deadline - reserve
+                    memory_bank, request, stages, dense_until=deadline - reserve, early=keep_early
                 )
             finally:
                 memory_bank.close()
@@ -377,7 +380,8 @@ def _cold(
     thread.start()
     thread.join(max(0.0, deadline - time.monotonic()))
     if thread.is_alive():
-        return None
+        early: PromptAnswer | None = box.get("early")
+        return early
     if "error" in box:
         raise box["error"]
     answer: PromptAnswer = box["answer"]

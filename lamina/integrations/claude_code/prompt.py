@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -114,23 +115,21 @@ def last_compaction(transcript: str) -> datetime | None:
     return parse_timestamp(record.get("timestamp")) if isinstance(record, dict) else None
 
 
-def _warm_up_embedding(memory_bank: MemoryBank, query: str, until: float) -> bool:
-    """Embed the query in a thread of its own (loading the model on first use) and wait for it
-    until `until` (time.monotonic()); True when the model answered in time. The thread is a
-    daemon: one still inside the model when the hook leaves is never joined."""
-    done = threading.Event()
-    failed: list[BaseException] = []
+def _embed_in_background(memory_bank: MemoryBank, query: str) -> threading.Event:
+    """Embed the query in a thread of its own (loading the model on first use); the event is
+    set when it is done, and only if it succeeded. The thread is a daemon: one still inside the
+    model when the hook leaves is never joined."""
+    ready = threading.Event()
 
     def embed() -> None:
         try:
             memory_bank.embedder.embed_query(query)
-        except BaseException as exc:  # the dense channel is dropped, the answer is not
-            failed.append(exc)
-        finally:
-            done.set()
+        except Exception:
+            return
+        ready.set()
 
     threading.Thread(target=embed, name="lamina-embed", daemon=True).start()
-    return done.wait(max(0.0, until - time.monotonic())) and not failed
+    return ready
 
 
 def answer_prompt(
@@ -139,10 +138,15 @@ def answer_prompt(
     stages: dict[str, float],
     *,
     dense_until: float | None = None,
+    early: Callable[[PromptAnswer], None] | None = None,
 ) -> PromptAnswer:
-    """Recall for one prompt. With `dense_until` (a time.monotonic() instant) the query's
-    embedding must be ready by then, else the answer is lexical only; without it the embedder
-    is used as it is (the warm server holds a loaded model)."""
+    """Recall for one prompt.
+
+    Without `dense_until` the embedder is used as it is (the warm server holds a loaded model).
+    With it (a time.monotonic() instant; the cold path), the query is embedded in the
+    background while a lexical-only answer is computed and handed to `early`; then, if the
+    embedding is ready by `dense_until`, the full answer is computed and returned, else the
+    lexical one. A caller whose deadline passes meanwhile still has the early answer."""
     from ...bank.query import QueryOptions, recall_query_for_file
     from ...bank.recall import RecallOptions
     from ...turns import clean_text
@@ -161,22 +165,32 @@ def answer_prompt(
     else:
         query = clean_text(request.prompt)[: request.max_query_chars]
         compacted = None
+    exclude = {request.session: compacted} if request.session else {}
+    recall_options = RecallOptions(budget=request.budget, exclude=exclude)
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
-    dense = True
+
+    def recall(dense: bool) -> PromptAnswer:
+        result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
+        return PromptAnswer(
+            result.block() if result.hits else "", len(result.hits), lexical_only=not dense
+        )
+
     if dense_until is not None:
-        dense = _warm_up_embedding(memory_bank, query, dense_until)
+        embedded = _embed_in_background(memory_bank, query)
+        lexical = recall(dense=False)
+        if early is not None:
+            early(lexical)
+        now = time.monotonic()
+        stages["lexical"] = now - mark
+        mark = now
+        if not embedded.wait(max(0.0, dense_until - time.monotonic())):
+            stages["embedding"] = time.monotonic() - mark
+            return lexical
         now = time.monotonic()
         stages["embedding"] = now - mark
         mark = now
-    exclude = {request.session: compacted} if request.session else {}
-    result = memory_bank.recall(
-        query, request.bank, RecallOptions(budget=request.budget, exclude=exclude), dense=dense
-    )
-    now = time.monotonic()
-    stages["search"] = now - mark
-    mark = now
-    context = result.block() if result.hits else ""
-    stages["format"] = time.monotonic() - mark
-    return PromptAnswer(context, len(result.hits), lexical_only=not dense)
+    answer = recall(dense=True)
+    stages["search"] = time.monotonic() - mark
+    return answer
