@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "latency": "latency:latency_bench",
     "cache": "cache:cache_bench",
     "compile": "compile:compile_bench",
+    "hook": "hook:hook_bench",
 }
 """Benchmark name -> `module:command` inside this package."""
 
