@@ -169,7 +169,6 @@ def test_a_stale_socket_file_falls_back(home: Path, tmp_path: Path) -> None:
     assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
     timings = last_timings(home)
     assert timings["path"] == "cold" and "stale socket" in timings["warm_unavailable"]
-    assert timings["stages_ms"]["warm"] < 100  # a refused connection costs next to nothing
 
 
 def test_a_server_of_another_version_is_not_used(home: Path, tmp_path: Path) -> None:
