@@ -298,3 +298,34 @@ def test_a_socket_path_too_long_for_af_unix_falls_back(tmp_path: Path) -> None:
     assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
     timings = last_timings(home)
     assert timings["path"] == "cold" and "too long" in timings["warm_unavailable"]
+
+
+OLD_SERVER = """
+import sys
+from pathlib import Path
+import lamina
+lamina.__version__ = "0.0.1"  # as if installed before an upgrade
+from lamina.integrations.claude_code.warm import serve_forever
+serve_forever(Path(sys.argv[1]), 600)
+"""
+
+
+def test_a_server_left_by_an_upgrade_is_replaced(home: Path, tmp_path: Path) -> None:
+    old = subprocess.Popen([sys.executable, "-c", OLD_SERVER, str(home)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert wait_until(lambda: "0.0.1" in lamina(home, "warm", "status").stdout)
+        # The hook does not use it ...
+        result = hook(home, tmp_path)
+        assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+        timings = last_timings(home)
+        assert timings["path"] == "cold" and "0.0.1" in timings["warm_unavailable"]
+        # ... and starting the warm path replaces it with one of this version.
+        status = start(home)
+        assert old.wait(timeout=30) == 0
+        assert status["pid"] != old.pid and status["version"] == __version__
+        assert last_timings_path(home, tmp_path) == "warm"
+    finally:
+        if old.poll() is None:
+            old.kill()
+            old.wait(10)

@@ -69,8 +69,25 @@ START_TIMEOUT = 60.0
 """How long `start_server` waits for a new server to answer (it loads the model first)."""
 
 
+LOCK_WAIT = 5.0
+"""How long a new server waits for the data directory's lock (a server being replaced is
+still shutting down)."""
+
+
 class _Stop(Exception):
     pass
+
+
+def _lock_within(handle: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
 
 def _check_socket_path(home: Path) -> Path:
@@ -111,10 +128,8 @@ class WarmServer:
         run = _private_dir(run_dir(home))
         log = HookLog(home)
         with (run / "warm.lock").open("a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise InputError(f"a warm server already serves {home}") from None
+            if not _lock_within(lock, LOCK_WAIT):
+                raise InputError(f"a warm server already serves {home}")
             path.unlink(missing_ok=True)  # left by a server that was killed
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             old_umask = os.umask(0o177)
@@ -189,7 +204,7 @@ class WarmServer:
             self.errors += 1
             log.write("warm", "-", f"request failed: {exc!r}\n{traceback.format_exc()}")
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
-        body = {"v": PROTOCOL, "version": __version__, **answer}
+        body = {"v": PROTOCOL, "version": __version__, "pid": os.getpid(), **answer}
         with contextlib.suppress(OSError):
             conn.sendall(orjson.dumps(body) + b"\n")
         return recall
@@ -268,7 +283,14 @@ def warm_status(home: Path, timeout: float = 2.0) -> dict[str, Any]:
     try:
         reply = ask(home, {"op": "ping"}, timeout=timeout, version=__version__)
     except WarmUnavailable as exc:
-        return {"running": False, "socket": str(socket_path(home)), "reason": exc.reason}
+        status: dict[str, Any] = {
+            "running": False,
+            "socket": str(socket_path(home)),
+            "reason": exc.reason,
+        }
+        if exc.other_version_pid is not None:
+            status["other_version_pid"] = exc.other_version_pid
+        return status
     reply.pop("ok", None)
     return {"running": True, "socket": str(socket_path(home)), **reply}
 
@@ -280,6 +302,7 @@ def start_server(home: Path, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> dict
     status = warm_status(home)
     if status["running"]:
         return {**status, "started": False}
+    _retire(status)
     process = _spawn(home, idle_timeout)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -304,8 +327,28 @@ def ensure_started(home: Path, idle_timeout: float) -> str:
     status = warm_status(home, timeout=0.5)
     if status["running"]:
         return f"warm server {status.get('pid')} already running"
+    retired = _retire(status, wait=0.0)
     process = _spawn(home.resolve(), idle_timeout)
-    return f"warm server starting (pid {process.pid})"
+    replaced = f", replacing {retired} of another version" if retired else ""
+    return f"warm server starting (pid {process.pid}{replaced})"
+
+
+def _retire(status: dict[str, Any], wait: float = LOCK_WAIT) -> int | None:
+    """Terminate a server of another Lamina version (left running by an upgrade: it cannot
+    serve this version's hooks, and would hold the data directory until idle). Waits up to
+    `wait` seconds for it to go; returns its pid, or None when there was none."""
+    pid = status.get("other_version_pid")
+    if not isinstance(pid, int):
+        return None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return None
+    deadline = time.monotonic() + wait
+    path = Path(status["socket"])
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pid
 
 
 def _spawn(home: Path, idle_timeout: float) -> subprocess.Popen[bytes]:
@@ -328,6 +371,10 @@ def stop_server(home: Path, timeout: float = 10.0) -> dict[str, Any]:
     try:
         reply = ask(home, {"op": "stop"}, timeout=timeout, version=__version__)
     except WarmUnavailable as exc:
+        status = {"socket": str(socket_path(home)), "other_version_pid": exc.other_version_pid}
+        retired = _retire(status, wait=timeout)
+        if retired is not None:
+            return {"stopped": not socket_path(home).exists(), "pid": retired}
         return {"stopped": False, "reason": exc.reason}
     path = socket_path(home)
     deadline = time.monotonic() + timeout

@@ -39,11 +39,14 @@ SOCKET_PATH_LIMIT = 107
 
 
 class WarmUnavailable(Exception):
-    """The warm server could not answer; `reason` is one short line for the hook log."""
+    """The warm server could not answer; `reason` is one short line for the hook log.
+    `other_version_pid` is the pid of a server that answered but runs another Lamina version
+    or protocol (left running by an upgrade), as that server said."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, other_version_pid: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.other_version_pid = other_version_pid
 
 
 def run_dir(home: Path) -> Path:
@@ -104,9 +107,11 @@ def ask(home: Path, request: dict[str, Any], timeout: float, version: str) -> di
     if not isinstance(data, dict):
         raise WarmUnavailable("warm server sent an answer that is not a JSON object")
     if data.get("v") != PROTOCOL or data.get("version") != body["version"]:
+        pid = data.get("pid")
         raise WarmUnavailable(
             f"warm server speaks protocol {data.get('v')!r} of lamina {data.get('version')!r}, "
-            f"not {PROTOCOL} of {body['version']}"
+            f"not {PROTOCOL} of {body['version']}",
+            other_version_pid=pid if isinstance(pid, int) and pid > 1 else None,
         )
     if data.get("ok") is not True:
         raise WarmUnavailable(f"warm server refused: {str(data.get('error'))[:300]}")
