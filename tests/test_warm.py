@@ -329,3 +329,16 @@ def test_a_server_left_by_an_upgrade_is_replaced(home: Path, tmp_path: Path) -> 
         if old.poll() is None:
             old.kill()
             old.wait(10)
+
+
+def test_with_warm_on_a_prompt_that_finds_no_server_starts_one(home: Path, tmp_path: Path) -> None:
+    first = hook(home, tmp_path, LAMINA_HOOK_WARM="1")
+    assert first.returncode == 0 and "INKWELL_DB_PATH" in first.stdout
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and isinstance(timings["warm_started"], int)
+    assert wait_until(
+        lambda: json.loads(lamina(home, "warm", "status", "--json").stdout)["running"], 90
+    )
+    second = hook(home, tmp_path, LAMINA_HOOK_WARM="1")
+    assert second.returncode == 0 and "INKWELL_DB_PATH" in second.stdout
+    assert last_timings(home)["path"] == "warm" and "warm_started" not in last_timings(home)

@@ -279,6 +279,12 @@ def _prompt(
     stages["warm"] = time.monotonic() - mark
     if answer is None:
         answer = _cold(request, home, cfg, deadline, stages)
+        if cfg.warm and _no_server(record.get("warm_unavailable", "")):
+            # The server exited while idle (or was killed): start one for the next prompt,
+            # after this one's answer so that its start does not compete with it.
+            from .warm import start_detached
+
+            record["warm_started"] = start_detached(home, cfg.warm_idle)
     if answer is None:
         message = f"no memories: over the {cfg.time_limit}s limit"
     elif not answer.bank_found:
@@ -298,6 +304,8 @@ def _prompt(
     notes = [f"{record['path']} path"] + (["lexical only"] if record["lexical_only"] else [])
     if "warm_unavailable" in record and record["warm_unavailable"] != "no warm server":
         notes.append(f"warm path unavailable: {record['warm_unavailable']}")
+    if record.get("warm_started"):
+        notes.append(f"warm server {record['warm_started']} starting for the next prompt")
     timings = orjson.dumps(record).decode()
     log.write("UserPromptSubmit", session, f"{message} ({'; '.join(notes)}){TIMINGS_MARK}{timings}")
     if answer is None or not answer.context:
@@ -309,6 +317,10 @@ def _prompt(
         }
     }
     return orjson.dumps(output).decode()
+
+
+def _no_server(reason: str) -> bool:
+    return reason == "no warm server" or reason.startswith("stale socket")
 
 
 def _ask_warm(

@@ -57,6 +57,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "WarmServer",
     "ensure_started",
+    "start_detached",
     "start_server",
     "stop_server",
     "warm_status",
@@ -331,6 +332,16 @@ def ensure_started(home: Path, idle_timeout: float) -> str:
     process = _spawn(home.resolve(), idle_timeout)
     replaced = f", replacing {retired} of another version" if retired else ""
     return f"warm server starting (pid {process.pid}{replaced})"
+
+
+def start_detached(home: Path, idle_timeout: float) -> int | None:
+    """For a prompt hook that found no server: start one for the next prompt without waiting
+    or asking again; its pid, or None when the socket path cannot work."""
+    try:
+        _check_socket_path(home.resolve())
+    except InputError:
+        return None
+    return _spawn(home.resolve(), idle_timeout).pid
 
 
 def _retire(status: dict[str, Any], wait: float = LOCK_WAIT) -> int | None:
