@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -99,10 +99,42 @@ def status(ctx: click.Context, as_json: bool) -> None:
             pending = doc["bytes_not_retained"]
             note = f", {pending} bytes not retained yet" if pending else ""
             click.echo(f"              {doc['document']}  last retain {doc['last_retain']}{note}")
+    warm = report["warm_server"]
+    click.echo(
+        f"warm server running (pid {warm['pid']}, {warm['requests']} recalls)"
+        if warm["running"]
+        else f"warm server none ({warm['reason']})"
+    )
+    if report["prompt_timings"]:
+        click.echo("prompts     the last UserPromptSubmit hooks, stage times in ms:")
+        for entry in report["prompt_timings"]:
+            click.echo(f"  {entry['time']}  {_prompt_timing(entry)}")
     if report["hook_log_tail"]:
+        from .integrations.claude_code.hook import TIMINGS_MARK
+
         click.echo(f"hook log    {report['hook_log']}")
         for line in report["hook_log_tail"]:
-            click.echo(f"  {line}")
+            click.echo(f"  {line.split(TIMINGS_MARK, 1)[0]}")
+
+
+def _prompt_timing(entry: dict[str, Any]) -> str:
+    stages = {
+        **entry.get("stages_ms", {}),
+        **{f"server.{k}": v for k, v in entry.get("server_ms", {}).items()},
+    }
+    parts = [
+        f"{entry.get('path')} path",
+        f"{entry.get('memories', 0)} memories",
+        f"total {entry.get('total_ms')}",
+        " ".join(f"{name} {ms:g}" for name, ms in stages.items()),
+    ]
+    if entry.get("lexical_only"):
+        parts.append("lexical only")
+    if entry.get("over_limit"):
+        parts.append("over the limit")
+    if entry.get("warm_unavailable") and entry.get("warm_unavailable") != "no warm server":
+        parts.append(f"warm: {entry['warm_unavailable']}")
+    return ", ".join(parts)
 
 
 @click.command()

@@ -426,11 +426,9 @@ def hook_command(ctx: click.Context) -> None:
 
     Example: echo '{"hook_event_name": "SessionStart"}' | lamina hook
     """
-    from .integrations.claude_code import run_hook
+    from .integrations.claude_code.hook import hook_main
 
-    output = run_hook(sys.stdin.read(), home=(ctx.obj or {}).get("home"))
-    if output:
-        sys.stdout.write(output + "\n")
+    hook_main(sys.stdin.read(), home=(ctx.obj or {}).get("home"))
 
 
 @click.command("hook-worker", hidden=True)

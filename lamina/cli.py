@@ -257,13 +257,14 @@ def recall_query(
 
 
 def _register_bank_commands() -> None:
-    from . import admin_cli, bank_cli, logs_cli, pin_cli, store_cli
+    from . import admin_cli, bank_cli, logs_cli, pin_cli, store_cli, warm_cli
 
     bank_cli.register(cli)
     admin_cli.register(cli)
     store_cli.register(cli)
     logs_cli.register(cli)
     pin_cli.register(cli)
+    warm_cli.register(cli)
 
 
 _register_bank_commands()

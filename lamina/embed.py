@@ -59,10 +59,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from ._lazy import numpy as np
 
 from .errors import ConfigError
 
@@ -76,7 +79,7 @@ __all__ = [
     "get_embedder",
 ]
 
-Vector = npt.NDArray[np.float32]
+Vector: TypeAlias = "npt.NDArray[np.float32]"
 
 DEFAULT_MODEL: Final = "paraphrase-minilm-l3-v2-int8@1"
 """The name stored with every vector of the default model; a new model file gets a new name."""

@@ -23,12 +23,9 @@ def _hook_home(args: list[str]) -> tuple[bool, str | None]:
 def main() -> None:
     is_hook, home = _hook_home(sys.argv[1:])
     if is_hook:
-        from .integrations.claude_code.hook import run_hook
+        from .integrations.claude_code.hook import hook_main
 
-        output = run_hook(sys.stdin.read(), home=home)
-        if output:
-            sys.stdout.write(output + "\n")
-        return
+        hook_main(sys.stdin.read(), home=home)
     from .cli import main as cli_main
 
     cli_main()

@@ -1,6 +1,7 @@
 """What `lamina status` reports: where the data lives, which hooks are installed, the banks and
-their sizes, the last retain of each session and what is not retained yet, and the tail of the
-hook log, so a hook that failed open does not fail unseen."""
+their sizes, the last retain of each session and what is not retained yet, the tail of the
+hook log (so a hook that failed open does not fail unseen), the last prompts' stage timings, and
+whether a warm server runs."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .config import data_home, database_target, default_bank
+from .integrations.claude_code.hook import TIMINGS_MARK
 from .integrations.claude_code.install import installed_scopes, settings_path
+from .integrations.claude_code.warm_client import WarmUnavailable, ask
 from .store import describe_target, open_store
 
 __all__ = ["status_report"]
 
 LOG_TAIL = 15
 RECENT_DOCUMENTS = 10
+PROMPT_TIMINGS = 5
 
 
 def _tail(path: Path, lines: int) -> list[str]:
@@ -23,6 +29,36 @@ def _tail(path: Path, lines: int) -> list[str]:
         return []
     with path.open(encoding="utf-8", errors="replace") as handle:
         return [line.rstrip("\n") for line in deque(handle, maxlen=lines)]
+
+
+def warm_status(home: Path, timeout: float) -> dict[str, Any]:
+    """Whether the data directory's warm server answers (see `lamina warm status`)."""
+    from . import __version__
+
+    try:
+        reply = ask(home.resolve(), {"op": "ping"}, timeout=timeout, version=__version__)
+    except WarmUnavailable as exc:
+        return {"running": False, "reason": exc.reason}
+    return {"running": True, "pid": reply.get("pid"), "requests": reply.get("requests")}
+
+
+def prompt_timings(log: Path, count: int = PROMPT_TIMINGS) -> list[dict[str, Any]]:
+    """The stage timings of the last `count` UserPromptSubmit hooks in the hook log."""
+    found: list[dict[str, Any]] = []
+    for line in reversed(_tail(log, 50 * count)):
+        head, mark, timings = line.partition(TIMINGS_MARK)
+        if not mark:
+            continue
+        try:
+            record = orjson.loads(timings)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            stamp, _, rest = head.partition(" ")
+            found.append({"time": stamp, "outcome": rest.split(" ", 2)[-1], **record})
+            if len(found) == count:
+                break
+    return found[::-1]
 
 
 def status_report(
@@ -46,6 +82,8 @@ def status_report(
         "banks": [],
         "hook_log": str(base / "logs" / "hooks.log"),
         "hook_log_tail": _tail(base / "logs" / "hooks.log", LOG_TAIL),
+        "prompt_timings": prompt_timings(base / "logs" / "hooks.log"),
+        "warm_server": warm_status(base, timeout=0.5),
     }
     if not exists:
         return report

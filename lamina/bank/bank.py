@@ -147,13 +147,18 @@ class MemoryBank:
         index.refresh(self.store)
         return index
 
-    def recall(self, query: str, bank: str, options: RecallOptions | None = None) -> RecallResult:
+    def recall(
+        self, query: str, bank: str, options: RecallOptions | None = None, *, dense: bool = True
+    ) -> RecallResult:
+        """The best memories for `query`. With `dense=False` the query is not embedded and the
+        dense channel is left out (the hook's answer when the model is not ready in time)."""
         options = options or RecallOptions()
         if isinstance(self.store, SearchStore) and self.store.searchable(bank):
             # The database searches; nothing of the bank is loaded into this process.
-            return recall_from_store(self.store, bank, query, self.embedder, options)
+            embedder = self.embedder if dense else None
+            return recall_from_store(self.store, bank, query, embedder, options)
         index = self.index(bank)
-        embedder = self.embedder if index.dim is not None else None
+        embedder = self.embedder if dense and index.dim is not None else None
         if embedder is not None and embedder.name not in index.embedders():
             embedder = None  # vectors from another model: lexical only until `reindex`
         return recall_from_index(index, query, embedder, options)

@@ -15,10 +15,15 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
 import snowballstemmer  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from .._lazy import numpy as np
 
 __all__ = ["BM25Index", "tokenize"]
 

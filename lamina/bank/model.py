@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from .._lazy import numpy as np
 
 __all__ = ["Bank", "BankStats", "Cursor", "Document", "Memory", "Vector"]
 
-Vector = npt.NDArray[np.float32]
+Vector: TypeAlias = "npt.NDArray[np.float32]"
 
 
 @dataclass(frozen=True, slots=True)

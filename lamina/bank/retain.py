@@ -18,9 +18,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    from .._lazy import numpy as np
 
 from ..embed import Embedder
 from ..errors import InputError, ReadWarning, StoreError

@@ -1,33 +1,45 @@
 """`lamina bench ...`: measurements that print JSON and compare against a baseline in the same run.
 
 Benchmarks live in the package so they run from an installed copy. Tests never time anything;
-numbers come from here.
+numbers come from here. Each benchmark's module (numpy and all) is imported only when that
+benchmark, or `lamina bench --help`, runs: `lamina --help` stays light.
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-from .cache import cache_bench
-from .compile import compile_bench
-from .latency import latency_bench
-from .locomo import locomo_bench
-from .read import read_bench
-from .tokens import tokens_bench
-from .turns import turns_bench
+__all__ = ["BENCHMARKS", "bench"]
 
-__all__ = ["bench"]
+BENCHMARKS: dict[str, str] = {
+    "turns": "turns:turns_bench",
+    "read": "read:read_bench",
+    "tokens": "tokens:tokens_bench",
+    "locomo": "locomo:locomo_bench",
+    "latency": "latency:latency_bench",
+    "cache": "cache:cache_bench",
+    "compile": "compile:compile_bench",
+    "hook": "hook:hook_bench",
+}
+"""Benchmark name -> `module:command` inside this package."""
 
 
-@click.group()
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(BENCHMARKS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = BENCHMARKS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        command = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_LazyGroup)
 def bench() -> None:
     """Benchmarks: JSON on stdout, a baseline measured in the same run."""
-
-
-bench.add_command(turns_bench)
-bench.add_command(read_bench)
-bench.add_command(tokens_bench)
-bench.add_command(locomo_bench)
-bench.add_command(latency_bench)
-bench.add_command(cache_bench)
-bench.add_command(compile_bench)

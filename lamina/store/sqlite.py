@@ -15,10 +15,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    from .._lazy import numpy as np
 
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError

@@ -6,29 +6,35 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
 
 - **UserPromptSubmit**: compose the recall query from the prompt and the last turns of the
   transcript, recall from the project's bank, and print the memories as `additionalContext`.
-  It returns nothing rather than stall the prompt past its time limit (3 s of wall time since
-  the process started, by default), skips trivial prompts (under 5 characters, or a bare slash
-  command), and never injects what this session still has in its context: this session's
-  memories are left out, except those said before its last compaction.
+  A warm server of the data directory (lamina.integrations.claude_code.warm) answers when one
+  runs; otherwise this process does the work (the cold path). It answers within its time limit
+  (3 s of wall time since the process started, by default): lexical-only memories when the
+  embedding model is not ready in time, nothing when even those are not. It skips trivial
+  prompts (under 5 characters, or a bare slash command) and never injects what this session
+  still has in its context: this session's memories are left out, except those said before
+  its last compaction. Each prompt's stage timings go to the hook log.
 - **Stop**, **SubagentStop**, **PreCompact**, **SessionEnd**: retain what is new in the
   transcript. The hook returns at once; a detached worker does the work. At most one worker per
   session runs at a time: a hook that finds one running leaves a mark and the running worker
   retains again before it exits, so no turn is lost between two Stops.
-- **SessionStart**: make sure the database is created and migrated.
+- **SessionStart**: make sure the database is created and migrated; with `warm` on, start the
+  warm server if none runs.
 
 Every hook fails open: on any error it prints one line to stderr, exits 0 and writes the
-details to `<data dir>/logs/hooks.log` (`lamina status` shows its tail).
+details to `<data dir>/logs/hooks.log` (`lamina status` shows its tail). The process leaves
+with os._exit(0) once its output is written and flushed (`hook_main`): a thread still inside
+the embedding model is never joined or finalised, which is what used to abort the interpreter.
 
 Settings (environment): LAMINA_HOOK_TURNS (3), LAMINA_HOOK_MAX_CHARS (800),
 LAMINA_HOOK_MIN_PROMPT (5), LAMINA_HOOK_TIME_LIMIT (3.0 s), LAMINA_HOOK_BUDGET (1024 tokens),
-LAMINA_BANK (the bank; default: the project's, see lamina.config).
+LAMINA_HOOK_WARM (off), LAMINA_HOOK_WARM_IDLE (1800 s), LAMINA_BANK (the bank; default: the
+project's, see lamina.config).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import mmap
 import os
 import subprocess
 import sys
@@ -39,13 +45,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
+from ... import __version__
 from ...config import data_home, default_bank, load_config
+from .prompt import PromptAnswer, PromptRequest
+from .warm_client import WarmUnavailable, ask
 
-__all__ = ["HookSettings", "run_hook", "run_worker"]
+__all__ = ["HookSettings", "hook_main", "run_hook", "run_worker"]
 
 RETAIN_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact", "SessionEnd"})
 
@@ -60,6 +69,10 @@ class HookSettings:
     session_digest: bool = False
     """On SessionStart, inject a short digest of the project's recent sessions."""
     digest_sessions: int = 5
+    warm: bool = False
+    """On SessionStart, start the data directory's warm server if none runs."""
+    warm_idle: float = 1800.0
+    """Seconds without a prompt after which a warm server started by SessionStart exits."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HookSettings:
@@ -87,6 +100,8 @@ class HookSettings:
                 environ.get("LAMINA_HOOK_SESSION_DIGEST"), configured.get("session_digest")
             ),
             digest_sessions=int(number("digest_sessions", 5)),
+            warm=_flag(environ.get("LAMINA_HOOK_WARM"), configured.get("warm")),
+            warm_idle=number("warm_idle", 1800.0),
         )
 
 
@@ -123,62 +138,11 @@ class HookLog:
                 handle.write(line[:4000] + "\n")
 
 
-def last_compaction(transcript: str) -> datetime | None:
-    """When the session was last compacted (the timestamp of its last compact_boundary),
-    found from the end of the file without reading it all."""
-    try:
-        with (
-            Path(transcript).open("rb") as handle,
-            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
-        ):
-            at = data.rfind(b'"compact_boundary"')
-            if at < 0:
-                return None
-            start = data.rfind(b"\n", 0, at) + 1
-            end = data.find(b"\n", at)
-            record = orjson.loads(data[start : end if end >= 0 else len(data)])
-    except (OSError, ValueError):
-        return None
-    from ...messages import parse_timestamp
-
-    return parse_timestamp(record.get("timestamp")) if isinstance(record, dict) else None
-
-
 def _is_trivial(prompt: str, settings: HookSettings) -> bool:
     text = prompt.strip()
     if len(text) < settings.min_prompt_chars:
         return True
     return text.startswith("/") and len(text.split()) == 1
-
-
-def _prompt_context(payload: Mapping[str, Any], home: Path, settings: HookSettings) -> str:
-    """The additionalContext for a prompt ("" when there is nothing to add)."""
-    from ...bank.bank import MemoryBank
-    from ...bank.query import QueryOptions, recall_query_for_file
-    from ...bank.recall import RecallOptions
-    from ...turns import clean_text
-
-    prompt = str(payload.get("prompt") or "")
-    if _is_trivial(prompt, settings):
-        return ""
-    bank_name = default_bank(payload.get("cwd") or None)
-    memory_bank = MemoryBank.open(home)
-    if memory_bank.store.get_bank(bank_name) is None:
-        return ""
-    transcript = str(payload.get("transcript_path") or "")
-    options = QueryOptions(context_turns=settings.context_turns, max_chars=settings.max_query_chars)
-    if transcript and Path(transcript).is_file():
-        query = recall_query_for_file(transcript, prompt, options).query
-        compacted = last_compaction(transcript)
-    else:
-        query = clean_text(prompt)[: settings.max_query_chars]
-        compacted = None
-    session = str(payload.get("session_id") or "")
-    exclude = {session: compacted} if session else {}
-    result = memory_bank.recall(
-        query, bank_name, RecallOptions(budget=settings.budget, exclude=exclude)
-    )
-    return result.block() if result.hits else ""
 
 
 def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) -> str:
@@ -253,7 +217,7 @@ def run_hook(
         event = str(payload.get("hook_event_name") or "")
         session = str(payload.get("session_id") or "")
         if event == "UserPromptSubmit":
-            return _with_deadline(payload, base, cfg, started, log)
+            return _prompt(payload, base, cfg, started, log)
         if event in RETAIN_EVENTS:
             _spawn_worker(payload, base, event)
             log.write(event, session, "retain started in the background")
@@ -261,8 +225,14 @@ def run_hook(
         if event == "SessionStart":
             from ...store.sqlite import SQLiteStore
 
-            applied = SQLiteStore(base / "lamina.db").migrate()
+            store = SQLiteStore(base / "lamina.db")
+            applied = store.migrate()
+            store.close()
             log.write(event, session, f"ready (migrations applied: {len(applied)})")
+            if cfg.warm:
+                from .warm import ensure_started
+
+                log.write(event, session, ensure_started(base, cfg.warm_idle))
             if not cfg.session_digest:
                 return ""
             digest = session_digest(payload, base, cfg)
@@ -279,35 +249,172 @@ def run_hook(
         return ""
 
 
-def _with_deadline(
+TIMINGS_MARK = " | timings "
+"""Separates a UserPromptSubmit log line from its JSON timings (read back by `lamina status`)."""
+
+
+def _prompt(
     payload: Mapping[str, Any], home: Path, cfg: HookSettings, started: float, log: HookLog
 ) -> str:
+    """UserPromptSubmit: the warm server's answer, else this process's own within the limit."""
+    session = str(payload.get("session_id") or "")
+    prompt = str(payload.get("prompt") or "")
+    if _is_trivial(prompt, cfg):
+        log.write("UserPromptSubmit", session, "skipped (trivial prompt)")
+        return ""
+    stages: dict[str, float] = {"start": time.monotonic() - started}
+    deadline = started + cfg.time_limit - 0.05
+    request = PromptRequest(
+        prompt=prompt,
+        bank=default_bank(payload.get("cwd") or None),
+        session=session,
+        transcript=str(payload.get("transcript_path") or ""),
+        context_turns=cfg.context_turns,
+        max_query_chars=cfg.max_query_chars,
+        budget=cfg.budget,
+    )
+    record: dict[str, Any] = {"path": "cold"}
+    mark = time.monotonic()
+    answer = _ask_warm(home, request, deadline, record)
+    stages["warm"] = time.monotonic() - mark
+    if answer is None:
+        answer = _cold(request, home, cfg, deadline, stages)
+        if cfg.warm and _no_server(record.get("warm_unavailable", "")):
+            # The server exited while idle (or was killed): start one for the next prompt,
+            # after this one's answer so that its start does not compete with it.
+            from .warm import start_detached
+
+            record["warm_started"] = start_detached(home, cfg.warm_idle)
+    if answer is None:
+        message = f"no memories: over the {cfg.time_limit}s limit"
+    elif not answer.bank_found:
+        message = f"no memories: bank {request.bank} does not exist"
+    elif not answer.context:
+        message = "no memories found"
+    else:
+        message = f"injected {answer.memories} memories ({len(answer.context)} chars)"
+    record.update(
+        memories=answer.memories if answer else 0,
+        chars=len(answer.context) if answer else 0,
+        lexical_only=bool(answer and answer.lexical_only),
+        over_limit=answer is None,
+        stages_ms={k: round(v * 1000, 1) for k, v in stages.copy().items()},
+        total_ms=round((time.monotonic() - started) * 1000, 1),
+    )
+    notes = [f"{record['path']} path"] + (["lexical only"] if record["lexical_only"] else [])
+    if "warm_unavailable" in record and record["warm_unavailable"] != "no warm server":
+        notes.append(f"warm path unavailable: {record['warm_unavailable']}")
+    if record.get("warm_started"):
+        notes.append(f"warm server {record['warm_started']} starting for the next prompt")
+    timings = orjson.dumps(record).decode()
+    log.write("UserPromptSubmit", session, f"{message} ({'; '.join(notes)}){TIMINGS_MARK}{timings}")
+    if answer is None or not answer.context:
+        return ""
+    output = {
+        "hookSpecificOutput": {
+            "hookEventName": "UserPromptSubmit",
+            "additionalContext": answer.context,
+        }
+    }
+    return orjson.dumps(output).decode()
+
+
+def _no_server(reason: str) -> bool:
+    return reason == "no warm server" or reason.startswith("stale socket")
+
+
+def _ask_warm(
+    home: Path, request: PromptRequest, deadline: float, record: dict[str, Any]
+) -> PromptAnswer | None:
+    """The warm server's answer, or None (the reason in `record`). It gets at most half of the
+    time left, so a server that hangs still leaves the cold path the other half."""
+    try:
+        reply = ask(
+            home,
+            {"op": "recall", "request": request.as_json()},
+            timeout=max(0.05, (deadline - time.monotonic()) / 2),
+            version=__version__,
+        )
+        context, memories = reply.get("context"), reply.get("memories")
+        if not isinstance(context, str) or not isinstance(memories, int):
+            raise WarmUnavailable("warm server sent an answer of the wrong shape")
+    except WarmUnavailable as exc:
+        record["warm_unavailable"] = exc.reason
+        return None
+    record["path"] = "warm"
+    server_stages = reply.get("stages")
+    if isinstance(server_stages, dict):
+        record["server_ms"] = {
+            str(k): round(float(v) * 1000, 1)
+            for k, v in server_stages.items()
+            if isinstance(v, int | float)
+        }
+    return PromptAnswer(
+        context,
+        memories,
+        lexical_only=reply.get("lexical_only") is True,
+        bank_found=reply.get("bank_found") is not False,
+    )
+
+
+def _cold(
+    request: PromptRequest, home: Path, cfg: HookSettings, deadline: float, stages: dict[str, float]
+) -> PromptAnswer | None:
+    """Recall in this process, in a worker thread given until `deadline`: the full answer if it
+    is ready by then, else the lexical-only answer if that is, else None. The query must be
+    embedded by `deadline` minus a reserve for the search that follows."""
     box: dict[str, Any] = {}
+    reserve = min(0.3, 0.1 * cfg.time_limit)
+
+    def keep_early(answer: PromptAnswer) -> None:
+        box["early"] = answer
 
     def work() -> None:
         try:
-            box["context"] = _prompt_context(payload, home, cfg)
+            mark = time.monotonic()
+            from ...bank.bank import MemoryBank
+            from .prompt import answer_prompt
+
+            now = time.monotonic()
+            stages["imports"] = now - mark
+            memory_bank = MemoryBank.open(home)
+            stages["open_store"] = time.monotonic() - now
+            try:
+                box["answer"] = answer_prompt(
+                    memory_bank, request, stages, dense_until=deadline - reserve, early=keep_early
+                )
+            finally:
+                memory_bank.close()
         except BaseException as exc:  # reported by the waiting thread
             box["error"] = exc
 
-    thread = threading.Thread(target=work, daemon=True)
+    thread = threading.Thread(target=work, name="lamina-recall", daemon=True)
     thread.start()
-    remaining = cfg.time_limit - (time.monotonic() - started) - 0.05
-    thread.join(max(0.0, remaining))
-    session = str(payload.get("session_id") or "")
+    thread.join(max(0.0, deadline - time.monotonic()))
     if thread.is_alive():
-        log.write("UserPromptSubmit", session, f"no memories: over the {cfg.time_limit}s limit")
-        return ""
+        early: PromptAnswer | None = box.get("early")
+        return early
     if "error" in box:
         raise box["error"]
-    context = str(box.get("context") or "")
-    log.write("UserPromptSubmit", session, f"injected {len(context)} chars")
-    if not context:
-        return ""
-    output = {
-        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": context}
-    }
-    return orjson.dumps(output).decode()
+    answer: PromptAnswer = box["answer"]
+    return answer
+
+
+def hook_main(stdin: str, home: str | Path | None = None) -> NoReturn:
+    """`lamina hook` as a process: handle the event, write the output, flush, and leave with
+    os._exit(0) -- no interpreter finalisation while a daemon thread may still be inside native
+    code (onnxruntime aborts the process with SIGABRT when torn down under a running thread)."""
+    try:
+        output = run_hook(stdin, home=home)
+        if output:
+            sys.stdout.write(output + "\n")
+        sys.stdout.flush()
+    except BaseException:  # a closed stdout must not turn into a traceback or a non-zero exit
+        pass
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stderr.flush()
+        os._exit(0)
 
 
 # -- the detached worker ---------------------------------------------------------------------

@@ -1,0 +1,267 @@
+"""`lamina bench hook`: what one prompt costs, measured the way Claude Code pays it.
+
+For each bank size a data directory with one SQLite bank is built from the shared real turns
+(`latency.build`: texts recombined from two real turns, vectors the normalised mean of theirs,
+so 100k memories need no hour of embedding), plus the current session: the largest shared Claude
+Code transcript, retained as a document of its own. Then the real `lamina hook` runs as a fresh
+process per prompt, a UserPromptSubmit payload on stdin naming that transcript and, as
+`session_id`, its document (so the current-session exclusion is exercised), once per run on
+the cold path and once with a warm server running (whose own CPU per prompt is reported too).
+Each child is reaped with os.wait4, which gives its own CPU time (user + sys) and peak RSS. The
+baselines are measured the same way in the same run: `python -c pass` (the floor of any hook)
+and `python -c "import numpy, onnxruntime"` (the floor of a hook that loads the model's
+runtime).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from ..bank.bank import MemoryBank
+from ..store.sqlite import SQLiteStore
+from .common import emit, percentiles, shared_data_dir
+from .latency import _base_texts, build
+
+__all__ = ["hook_bench"]
+
+BANK = "bench"
+SESSION = "bench-session"
+"""The current session's document in every bank built."""
+LARGE = 50_000
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)
+
+
+_RUNNER = """
+import json, os, subprocess, sys, time
+out = []
+for command, stdin, env in json.loads(sys.stdin.read()):
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=env, cwd="/")
+    try:
+        child.stdin.write(stdin.encode())
+        child.stdin.close()
+    except BrokenPipeError:
+        pass
+    output = child.stdout.read()
+    child.stdout.close()
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    out.append({"wall_ms": (time.perf_counter() - started) * 1000,
+                "cpu_ms": (usage.ru_utime + usage.ru_stime) * 1000,
+                "rss_mb": usage.ru_maxrss / 1024, "exit": child.returncode,
+                "memories": "lamina_memories" in output.decode(errors="replace")})
+print(json.dumps(out))
+"""
+"""Runs the measured children. A child's peak RSS (ru_maxrss) includes the memory of the process
+that started it, as it was when the child was forked, so the children are started by this small
+runner rather than by the benchmark, which holds the embedding model and the banks."""
+
+
+def _run_all(jobs: list[tuple[list[str], bytes, dict[str, str]]]) -> list[dict[str, Any]]:
+    """Run each child to its end, one after the other, and measure it: wall time, its own CPU
+    time (user + sys, from os.wait4) and its peak RSS."""
+    spec = [(command, stdin.decode(), env) for command, stdin, env in jobs]
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _RUNNER],
+        input=orjson.dumps(spec),
+        capture_output=True,
+        check=True,
+        cwd="/",
+    )
+    results: list[dict[str, Any]] = orjson.loads(done.stdout)
+    return results
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "runs": len(runs),
+        "cpu_ms": percentiles([r["cpu_ms"] for r in runs]),
+        "wall_ms": percentiles([r["wall_ms"] for r in runs]),
+        "peak_rss_mb": round(max((r["rss_mb"] for r in runs), default=0.0), 1),
+        "returned_memories": round(sum(r["memories"] for r in runs) / max(1, len(runs)), 3),
+        "nonzero_exits": sum(r["exit"] != 0 for r in runs),
+    }
+
+
+def _process_cpu_ms(pid: int) -> float:
+    """CPU time (user + sys) a running process has used so far, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def _hook_env(home: Path, time_limit: float) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    env.update(LAMINA_HOME=str(home), LAMINA_BANK=BANK, LAMINA_HOOK_TIME_LIMIT=f"{time_limit:g}")
+    return env
+
+
+def _measure_size(
+    home: Path,
+    transcript: Path,
+    prompts: list[str],
+    runs: int,
+    time_limit: float,
+) -> dict[str, Any]:
+    env = _hook_env(home, time_limit)
+    lamina = [sys.executable, "-m", "lamina"]
+
+    def payload(i: int) -> bytes:
+        return orjson.dumps(
+            {
+                "hook_event_name": "UserPromptSubmit",
+                "session_id": SESSION,
+                "transcript_path": str(transcript),
+                "cwd": str(home),
+                "prompt": prompts[i % len(prompts)],
+            }
+        )
+
+    cold = _run_all([([*lamina, "hook"], payload(i), env) for i in range(runs)])
+    _progress(f"  cold path: {runs} runs, cpu p50 {_summary(cold)['cpu_ms']['p50']} ms")
+    start = subprocess.run(
+        [*lamina, "--home", str(home), "warm", "start", "--json", "--idle-timeout", "600"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    if start.returncode != 0:
+        raise click.ClickException(f"the warm server did not start: {start.stderr.decode()}")
+    pid = int(orjson.loads(start.stdout)["pid"])
+    try:
+        # The server's first recall of a bank loads it; that is start-up, not a prompt.
+        _run_all([([*lamina, "hook"], payload(runs), env)])
+        before = _process_cpu_ms(pid)
+        warm = _run_all([([*lamina, "hook"], payload(i), env) for i in range(runs)])
+        server_cpu = (_process_cpu_ms(pid) - before) / max(1, runs)
+    finally:
+        subprocess.run(
+            [*lamina, "--home", str(home), "warm", "stop"],
+            capture_output=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    _progress(f"  warm path: {runs} runs, cpu p50 {_summary(warm)['cpu_ms']['p50']} ms")
+    return {
+        "cold": _summary(cold),
+        "warm": {**_summary(warm), "server_cpu_ms_per_prompt": round(server_cpu, 1)},
+    }
+
+
+@click.command("hook")
+@click.option(
+    "--memories",
+    "sizes",
+    multiple=True,
+    type=click.IntRange(min=1),
+    default=(1_000, 10_000, 100_000),
+    show_default=True,
+    help="Bank sizes to measure.",
+)
+@click.option("--runs", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option(
+    "--large-runs",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help=f"Runs for banks of {LARGE:,} memories or more.",
+)
+@click.option(
+    "--time-limit",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="LAMINA_HOOK_TIME_LIMIT for the measured hooks (raised, to see the full cost).",
+)
+@click.option(
+    "--base-texts",
+    type=click.IntRange(min=10),
+    default=None,
+    help="Build from only the first N real turns (quicker; the default uses all).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def hook_bench(
+    sizes: tuple[int, ...],
+    runs: int,
+    large_runs: int,
+    time_limit: float,
+    base_texts: int | None,
+    as_json: bool,
+) -> None:
+    """CPU, wall time and peak memory of the real `lamina hook` per prompt, cold and warm, at
+    1k, 10k and 100k memories, against `python -c pass` and importing numpy and onnxruntime.
+
+    Example: lamina bench hook --memories 1000 --memories 10000 --runs 10 --json
+    """
+    claude = shared_data_dir("claude-code")
+    if claude is None:
+        raise click.ClickException("../shared/data/claude-code is needed for this benchmark")
+    source = max(claude.glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    texts, questions = _base_texts()
+    if base_texts is not None:
+        texts = texts[:base_texts]
+    prompts = [questions[i] for i in random.Random(5).sample(range(len(questions)), 50)]
+    env = _hook_env(Path(tempfile.gettempdir()), time_limit)
+    baselines = {
+        "python_pass": _summary(_run_all([([sys.executable, "-c", "pass"], b"", env)] * runs)),
+        "python_import_numpy_onnxruntime": _summary(
+            _run_all([([sys.executable, "-c", "import numpy, onnxruntime"], b"", env)] * runs)
+        ),
+    }
+    _progress(f"baselines measured ({runs} runs each)")
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="lamina-hook-") as tmp:
+        embedder_bank = MemoryBank(SQLiteStore(Path(tmp) / "embed.db"))
+        started = time.perf_counter()
+        vectors = embedder_bank.embedder.embed_documents(texts)
+        _progress(f"embedded {len(texts)} real turns in {time.perf_counter() - started:.1f}s")
+        for n in sizes:
+            home = Path(tmp) / f"m{n}"
+            home.mkdir()
+            transcript = home / "session.jsonl"
+            shutil.copyfile(source, transcript)
+            bank = MemoryBank(SQLiteStore(home / "lamina.db"), embedder_bank.embedder)
+            started = time.perf_counter()
+            build(bank, BANK, n, texts, vectors)
+            bank.retain_file(transcript, BANK, document=SESSION)
+            bank.close()
+            build_s = time.perf_counter() - started
+            _progress(f"{n} memories built in {build_s:.1f}s")
+            count = large_runs if n >= LARGE else runs
+            results[str(n)] = {
+                "memories": n,
+                "build_s": round(build_s, 1),
+                **_measure_size(home, transcript, prompts, count, time_limit),
+            }
+        embedder_bank.close()
+    emit(
+        {
+            "benchmark": "hook",
+            "time_limit_s": time_limit,
+            "transcript": source.name,
+            "session_excluded": SESSION,
+            "baselines": baselines,
+            "sizes": results,
+            "cpu_count": os.cpu_count(),
+        },
+        as_json,
+    )

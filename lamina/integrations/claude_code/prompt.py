@@ -1,0 +1,196 @@
+"""The memories for one prompt: what UserPromptSubmit injects, computed the same way by a fresh
+hook process (the cold path) and by the warm server (lamina.integrations.claude_code.warm).
+
+`answer_prompt` composes the recall query from the prompt and the transcript's last turns,
+recalls from the bank leaving out what this session still has in its context, and formats the
+`<lamina_memories>` block, writing how long each stage took into `stages` (seconds) as it goes,
+so a caller that gives up at its deadline still knows where the time went.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from ...bank.bank import MemoryBank
+
+__all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction"]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRequest:
+    """One UserPromptSubmit, as the hook read it (the bank already resolved)."""
+
+    prompt: str
+    bank: str
+    session: str = ""
+    transcript: str = ""
+    context_turns: int = 3
+    max_query_chars: int = 800
+    budget: int = 1024
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "prompt": self.prompt,
+            "bank": self.bank,
+            "session": self.session,
+            "transcript": self.transcript,
+            "context_turns": self.context_turns,
+            "max_query_chars": self.max_query_chars,
+            "budget": self.budget,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> PromptRequest:
+        """Checked field by field: raises ValueError naming the first bad field."""
+        if not isinstance(data, dict):
+            raise ValueError("the request is not a JSON object")
+        texts: dict[str, str] = {}
+        for key in ("prompt", "bank", "session", "transcript"):
+            value = data.get(key, "")
+            if not isinstance(value, str) or len(value) > 1_000_000:
+                raise ValueError(f"{key}: expected a string")
+            texts[key] = value
+        if not texts["bank"]:
+            raise ValueError("bank: missing")
+        numbers: dict[str, int] = {}
+        for key, default, top in (
+            ("context_turns", 3, 100),
+            ("max_query_chars", 800, 100_000),
+            ("budget", 1024, 1_000_000),
+        ):
+            value = data.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+                raise ValueError(f"{key}: expected a whole number from 0 to {top}")
+            numbers[key] = value
+        return cls(
+            prompt=texts["prompt"],
+            bank=texts["bank"],
+            session=texts["session"],
+            transcript=texts["transcript"],
+            context_turns=numbers["context_turns"],
+            max_query_chars=numbers["max_query_chars"],
+            budget=numbers["budget"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PromptAnswer:
+    context: str
+    """The `<lamina_memories>` block ("" when nothing was found)."""
+    memories: int
+    lexical_only: bool = False
+    """The query was not embedded in time (or the model failed): dense channel left out."""
+    bank_found: bool = True
+
+
+def last_compaction(transcript: str) -> datetime | None:
+    """When the session was last compacted (the timestamp of its last compact_boundary),
+    found from the end of the file without reading it all; None when it never was."""
+    import mmap
+
+    try:
+        with (
+            Path(transcript).open("rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+        ):
+            at = data.rfind(b'"compact_boundary"')
+            if at < 0:
+                return None
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            record = orjson.loads(data[start : end if end >= 0 else len(data)])
+    except (OSError, ValueError):
+        return None
+    from ...messages import parse_timestamp
+
+    return parse_timestamp(record.get("timestamp")) if isinstance(record, dict) else None
+
+
+def _embed_in_background(memory_bank: MemoryBank, query: str) -> threading.Event:
+    """Embed the query in a thread of its own (loading the model on first use); the event is
+    set when it is done, and only if it succeeded. The thread is a daemon: one still inside the
+    model when the hook leaves is never joined."""
+    ready = threading.Event()
+
+    def embed() -> None:
+        try:
+            memory_bank.embedder.embed_query(query)
+        except Exception:
+            return
+        ready.set()
+
+    threading.Thread(target=embed, name="lamina-embed", daemon=True).start()
+    return ready
+
+
+def answer_prompt(
+    memory_bank: MemoryBank,
+    request: PromptRequest,
+    stages: dict[str, float],
+    *,
+    dense_until: float | None = None,
+    early: Callable[[PromptAnswer], None] | None = None,
+) -> PromptAnswer:
+    """Recall for one prompt.
+
+    Without `dense_until` the embedder is used as it is (the warm server holds a loaded model).
+    With it (a time.monotonic() instant; the cold path), the query is embedded in the
+    background while a lexical-only answer is computed and handed to `early`; then, if the
+    embedding is ready by `dense_until`, the full answer is computed and returned, else the
+    lexical one. A caller whose deadline passes meanwhile still has the early answer."""
+    from ...bank.query import QueryOptions, recall_query_for_file
+    from ...bank.recall import RecallOptions
+    from ...turns import clean_text
+
+    mark = time.monotonic()
+    if memory_bank.store.get_bank(request.bank) is None:
+        stages["open_store"] = stages.get("open_store", 0.0) + time.monotonic() - mark
+        return PromptAnswer("", 0, bank_found=False)
+    now = time.monotonic()
+    stages["open_store"] = stages.get("open_store", 0.0) + now - mark
+    mark = now
+    options = QueryOptions(context_turns=request.context_turns, max_chars=request.max_query_chars)
+    if request.transcript and Path(request.transcript).is_file():
+        query = recall_query_for_file(request.transcript, request.prompt, options).query
+        compacted = last_compaction(request.transcript)
+    else:
+        query = clean_text(request.prompt)[: request.max_query_chars]
+        compacted = None
+    exclude = {request.session: compacted} if request.session else {}
+    recall_options = RecallOptions(budget=request.budget, exclude=exclude)
+    now = time.monotonic()
+    stages["query"] = now - mark
+    mark = now
+
+    def recall(dense: bool) -> PromptAnswer:
+        result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
+        return PromptAnswer(
+            result.block() if result.hits else "", len(result.hits), lexical_only=not dense
+        )
+
+    if dense_until is not None:
+        embedded = _embed_in_background(memory_bank, query)
+        lexical = recall(dense=False)
+        if early is not None:
+            early(lexical)
+        now = time.monotonic()
+        stages["lexical"] = now - mark
+        mark = now
+        if not embedded.wait(max(0.0, dense_until - time.monotonic())):
+            stages["embedding"] = time.monotonic() - mark
+            return lexical
+        now = time.monotonic()
+        stages["embedding"] = now - mark
+        mark = now
+    answer = recall(dense=True)
+    stages["search"] = time.monotonic() - mark
+    return answer

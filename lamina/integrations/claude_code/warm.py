@@ -1,0 +1,399 @@
+"""The warm path: a small per-user server that holds a data directory's `MemoryBank` open (the
+embedding model loaded, the store's connections and indexes warm) and answers the hook's recall
+requests over a unix socket, so a prompt costs a socket round trip instead of a process that
+imports, opens and loads everything again.
+
+- **Where**: `<data dir>/run/warm.sock` (mode 0600) in `<data dir>/run` (mode 0700), beside
+  `warm.lock` (held while it runs: one server per data directory) and `warm.pid`.
+- **Protocol**: one JSON object per line; one request and one answer per connection. Every
+  request carries `v` (the protocol), `version` (lamina's) and `home` (the data directory); the
+  server answers only requests for its own data directory, of its own protocol and version.
+  `op` is `recall` (with `request`, a `PromptRequest`), `ping` or `stop`. Every answer has
+  `v`, `version` and `ok`; `ok: false` comes with an `error`. Bad input (not JSON, too long,
+  the wrong shape, a client that never finishes its line) gets an error answer or a closed
+  connection, never a crash; one request's failure does not touch the next.
+- **Lifetime**: it exits after `idle_timeout` seconds without a recall (30 minutes by
+  default), on a `stop` request, or on SIGTERM, removing its socket. A socket file left by a
+  server killed with SIGKILL is found stale by the next client (connection refused), which
+  then takes the cold path; the next server removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ... import __version__
+from ...errors import InputError
+from .hook import HookLog
+from .prompt import PromptRequest, answer_prompt
+from .warm_client import (
+    MAX_MESSAGE,
+    PROTOCOL,
+    SOCKET_PATH_LIMIT,
+    WarmUnavailable,
+    ask,
+    run_dir,
+    socket_path,
+)
+
+if TYPE_CHECKING:
+    from ...bank.bank import MemoryBank
+
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "WarmServer",
+    "ensure_started",
+    "start_detached",
+    "start_server",
+    "stop_server",
+    "warm_status",
+]
+
+DEFAULT_IDLE_TIMEOUT = 1800.0
+CONNECTION_TIMEOUT = 5.0
+"""How long one client may take to send its request line."""
+START_TIMEOUT = 60.0
+"""How long `start_server` waits for a new server to answer (it loads the model first)."""
+
+
+LOCK_WAIT = 5.0
+"""How long a new server waits for the data directory's lock (a server being replaced is
+still shutting down)."""
+
+
+class _Stop(Exception):
+    pass
+
+
+def _lock_within(handle: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
+def _check_socket_path(home: Path) -> Path:
+    path = socket_path(home)
+    size = len(os.fsencode(path))
+    if size > SOCKET_PATH_LIMIT:
+        raise InputError(
+            f"{path}: too long for a unix socket ({size} bytes, at most {SOCKET_PATH_LIMIT}); "
+            "use a shorter data directory (--home) for the warm path"
+        )
+    return path
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.chmod(0o700)
+    return path
+
+
+@dataclass(slots=True)
+class WarmServer:
+    """Serves recall requests for the data directory `home` until idle for `idle_timeout`."""
+
+    home: Path
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    memory_bank: MemoryBank | None = None
+    requests: int = 0
+    errors: int = 0
+    started_at: float = 0.0
+    _stopping: bool = False
+
+    def serve(self) -> None:
+        """Runs in the calling process until idle, stopped or terminated. Raises InputError
+        when the socket path is too long or another server holds the data directory."""
+        home = self.home.resolve()
+        self.home = home
+        path = _check_socket_path(home)
+        run = _private_dir(run_dir(home))
+        log = HookLog(home)
+        with (run / "warm.lock").open("a") as lock:
+            if not _lock_within(lock, LOCK_WAIT):
+                raise InputError(f"a warm server already serves {home}")
+            path.unlink(missing_ok=True)  # left by a server that was killed
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            old_umask = os.umask(0o177)
+            try:
+                listener.bind(os.fsencode(path))
+            finally:
+                os.umask(old_umask)
+            path.chmod(0o600)
+            listener.listen(64)
+            pid_file = run / "warm.pid"
+            pid_file.write_text(f"{os.getpid()}\n")
+            previous = signal.signal(signal.SIGTERM, _raise_stop)
+            try:
+                self._open_bank()
+                self.started_at = time.time()
+                log.write("warm", "-", f"server {os.getpid()} listening on {path}")
+                self._loop(listener, log)
+            except _Stop:
+                log.write("warm", "-", f"server {os.getpid()} terminated")
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+                listener.close()
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                with contextlib.suppress(OSError):
+                    pid_file.unlink()
+                if self.memory_bank is not None:
+                    self.memory_bank.close()
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _open_bank(self) -> None:
+        if self.memory_bank is None:
+            from ...bank.bank import MemoryBank
+
+            self.memory_bank = MemoryBank.open(self.home)
+        # Load the model and the tokenizer now, not on the first prompt.
+        from ...tokens import count_text
+
+        self.memory_bank.embedder.embed_query("warm up")
+        count_text("warm up")
+
+    def _loop(self, listener: socket.socket, log: HookLog) -> None:
+        last = time.monotonic()
+        while not self._stopping:
+            left = last + self.idle_timeout - time.monotonic()
+            if left <= 0:
+                log.write("warm", "-", f"server {os.getpid()} idle for {self.idle_timeout:g}s")
+                return
+            listener.settimeout(left)
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                if self._handle(conn, log):
+                    last = time.monotonic()
+
+    def _handle(self, conn: socket.socket, log: HookLog) -> bool:
+        """Answer one connection; True when it was a recall (which keeps the server alive)."""
+        recall = False
+        try:
+            conn.settimeout(CONNECTION_TIMEOUT)
+            data = orjson.loads(_read_request(conn))
+            answer, recall = self._answer(data)
+        except (ValueError, WarmUnavailable) as exc:  # bad input: answered, never fatal
+            self.errors += 1
+            answer = {"ok": False, "error": str(exc)[:500]}
+        except OSError:  # the client went away or never finished its line
+            self.errors += 1
+            return False
+        except Exception as exc:
+            self.errors += 1
+            log.write("warm", "-", f"request failed: {exc!r}\n{traceback.format_exc()}")
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        body = {"v": PROTOCOL, "version": __version__, "pid": os.getpid(), **answer}
+        with contextlib.suppress(OSError):
+            conn.sendall(orjson.dumps(body) + b"\n")
+        return recall
+
+    def _answer(self, data: object) -> tuple[dict[str, Any], bool]:
+        if not isinstance(data, dict):
+            raise ValueError("the request is not a JSON object")
+        if data.get("v") != PROTOCOL or data.get("version") != __version__:
+            raise ValueError(
+                f"this server speaks protocol {PROTOCOL} of lamina {__version__}, "
+                f"not {data.get('v')!r} of {data.get('version')!r}"
+            )
+        if data.get("home") != str(self.home):
+            raise ValueError("this server serves another data directory")
+        op = data.get("op")
+        if op == "ping":
+            return self.status(), False
+        if op == "stop":
+            self._stopping = True
+            return {"ok": True, "stopping": True, "pid": os.getpid()}, False
+        if op != "recall":
+            raise ValueError(f"unknown op {op!r}")
+        request = PromptRequest.from_json(data.get("request"))
+        assert self.memory_bank is not None
+        stages: dict[str, float] = {}
+        answer = answer_prompt(self.memory_bank, request, stages)
+        self.requests += 1
+        return {
+            "ok": True,
+            "context": answer.context,
+            "memories": answer.memories,
+            "lexical_only": answer.lexical_only,
+            "bank_found": answer.bank_found,
+            "stages": stages,
+        }, True
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "pid": os.getpid(),
+            "home": str(self.home),
+            "uptime_s": round(time.time() - self.started_at, 1),
+            "requests": self.requests,
+            "errors": self.errors,
+            "idle_timeout_s": self.idle_timeout,
+        }
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ValueError("the request ended before its newline")
+        end = chunk.find(b"\n")
+        if end >= 0:
+            parts.append(chunk[:end])
+            return b"".join(parts)
+        parts.append(chunk)
+        size += len(chunk)
+        if size > MAX_MESSAGE:
+            raise ValueError(f"the request is longer than {MAX_MESSAGE} bytes")
+
+
+# -- managing a server from the command line and the hook --------------------------------------
+
+
+def warm_status(home: Path, timeout: float = 2.0) -> dict[str, Any]:
+    """`running` and what the server says of itself, or why none answers (`reason`)."""
+    home = home.resolve()
+    try:
+        reply = ask(home, {"op": "ping"}, timeout=timeout, version=__version__)
+    except WarmUnavailable as exc:
+        status: dict[str, Any] = {
+            "running": False,
+            "socket": str(socket_path(home)),
+            "reason": exc.reason,
+        }
+        if exc.other_version_pid is not None:
+            status["other_version_pid"] = exc.other_version_pid
+        return status
+    reply.pop("ok", None)
+    return {"running": True, "socket": str(socket_path(home)), **reply}
+
+
+def start_server(home: Path, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> dict[str, Any]:
+    """Start a detached server for `home` unless one answers; wait (bounded) until it does."""
+    home = home.resolve()
+    _check_socket_path(home)
+    status = warm_status(home)
+    if status["running"]:
+        return {**status, "started": False}
+    _retire(status)
+    process = _spawn(home, idle_timeout)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise InputError(
+                f"the warm server exited at once (code {process.returncode}); "
+                f"see {home / 'logs' / 'hooks.log'}"
+            )
+        status = warm_status(home, timeout=1.0)
+        if status["running"]:
+            return {**status, "started": True}
+        time.sleep(0.05)
+    raise InputError(f"the warm server did not answer within {START_TIMEOUT:g}s")
+
+
+def ensure_started(home: Path, idle_timeout: float) -> str:
+    """For SessionStart: start a server without waiting for it; one line for the hook log."""
+    try:
+        _check_socket_path(home.resolve())
+    except InputError as exc:
+        return f"warm path off: {exc}"
+    status = warm_status(home, timeout=0.5)
+    if status["running"]:
+        return f"warm server {status.get('pid')} already running"
+    retired = _retire(status, wait=0.0)
+    process = _spawn(home.resolve(), idle_timeout)
+    replaced = f", replacing {retired} of another version" if retired else ""
+    return f"warm server starting (pid {process.pid}{replaced})"
+
+
+def start_detached(home: Path, idle_timeout: float) -> int | None:
+    """For a prompt hook that found no server: start one for the next prompt without waiting
+    or asking again; its pid, or None when the socket path cannot work."""
+    try:
+        _check_socket_path(home.resolve())
+    except InputError:
+        return None
+    return _spawn(home.resolve(), idle_timeout).pid
+
+
+def _retire(status: dict[str, Any], wait: float = LOCK_WAIT) -> int | None:
+    """Terminate a server of another Lamina version (left running by an upgrade: it cannot
+    serve this version's hooks, and would hold the data directory until idle). Waits up to
+    `wait` seconds for it to go; returns its pid, or None when there was none."""
+    pid = status.get("other_version_pid")
+    if not isinstance(pid, int):
+        return None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return None
+    deadline = time.monotonic() + wait
+    path = Path(status["socket"])
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pid
+
+
+def _spawn(home: Path, idle_timeout: float) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "lamina", "--home", str(home), "warm", "serve",
+               "--idle-timeout", f"{idle_timeout:g}"]  # fmt: skip
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        cwd="/",
+    )
+
+
+def stop_server(home: Path, timeout: float = 10.0) -> dict[str, Any]:
+    """Ask the server to stop and wait (bounded) until its socket is gone."""
+    home = home.resolve()
+    try:
+        reply = ask(home, {"op": "stop"}, timeout=timeout, version=__version__)
+    except WarmUnavailable as exc:
+        status = {"socket": str(socket_path(home)), "other_version_pid": exc.other_version_pid}
+        retired = _retire(status, wait=timeout)
+        if retired is not None:
+            return {"stopped": not socket_path(home).exists(), "pid": retired}
+        return {"stopped": False, "reason": exc.reason}
+    path = socket_path(home)
+    deadline = time.monotonic() + timeout
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return {"stopped": not path.exists(), "pid": reply.get("pid")}
+
+
+def serve_forever(home: Path, idle_timeout: float) -> None:
+    """`lamina warm serve`: the server in this process (what `start` runs detached)."""
+    WarmServer(home, idle_timeout).serve()

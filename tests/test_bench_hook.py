@@ -1,0 +1,35 @@
+"""`lamina bench hook` at a tiny size: one JSON document with both paths and both baselines, and
+the real hook returned memories on both paths. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from .conftest import needs_shared
+
+
+@needs_shared
+def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "lamina", "bench", "hook", "--memories", "200", "--runs", "2",
+         "--base-texts", "300", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)  # exactly one JSON document; progress went to stderr
+    assert "200 memories built" in out.stderr
+    assert data["benchmark"] == "hook" and data["session_excluded"]
+    measured = [*data["baselines"].values(), data["sizes"]["200"]["cold"],
+                data["sizes"]["200"]["warm"]]  # fmt: skip
+    assert set(data["baselines"]) == {"python_pass", "python_import_numpy_onnxruntime"}
+    for summary in measured:
+        assert summary["runs"] == 2 and summary["nonzero_exits"] == 0
+        assert set(summary["cpu_ms"]) == set(summary["wall_ms"]) == {"p50", "p95"}
+        assert summary["cpu_ms"]["p50"] > 0 and summary["peak_rss_mb"] > 0
+    size = data["sizes"]["200"]
+    assert size["memories"] == 200
+    assert size["cold"]["returned_memories"] == 1.0
+    assert size["warm"]["returned_memories"] == 1.0
+    assert size["warm"]["server_cpu_ms_per_prompt"] >= 0

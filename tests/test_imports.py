@@ -1,0 +1,76 @@
+"""Commands that never touch a vector do not pay for numpy, onnxruntime or the tokenizer.
+
+Each command runs for real, as a fresh `python -X importtime -m lamina ...` process; the
+interpreter reports every module it imports on stderr as it imports it, so what a command
+loaded is known however it exits (the hook leaves with os._exit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import EXAMPLE
+
+HEAVY = ("numpy", "onnxruntime", "tiktoken", "tokenizers")
+
+SESSION = "0b6f7a52-imports"
+
+
+def imported(
+    home: Path, *args: str, stdin: str = ""
+) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "proj"}
+    env.pop("LAMINA_HOOK_WARM", None)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "lamina", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    modules = set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", result.stderr, re.M))
+    assert "lamina" in modules or "lamina.entry" in modules, result.stderr[-2000:]
+    return modules, result
+
+
+def heavy_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def test_help_imports_no_numeric_stack(tmp_path: Path) -> None:
+    modules, result = imported(tmp_path, "--help")
+    assert result.returncode == 0 and "retain" in result.stdout
+    assert heavy_in(modules) == []
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+@pytest.mark.parametrize(
+    "event", ["Stop", "SubagentStop", "PreCompact", "SessionEnd", "SessionStart"]
+)
+def test_hooks_that_start_a_worker_stay_light(tmp_path: Path, event: str) -> None:
+    payload = {"hook_event_name": event, "session_id": SESSION,
+               "transcript_path": str(EXAMPLE), "cwd": str(tmp_path)}  # fmt: skip
+    modules, result = imported(tmp_path / "home", "hook", stdin=json.dumps(payload))
+    assert result.returncode == 0 and result.stdout == ""
+    assert heavy_in(modules) == []
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+def test_retain_of_an_unchanged_file_stays_light(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = subprocess.run(
+        [sys.executable, "-m", "lamina", "--home", str(home), "retain", str(EXAMPLE),
+         "--bank", "proj"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert first.returncode == 0 and "retained" in first.stdout, first.stderr
+    modules, again = imported(home, "retain", str(EXAMPLE), "--bank", "proj")
+    assert again.returncode == 0 and "unchanged" in again.stdout, again.stderr[-2000:]
+    assert heavy_in(modules) == []

@@ -1,0 +1,344 @@
+"""The warm path with a real server process: the hook asks it first, and falls back to the cold
+path when it is gone, stale, of another version or unreachable. Every wait is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lamina import __version__
+from lamina.bank.bank import MemoryBank
+from lamina.integrations.claude_code.warm_client import PROTOCOL, SOCKET_PATH_LIMIT, socket_path
+
+from .conftest import EXAMPLE
+
+pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+
+PROMPT = "which database did we choose, and why?"
+
+
+def lamina(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    return subprocess.run(
+        [sys.executable, "-m", "lamina", "--home", str(home), *args],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
+
+
+def hook(
+    home: Path, cwd: Path, importtime: bool = False, **env: str
+) -> subprocess.CompletedProcess[str]:
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "another-session",
+               "prompt": PROMPT, "cwd": str(cwd)}  # fmt: skip
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    environ.update({"LAMINA_HOME": str(home), "LAMINA_BANK": "proj",
+                    "LAMINA_HOOK_TIME_LIMIT": "30", **env})  # fmt: skip
+    flags = ["-X", "importtime"] if importtime else []
+    return subprocess.run(
+        [sys.executable, *flags, "-m", "lamina", "hook"],
+        input=json.dumps(payload), capture_output=True, text=True, env=environ, timeout=90,
+    )  # fmt: skip
+
+
+def last_timings(home: Path) -> dict[str, Any]:
+    lines = (home / "logs" / "hooks.log").read_text().splitlines()
+    line = [x for x in lines if " | timings " in x][-1]
+    record: dict[str, Any] = json.loads(line.split(" | timings ", 1)[1])
+    return record
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def make_home(base: Path) -> Path:
+    home = base / "home"
+    bank = MemoryBank.open(home)
+    bank.retain_file(EXAMPLE, "proj", document="example-session")
+    bank.close()
+    return home
+
+
+def server_pid(home: Path) -> int | None:
+    try:
+        return int((home / "run" / "warm.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its detached parent) counts as gone.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture()
+def home(tmp_path: Path) -> Iterator[Path]:
+    base = make_home(tmp_path)
+    yield base
+    pid = server_pid(base)
+    if pid is not None and alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def start(home: Path, *extra: str) -> dict[str, Any]:
+    result = lamina(home, "warm", "start", "--json", *extra)
+    assert result.returncode == 0, result.stderr
+    status: dict[str, Any] = json.loads(result.stdout)
+    assert status["running"] is True
+    return status
+
+
+def test_the_hook_is_answered_by_the_warm_server(home: Path, tmp_path: Path) -> None:
+    status = start(home)
+    run = home / "run"
+    assert stat.S_IMODE(run.stat().st_mode) == 0o700
+    assert stat.S_IMODE(socket_path(home).stat().st_mode) == 0o600
+    result = hook(home, tmp_path, importtime=True)
+    assert result.returncode == 0
+    context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "INKWELL_DB_PATH" in context
+    timings = last_timings(home)
+    assert timings["path"] == "warm" and timings["memories"] > 0
+    assert {"query", "search"} <= set(timings["server_ms"])
+    # Answered by the server, the hook process loaded neither numpy nor the model.
+    imported = set(re.findall(r"^import time:.*\|\s*(\S+)$", result.stderr, re.M))
+    assert "lamina.integrations.claude_code.warm_client" in imported
+    assert not {"numpy", "onnxruntime", "tiktoken"} & {m.split(".")[0] for m in imported}
+    again = json.loads(lamina(home, "warm", "status", "--json").stdout)
+    assert again["pid"] == status["pid"] and again["requests"] == 1
+    stopped = lamina(home, "warm", "stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not socket_path(home).exists()
+    assert wait_until(lambda: not alive(status["pid"]))
+
+
+def test_a_killed_server_falls_back_to_the_cold_path(home: Path, tmp_path: Path) -> None:
+    status = start(home)
+    assert last_timings_path(home, tmp_path) == "warm"
+    os.kill(status["pid"], signal.SIGKILL)
+    assert wait_until(lambda: not alive(status["pid"]))
+    assert socket_path(home).exists()  # left behind: a stale socket file
+    result = hook(home, tmp_path)
+    assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and "stale socket" in timings["warm_unavailable"]
+    # The next server takes the stale socket's place.
+    start(home)
+    assert last_timings_path(home, tmp_path) == "warm"
+
+
+def last_timings_path(home: Path, cwd: Path) -> str:
+    result = hook(home, cwd)
+    assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+    path: str = last_timings(home)["path"]
+    return path
+
+
+def test_a_stale_socket_file_falls_back(home: Path, tmp_path: Path) -> None:
+    path = socket_path(home)
+    path.parent.mkdir(mode=0o700)
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(str(path))
+    left.close()  # the file stays, nobody listens
+    result = hook(home, tmp_path)
+    assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and "stale socket" in timings["warm_unavailable"]
+
+
+def test_a_server_of_another_version_is_not_used(home: Path, tmp_path: Path) -> None:
+    path = socket_path(home)
+    path.parent.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(4)
+    listener.settimeout(60)
+
+    def old_server() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b'{"v": 0, "version": "0.0.1", "ok": true, "context": "stale"}\n')
+
+    thread = threading.Thread(target=old_server, daemon=True)
+    thread.start()
+    result = hook(home, tmp_path)
+    thread.join(60)
+    listener.close()
+    assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+    assert "stale" not in json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and "0.0.1" in timings["warm_unavailable"]
+
+
+def talk(home: Path, raw: bytes) -> dict[str, Any]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(socket_path(home)))
+        sock.sendall(raw)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    answer: dict[str, Any] = json.loads(data)
+    return answer
+
+
+def request(home: Path, **fields: Any) -> bytes:
+    body = {"v": PROTOCOL, "version": __version__, "home": str(home.resolve()), **fields}
+    return json.dumps(body).encode() + b"\n"
+
+
+def test_bad_requests_get_errors_and_never_poison_the_next(home: Path) -> None:
+    status = start(home)
+    good = request(home, op="recall", request={"prompt": PROMPT, "bank": "proj"})
+    bad = [
+        b"not json\n",
+        b"[1, 2, 3]\n",
+        b'{"op": "recall"}\n',  # no version
+        request(home, op="explode"),
+        request(home, op="recall", request={"prompt": 3, "bank": "proj"}),
+        request(home, op="recall", request={"prompt": PROMPT, "bank": "proj", "budget": -1}),
+        request(home, op="recall", request=[]),
+        json.dumps({**json.loads(good), "home": "/somewhere/else"}).encode() + b"\n",
+        b'{"v": 1, "unterminated',  # no newline: the client gives up
+    ]
+    for raw in bad:
+        answer = talk(home, raw) if raw.endswith(b"\n") else None
+        if answer is not None:
+            assert answer["ok"] is False and answer["error"], raw
+            assert answer["v"] == PROTOCOL and answer["version"] == __version__
+        else:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(str(socket_path(home)))
+                sock.sendall(raw)
+        ok = talk(home, good)
+        assert ok["ok"] is True and "INKWELL_DB_PATH" in ok["context"], raw
+    # A bank that does not exist is an empty answer, not an error.
+    missing = talk(home, request(home, op="recall", request={"prompt": PROMPT, "bank": "nope"}))
+    assert missing["ok"] is True and missing["context"] == "" and missing["bank_found"] is False
+    final = json.loads(lamina(home, "warm", "status", "--json").stdout)
+    assert final["pid"] == status["pid"] and final["errors"] >= len(bad) - 1
+
+
+def test_the_server_exits_when_idle(home: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lamina", "--home", str(home), "warm", "serve",
+         "--idle-timeout", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: socket_path(home).exists())
+        assert server.wait(timeout=90) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(10)
+    assert not socket_path(home).exists()
+    assert "idle for 1s" in (home / "logs" / "hooks.log").read_text()
+
+
+def test_a_second_server_for_the_same_directory_is_refused(home: Path) -> None:
+    start(home)
+    second = lamina(home, "warm", "serve", "--idle-timeout", "5")
+    assert second.returncode != 0
+    assert "already serves" in second.stderr and len(second.stderr.strip().splitlines()) == 1
+
+
+def test_session_start_starts_the_server_when_asked(home: Path, tmp_path: Path) -> None:
+    payload = {"hook_event_name": "SessionStart", "session_id": "s", "cwd": str(tmp_path)}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    environ.update({"LAMINA_HOME": str(home), "LAMINA_HOOK_WARM": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "lamina", "hook"], input=json.dumps(payload),
+        capture_output=True, text=True, env=environ, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout == ""
+    assert "warm server starting" in (home / "logs" / "hooks.log").read_text()
+    assert wait_until(
+        lambda: json.loads(lamina(home, "warm", "status", "--json").stdout)["running"], 90
+    )
+    assert last_timings_path(home, tmp_path) == "warm"
+
+
+def test_a_socket_path_too_long_for_af_unix_falls_back(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * (SOCKET_PATH_LIMIT - len(str(tmp_path))))
+    home = make_home(deep)
+    assert len(str(socket_path(home))) > SOCKET_PATH_LIMIT
+    started = lamina(home, "warm", "start")
+    assert started.returncode != 0
+    assert "too long for a unix socket" in started.stderr
+    assert len(started.stderr.strip().splitlines()) == 1
+    result = hook(home, tmp_path)
+    assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and "too long" in timings["warm_unavailable"]
+
+
+OLD_SERVER = """
+import sys
+from pathlib import Path
+import lamina
+lamina.__version__ = "0.0.1"  # as if installed before an upgrade
+from lamina.integrations.claude_code.warm import serve_forever
+serve_forever(Path(sys.argv[1]), 600)
+"""
+
+
+def test_a_server_left_by_an_upgrade_is_replaced(home: Path, tmp_path: Path) -> None:
+    old = subprocess.Popen([sys.executable, "-c", OLD_SERVER, str(home)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        assert wait_until(lambda: "0.0.1" in lamina(home, "warm", "status").stdout)
+        # The hook does not use it ...
+        result = hook(home, tmp_path)
+        assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+        timings = last_timings(home)
+        assert timings["path"] == "cold" and "0.0.1" in timings["warm_unavailable"]
+        # ... and starting the warm path replaces it with one of this version.
+        status = start(home)
+        assert old.wait(timeout=30) == 0
+        assert status["pid"] != old.pid and status["version"] == __version__
+        assert last_timings_path(home, tmp_path) == "warm"
+    finally:
+        if old.poll() is None:
+            old.kill()
+            old.wait(10)
+
+
+def test_with_warm_on_a_prompt_that_finds_no_server_starts_one(home: Path, tmp_path: Path) -> None:
+    first = hook(home, tmp_path, LAMINA_HOOK_WARM="1")
+    assert first.returncode == 0 and "INKWELL_DB_PATH" in first.stdout
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and isinstance(timings["warm_started"], int)
+    assert wait_until(
+        lambda: json.loads(lamina(home, "warm", "status", "--json").stdout)["running"], 90
+    )
+    second = hook(home, tmp_path, LAMINA_HOOK_WARM="1")
+    assert second.returncode == 0 and "INKWELL_DB_PATH" in second.stdout
+    assert last_timings(home)["path"] == "warm" and "warm_started" not in last_timings(home)
