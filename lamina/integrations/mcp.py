@@ -46,16 +46,12 @@ from .logs import (
     log_summary,
     read_message_list,
 )
+from .mcp_stdio import INSTRUCTIONS
 
 __all__ = ["build_server"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-INSTRUCTIONS = """Lamina keeps a long-term memory of conversations. Call `recall` with a \
-question to get the most relevant memories (with their dates and sources) before answering \
-something earlier sessions may have settled; call `retain_text` to remember a note or a \
-decision, and `retain_transcript` to remember a whole session file."""
 
 
 def _tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
