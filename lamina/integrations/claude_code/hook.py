@@ -269,8 +269,9 @@ def run_hook(
         print(f"lamina: hook failed open: {exc}", file=sys.stderr)
         from platformdirs import user_data_path
 
-        fallback = Path(home) if home else user_data_path("lamina", appauthor=False)
-        return _notice(fallback, stdin, "", f"Lamina is not working: {exc}")
+        # Only the config file can fail here, so the notice goes to the default data folder.
+        default = user_data_path("lamina", appauthor=False)
+        return _notice(default, stdin, "", f"Lamina is not working: {exc}")
     log = HookLog(base)
     try:
         cfg = settings or HookSettings.from_env()
