@@ -39,9 +39,22 @@ def install(ctx: click.Context, target: str, project: bool, user: bool) -> None:
     from .integrations.claude_code.install import install as do_install
 
     home = (ctx.obj or {}).get("home")
-    path = do_install(_scope(project, user), command=hook_command(home))
+    scope = _scope(project, user)
+    if scope == "project" and home:
+        # The project's settings are shared: this machine's data directory stays out of them.
+        click.echo("warning: --home is not written into a project's settings; set LAMINA_HOME "
+                   "or `home` in the config file instead", err=True)  # fmt: skip
+    path = do_install(scope, command=hook_command(home) if scope == "user" else None)
     click.echo(f"installed Lamina's hooks for {target} in {path}")
     click.echo("new Claude Code sessions now recall before each prompt and retain after each turn")
+    if scope == "project":
+        click.echo("they run `lamina` from PATH: each teammate installs Lamina once")
+    from .integrations.claude_code.detect import installation_warnings, plugin_state
+    from .integrations.claude_code.install import installed_scopes
+
+    plugin = plugin_state()
+    for warning in installation_warnings(plugin, installed_scopes(), []):
+        click.echo(f"warning: {warning}", err=True)
 
 
 @click.command()
@@ -90,6 +103,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
     for scope, info in report["hooks"].items():
         state = "installed" if info["installed"] else "not installed"
         click.echo(f"hooks       {scope}: {state} ({info['settings']})")
+    plugin = report["plugin"]
+    state = "enabled" if plugin["enabled"] else "installed, disabled" if plugin["installed"] else ""
+    click.echo(f"plugin      {plugin['id']}: {state}" if state else "plugin      not installed")
+    for server in report["mcp_servers"]:
+        click.echo(f"mcp         {server['name']} ({server['scope']}: {server['source']})")
+    if not report["mcp_servers"]:
+        click.echo("mcp         no Lamina MCP server configured")
+    for warning in report["warnings"]:
+        click.echo(f"warning     {warning}")
     for bank in report["banks"]:
         click.echo(
             f"bank        {bank['bank']}: {bank['documents']} documents, "

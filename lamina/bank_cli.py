@@ -436,14 +436,16 @@ def hook_command(ctx: click.Context) -> None:
 @click.option("--session", required=True)
 @click.option("--bank", required=True)
 @click.option("--event", default="")
+@click.option("--parent", default=None, help="The parent session of a subagent's transcript.")
 @click.pass_context
 def hook_worker_command(
-    ctx: click.Context, transcript: str, session: str, bank: str, event: str
+    ctx: click.Context, transcript: str, session: str, bank: str, event: str, parent: str | None
 ) -> None:
     """The detached retain a Stop hook starts (internal)."""
     from .integrations.claude_code import run_worker
 
-    code = run_worker(transcript, session, bank, home=(ctx.obj or {}).get("home"), event=event)
+    home = (ctx.obj or {}).get("home")
+    code = run_worker(transcript, session, bank, home=home, event=event, parent=parent)
     sys.exit(code)
 
 

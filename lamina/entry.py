@@ -1,6 +1,7 @@
 """The `lamina` executable. `lamina [--home DIR] hook`, which Claude Code runs around every
 prompt and turn, takes a short path that skips importing the whole command line (about 140 ms
-less per hook); everything else goes to `lamina.cli`."""
+less per hook); `lamina mcp` on stdio starts as a relay that answers `initialize` at once
+(`lamina.integrations.mcp_stdio`); everything else goes to `lamina.cli`."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ def _hook_home(args: list[str]) -> tuple[bool, str | None]:
 
 
 def main() -> None:
+    import os
+
+    if not os.environ.get("LAMINA_MCP_DIRECT"):
+        from .integrations.mcp_stdio import is_stdio_mcp, relay
+
+        if is_stdio_mcp(sys.argv[1:]):
+            sys.exit(relay(sys.argv[1:]))
     is_hook, home = _hook_home(sys.argv[1:])
     if is_hook:
         from .integrations.claude_code.hook import hook_main

@@ -1,7 +1,8 @@
-"""What `lamina status` reports: where the data lives, which hooks are installed, the banks and
-their sizes, the last retain of each session and what is not retained yet, the tail of the
-hook log (so a hook that failed open does not fail unseen), the last prompts' stage timings, and
-whether a warm server runs."""
+"""What `lamina status` reports: where the data lives, which hooks are installed (settings files
+and the Claude Code plugin) and which MCP servers, with a warning where two installations
+overlap, the banks and their sizes, the last retain of each session and what is not retained
+yet, the tail of the hook log (so a hook that failed open does not fail unseen), the last
+prompts' stage timings, and whether a warm server runs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import orjson
 
 from .config import data_home, database_target, default_bank
+from .integrations.claude_code.detect import installation_warnings, mcp_servers, plugin_state
 from .integrations.claude_code.hook import TIMINGS_MARK
 from .integrations.claude_code.install import installed_scopes, settings_path
 from .integrations.claude_code.warm_client import WarmUnavailable, ask
@@ -70,6 +72,9 @@ def status_report(
     target = database_target(home, database_url)
     # A server database is there to be asked; a SQLite file is not created just to report.
     exists = target.exists() if isinstance(target, Path) else True
+    scopes = installed_scopes(directory)
+    plugin = plugin_state(directory)
+    servers = mcp_servers(directory)
     report: dict[str, Any] = {
         "data_dir": str(base),
         "database": describe_target(target),
@@ -77,8 +82,11 @@ def status_report(
         "default_bank": default_bank(directory),
         "hooks": {
             scope: {"installed": installed, "settings": str(settings_path(scope, directory))}
-            for scope, installed in installed_scopes(directory).items()
+            for scope, installed in scopes.items()
         },
+        "plugin": plugin,
+        "mcp_servers": servers,
+        "warnings": installation_warnings(plugin, scopes, servers),
         "banks": [],
         "hook_log": str(base / "logs" / "hooks.log"),
         "hook_log_tail": _tail(base / "logs" / "hooks.log", LOG_TAIL),

@@ -170,3 +170,14 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "db" / "lamina.db")
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(autouse=True)
+def _no_claude_code_of_this_machine(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hooks and `lamina status` read Claude Code's settings and plugins: tests see an empty
+    Claude Code, never the one of the machine (or the session) running them."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path_factory.mktemp("claude-config")))
+    for variable in ("CLAUDE_PROJECT_DIR", "LAMINA_HOOK_ORIGIN", "LAMINA_MCP_DIRECT"):
+        monkeypatch.delenv(variable, raising=False)

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from lamina.errors import ConfigError
-from lamina.integrations.claude_code.install import hooks_config, install, uninstall
+from lamina.integrations.claude_code.install import (
+    HOOK_EVENTS,
+    PLUGIN_COMMAND,
+    hooks_config,
+    install,
+    uninstall,
+)
 
 from .conftest import ROOT
 
@@ -70,11 +76,93 @@ def test_broken_settings_are_never_replaced(project: Path) -> None:
     assert path.read_text() == "{ not json"
 
 
+PLUGIN = ROOT / "plugins" / "lamina"
+LAUNCHER = PLUGIN / "scripts" / "run-lamina"
+
+
 def test_the_shipped_plugin_files_match_the_code() -> None:
-    shipped = json.loads((ROOT / "hooks" / "hooks.json").read_text())
-    assert shipped == {"hooks": hooks_config()}
-    manifest = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
-    assert manifest["name"] == "lamina"
+    marketplace = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text())
+    (entry,) = marketplace["plugins"]
+    assert entry["name"] == "lamina" and (ROOT / entry["source"]).resolve() == PLUGIN
+    manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "lamina" and manifest["author"]["name"]
+    assert manifest["version"] == entry["version"]
+    shipped = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())
+    assert shipped["hooks"] == hooks_config(PLUGIN_COMMAND)
+    # Every event has an explicit timeout, SessionEnd's within the 1.5 s Claude Code allows.
+    timeouts = {
+        event: groups[0]["hooks"][0]["timeout"] for event, groups in shipped["hooks"].items()
+    }
+    assert set(timeouts) == set(HOOK_EVENTS) and timeouts["SessionEnd"] <= 2
+    servers = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]
+    assert servers["lamina"]["command"] == "${CLAUDE_PLUGIN_ROOT}/scripts/run-lamina"
+    assert servers["lamina"]["args"] == ["mcp"]
+    assert os.access(LAUNCHER, os.X_OK)
+
+
+def launcher(
+    tmp_path: Path, *args: str, payload: dict[str, str] | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """The plugin's launcher as Claude Code runs it, on a PATH without Lamina."""
+    environ = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env}
+    return subprocess.run(
+        ["sh", str(LAUNCHER), *args],
+        input=json.dumps(payload or {}),
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=30,
+    )
+
+
+def test_plugin_without_lamina_says_once_how_to_install_it(tmp_path: Path) -> None:
+    start = launcher(tmp_path, "hook", payload={"hook_event_name": "SessionStart"})
+    assert start.returncode == 0
+    message = json.loads(start.stdout)["systemMessage"]
+    assert "lamina command was not found" in message and "pipx install" in message
+    for event in ("UserPromptSubmit", "Stop", "SessionEnd"):
+        quiet = launcher(tmp_path, "hook", payload={"hook_event_name": event})
+        assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
+    server = launcher(tmp_path, "mcp")
+    assert server.returncode == 1 and "pipx install" in server.stderr
+
+
+def test_plugin_runs_the_installed_lamina_and_says_it_is_the_plugin(tmp_path: Path) -> None:
+    fake = tmp_path / ".local" / "bin" / "lamina"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho "$LAMINA_HOOK_ORIGIN $*"\n')
+    fake.chmod(0o755)
+    found = launcher(tmp_path, "hook", payload={"hook_event_name": "Stop"})
+    assert found.stdout == "plugin hook\n"
+    # LAMINA_BIN wins over the usual places.
+    other = tmp_path / "other"
+    other.write_text('#!/bin/sh\necho "other $*"\n')
+    other.chmod(0o755)
+    assert launcher(tmp_path, "mcp", LAMINA_BIN=str(other)).stdout == "other mcp\n"
+
+
+def test_project_install_writes_nothing_of_this_machine(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    (fresh / ".git").mkdir(parents=True)
+    path = install("project", directory=fresh)
+    text = path.read_text()
+    for machine_specific in (sys.executable, str(Path.home()), "--home", str(tmp_path)):
+        assert machine_specific not in text
+    commands = {g[0]["hooks"][0]["command"] for g in json.loads(text)["hooks"].values()}
+    assert all("lamina hook" in command for command in commands)
+    # On a machine without Lamina, SessionStart says so once and every other event is quiet.
+    for event, groups in json.loads(text)["hooks"].items():
+        command = groups[0]["hooks"][0]["command"]
+        run = subprocess.run(["sh", "-c", command], input="{}", capture_output=True, text=True,
+                             env={"PATH": "/usr/bin:/bin"}, timeout=30)  # fmt: skip
+        assert run.returncode == 0, (event, run.stderr)
+        if event == "SessionStart":
+            assert "lamina command was not found" in json.loads(run.stdout)["systemMessage"]
+        else:
+            assert run.stdout == ""
+    # Uninstalling leaves the project as it was: no settings file, no .claude directory.
+    assert uninstall("project", directory=fresh)[1] is True
+    assert not (fresh / ".claude").exists()
 
 
 def test_cli_install_status_uninstall(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ Tools: `recall`, `retain_text`, `retain_transcript`, `list_banks`, `list_documen
 `unpin_log`. A tool that fails for a reason the caller can fix (no such bank or log, a file
 that is not a transcript) answers with an MCP tool error carrying Lamina's one-line message;
 the server never crashes on bad input. Without a `bank` argument, tools use the server's
-default bank (`--bank`, `LAMINA_BANK`, or the project bank of the directory it was started in).
+default bank (`--bank`, `LAMINA_BANK`, or the project bank of `CLAUDE_PROJECT_DIR` when Claude Code
+started it, else of the directory it was started in).
 Over HTTP the API keys of `lamina keys` apply as they do for `lamina serve`: once a key exists,
 every call needs `Authorization: Bearer <key>` and sees only the key's banks (others are
 reported as absent). Over stdio the caller is the local user and sees every bank.
@@ -16,6 +17,7 @@ reported as absent). Over stdio the caller is the local user and sees every bank
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -46,16 +48,12 @@ from .logs import (
     log_summary,
     read_message_list,
 )
+from .mcp_stdio import INSTRUCTIONS
 
 __all__ = ["build_server"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-INSTRUCTIONS = """Lamina keeps a long-term memory of conversations. Call `recall` with a \
-question to get the most relevant memories (with their dates and sources) before answering \
-something earlier sessions may have settled; call `retain_text` to remember a note or a \
-decision, and `retain_transcript` to remember a whole session file."""
 
 
 def _tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -75,7 +73,8 @@ def build_server(
     home: str | Path | None = None, bank: str | None = None, *, database_url: str | None = None
 ) -> MCPServer:
     memory = MemoryBank.open(home, database_url=database_url)
-    fallback = bank or default_bank()
+    # Claude Code names the project it started the server for; it stays put, unlike cwd.
+    fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
     summariser = log_summariser(memory.store)
     open_logs = OpenLogs(memory.store, summariser)
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)

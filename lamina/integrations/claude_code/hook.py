@@ -16,14 +16,22 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
 - **Stop**, **SubagentStop**, **PreCompact**, **SessionEnd**: retain what is new in the
   transcript. The hook returns at once; a detached worker does the work. At most one worker per
   session runs at a time: a hook that finds one running leaves a mark and the running worker
-  retains again before it exits, so no turn is lost between two Stops.
-- **SessionStart**: make sure the database is created and migrated; with `warm` on, start the
-  warm server if none runs.
+  retains again before it exits, so no turn is lost between two Stops. SubagentStop retains the
+  subagent's own transcript (`agent_transcript_path`) as a document of its own, linked to the
+  parent session.
+- **SessionStart**: make sure the configured database is created and migrated; with `warm` on,
+  start the warm server if none runs.
+
+The bank is the project's (`project.hook_bank`: CLAUDE_PROJECT_DIR, not the payload's `cwd`),
+and memories are clamped under Claude Code's 10,000-character limit (`contract`). When another
+installation serves the session (the plugin, over hooks in settings files), this one returns
+nothing (`detect.stands_aside`).
 
 Every hook fails open: on any error it prints one line to stderr, exits 0 and writes the
-details to `<data dir>/logs/hooks.log` (`lamina status` shows its tail). The process leaves
-with os._exit(0) once its output is written and flushed (`hook_main`): a thread still inside
-the embedding model is never joined or finalised, which is what used to abort the interpreter.
+details to `<data dir>/logs/hooks.log` (`lamina status` shows its tail). A failure the user can
+fix is also shown to them, once per session, as a `systemMessage`. The process leaves with
+os._exit(0) once its output is written and flushed (`hook_main`): a thread still inside the
+embedding model is never joined or finalised, which is what used to abort the interpreter.
 
 Settings (environment): LAMINA_HOOK_TURNS (3), LAMINA_HOOK_MAX_CHARS (800),
 LAMINA_HOOK_MIN_PROMPT (5), LAMINA_HOOK_TIME_LIMIT (3.0 s), LAMINA_HOOK_BUDGET (1024 tokens),
@@ -50,7 +58,9 @@ from typing import Any, NoReturn
 import orjson
 
 from ... import __version__
-from ...config import data_home, default_bank, load_config
+from ...config import data_home, load_config
+from .contract import Notices, clamp_block, user_should_know, with_system_message
+from .project import hook_bank
 from .prompt import PromptAnswer, PromptRequest
 from .warm_client import WarmUnavailable, ask
 
@@ -149,7 +159,7 @@ def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) ->
     """The project's most recent other sessions: when, and what each opened with."""
     from ...bank.bank import MemoryBank
 
-    bank_name = default_bank(payload.get("cwd") or None)
+    bank_name = hook_bank(payload, home)
     memory_bank = MemoryBank.open(home)
     if memory_bank.store.get_bank(bank_name) is None:
         return ""
@@ -174,20 +184,34 @@ def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) ->
         stamp = f"{(when or document.updated_at):%Y-%m-%d}"
         lines.append(f"- [{stamp}] {opener}".rstrip())
     lines.append("</lamina_memories>")
-    return "\n".join(lines)
+    return clamp_block("\n".join(lines))
+
+
+def _retained_source(payload: Mapping[str, Any], event: str) -> tuple[str, str, list[str]]:
+    """The transcript an event retains, its document id, and the worker's extra arguments:
+    a SubagentStop retains the subagent's own transcript as `<session>:agent-<id>`, linked to
+    its parent session; every other event the session's transcript."""
+    transcript = str(payload.get("transcript_path") or "")
+    session = str(payload.get("session_id") or "")
+    agent_transcript = str(payload.get("agent_transcript_path") or "")
+    if event == "SubagentStop" and agent_transcript and session:
+        agent = str(payload.get("agent_id") or "") or Path(agent_transcript).stem
+        agent = agent if agent.startswith("agent-") else f"agent-{agent}"
+        return agent_transcript, f"{session}:{agent}", ["--parent", session]
+    return transcript, session, []
 
 
 def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
-    transcript = str(payload.get("transcript_path") or "")
-    session = str(payload.get("session_id") or "")
-    if not transcript or not session:
+    transcript, document, extra = _retained_source(payload, event)
+    if not transcript or not document:
         raise ValueError("the payload names no transcript_path or session_id")
     if not Path(transcript).is_file():
         raise FileNotFoundError(f"{transcript}: no such transcript")
-    bank = default_bank(payload.get("cwd") or None)
+    bank = hook_bank(payload, home)
     subprocess.Popen(
         [sys.executable, "-m", "lamina", "--home", str(home), "hook-worker",
-         "--transcript", transcript, "--session", session, "--bank", bank, "--event", event],
+         "--transcript", transcript, "--session", document, "--bank", bank, "--event", event,
+         *extra],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -207,7 +231,11 @@ def run_hook(
         base = data_home(home)
     except Exception as exc:  # a broken config file must not block the user either
         print(f"lamina: hook failed open: {exc}", file=sys.stderr)
-        return ""
+        from platformdirs import user_data_path
+
+        # Only the config file can fail here, so the notice goes to the default data folder.
+        default = user_data_path("lamina", appauthor=False)
+        return _notice(default, stdin, "", f"Lamina is not working: {exc}")
     log = HookLog(base)
     try:
         cfg = settings or HookSettings.from_env()
@@ -216,37 +244,72 @@ def run_hook(
             raise ValueError("the hook payload is not a JSON object")
         event = str(payload.get("hook_event_name") or "")
         session = str(payload.get("session_id") or "")
-        if event == "UserPromptSubmit":
-            return _prompt(payload, base, cfg, started, log)
-        if event in RETAIN_EVENTS:
-            _spawn_worker(payload, base, event)
-            log.write(event, session, "retain started in the background")
+        from .detect import stands_aside
+        from .project import session_directory
+
+        winner = stands_aside(session_directory(payload, base))
+        if winner:
+            log.write(event, session, f"skipped: {winner} serves this session")
             return ""
-        if event == "SessionStart":
-            from ...store.sqlite import SQLiteStore
-
-            store = SQLiteStore(base / "lamina.db")
-            applied = store.migrate()
-            store.close()
-            log.write(event, session, f"ready (migrations applied: {len(applied)})")
-            if cfg.warm:
-                from .warm import ensure_started
-
-                log.write(event, session, ensure_started(base, cfg.warm_idle))
-            if not cfg.session_digest:
-                return ""
-            digest = session_digest(payload, base, cfg)
-            if not digest:
-                return ""
-            output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                             "additionalContext": digest}}  # fmt: skip
-            return orjson.dumps(output).decode()
-        log.write(event, session, "ignored (not an event Lamina handles)")
-        return ""
+        return with_system_message(
+            _dispatch(payload, base, cfg, started, log, event, session),
+            Notices(base).take(session),
+        )
     except Exception as exc:
         log.write(event, session, f"failed: {exc!r}\n{traceback.format_exc()}")
         print(f"lamina: {event or 'hook'} failed open: {exc}", file=sys.stderr)
+        if user_should_know(exc):
+            return _notice(base, stdin, "", f"Lamina failed ({event or 'hook'}): {exc}")
         return ""
+
+
+def _notice(home: Path, stdin: str, output: str, message: str) -> str:
+    """`output` with `message` as a systemMessage, unless this session was shown it before."""
+    session = ""
+    with contextlib.suppress(ValueError, AttributeError):
+        session = str(orjson.loads(stdin or b"{}").get("session_id") or "")
+    return with_system_message(output, Notices(home).take(session, [message]))
+
+
+def _dispatch(
+    payload: Mapping[str, Any],
+    base: Path,
+    cfg: HookSettings,
+    started: float,
+    log: HookLog,
+    event: str,
+    session: str,
+) -> str:
+    if event == "UserPromptSubmit":
+        return _prompt(payload, base, cfg, started, log)
+    if event in RETAIN_EVENTS:
+        _spawn_worker(payload, base, event)
+        log.write(event, session, "retain started in the background")
+        return ""
+    if event == "SessionStart":
+        from ...config import database_target
+        from ...store import open_store
+
+        store = open_store(database_target(base))
+        try:
+            applied = store.migrate()
+        finally:
+            store.close()
+        log.write(event, session, f"ready (migrations applied: {len(applied)})")
+        if cfg.warm:
+            from .warm import ensure_started
+
+            log.write(event, session, ensure_started(base, cfg.warm_idle))
+        if not cfg.session_digest:
+            return ""
+        digest = session_digest(payload, base, cfg)
+        if not digest:
+            return ""
+        output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                         "additionalContext": digest}}  # fmt: skip
+        return orjson.dumps(output).decode()
+    log.write(event, session, "ignored (not an event Lamina handles)")
+    return ""
 
 
 TIMINGS_MARK = " | timings "
@@ -266,7 +329,7 @@ def _prompt(
     deadline = started + cfg.time_limit - 0.05
     request = PromptRequest(
         prompt=prompt,
-        bank=default_bank(payload.get("cwd") or None),
+        bank=hook_bank(payload, home),
         session=session,
         transcript=str(payload.get("transcript_path") or ""),
         context_turns=cfg.context_turns,
@@ -421,10 +484,17 @@ def hook_main(stdin: str, home: str | Path | None = None) -> NoReturn:
 
 
 def run_worker(
-    transcript: str, session: str, bank: str, *, home: str | Path | None = None, event: str = ""
+    transcript: str,
+    session: str,
+    bank: str,
+    *,
+    home: str | Path | None = None,
+    event: str = "",
+    parent: str | None = None,
 ) -> int:
-    """Retain a session's transcript, once per session at a time; loops while other hooks
-    left marks, so nothing that arrived meanwhile is missed."""
+    """Retain a session's transcript (document `session`), once per document at a time; loops
+    while other hooks left marks, so nothing that arrived meanwhile is missed. With `parent`,
+    the transcript is a subagent's: tagged `subagent` and linked to the parent session."""
     base = data_home(home)
     log = HookLog(base)
     locks = base / "locks"
@@ -446,7 +516,13 @@ def run_worker(
                 while True:
                     mark.unlink(missing_ok=True)
                     started = time.monotonic()
-                    report = memory_bank.retain_file(transcript, bank, document=session)
+                    report = memory_bank.retain_file(
+                        transcript,
+                        bank,
+                        document=session,
+                        tags=("subagent",) if parent else (),
+                        metadata={"parent_session": parent} if parent else None,
+                    )
                     log.write(
                         event, session,
                         f"retain {report.status}: {report.new_records} new records, "
@@ -458,6 +534,8 @@ def run_worker(
                 memory_bank.close()
             except Exception as exc:
                 log.write(event, session, f"retain failed: {exc!r}\n{traceback.format_exc()}")
+                if user_should_know(exc):
+                    Notices(base).post(parent or session, f"Lamina could not retain: {exc}")
                 return 1
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)

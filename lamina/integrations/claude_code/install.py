@@ -1,15 +1,26 @@
 """`lamina install claude-code` / `lamina uninstall claude-code`: write Lamina's hooks into
 Claude Code's settings, or take them out, without touching anything else there.
 
-User scope: `~/.claude/settings.json`. Project scope: `<project>/.claude/settings.json` (the
-project root of lamina.config). The file is read, Lamina's entries are added to (or removed
-from) its `hooks`, and it is written back atomically; other settings and other tools' hooks
-stay as they were. A file that is not valid JSON is left alone with an error, never replaced.
+User scope: `~/.claude/settings.json`, with this installation's `lamina` by absolute path (Claude
+Code's PATH may not include a virtual environment). Project scope:
+`<project>/.claude/settings.json` (the project root of lamina.config), a file meant to be
+committed, so nothing of this machine goes in: the command is `lamina` from PATH, and where a
+teammate has no Lamina, SessionStart says how to get it instead of every event failing.
+
+The file is read, Lamina's entries are added to (or removed from) its `hooks`, and it is
+written back atomically; other settings and other tools' hooks stay as they were. Uninstalling
+leaves the file as it was before: a file that held nothing else is removed again. A file that
+is not valid JSON is left alone with an error, never replaced.
+
+Each command sets LAMINA_HOOK_ORIGIN to its scope, so a hook knows where it came from and
+stands aside when another installation serves the session (see `detect.stands_aside`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -23,48 +34,83 @@ import orjson
 from ...config import project_root
 from ...errors import ConfigError
 
-__all__ = ["HOOK_EVENTS", "hooks_config", "install", "settings_path", "uninstall"]
+__all__ = [
+    "HOOK_EVENTS",
+    "PLUGIN_COMMAND",
+    "hook_command",
+    "hooks_config",
+    "install",
+    "installed_scopes",
+    "project_commands",
+    "settings_path",
+    "uninstall",
+]
 
-HOOK_EVENTS: Mapping[str, int | None] = {
-    "SessionStart": None,
+HOOK_EVENTS: Mapping[str, int] = {
+    "SessionStart": 10,
     "UserPromptSubmit": 10,
-    "Stop": None,
-    "SubagentStop": None,
-    "PreCompact": None,
-    "SessionEnd": None,
+    "Stop": 10,
+    "SubagentStop": 10,
+    "PreCompact": 10,
+    "SessionEnd": 2,
 }
-"""The events Lamina handles, with Claude Code's own timeout for the hook (seconds) where the
-default is not right: a prompt hook stops itself after 3 s, Claude Code may wait up to 10."""
+"""The events Lamina handles, with the timeout Claude Code gives the hook (seconds). A prompt
+hook stops itself after 3 s (LAMINA_HOOK_TIME_LIMIT); the retaining events return as soon as
+a detached worker is started. SessionEnd hooks get 1.5 s whatever is asked (and a plugin cannot
+raise it), which is why that event only ever starts the worker."""
 
-MARK = "lamina"
+PLUGIN_COMMAND = '"${CLAUDE_PLUGIN_ROOT}/scripts/run-lamina" hook'
+"""How the plugin's hooks/hooks.json runs the hook: through the plugin's launcher, which finds
+the installed `lamina` or tells the user how to install it."""
+
+_OURS = re.compile(r"lamina[\"']?\s+(--home(=|\s+)('[^']*'|\S+)\s+)?hook(\s|;|$)")
+"""A command that runs `lamina hook` (by any path, with or without --home, in any wrapper)."""
+
+MISSING_ADVICE = (
+    "Lamina (memory) is set up for this project, but the lamina command was not found on"
+    ' PATH. Install it with: pipx install "lamina[mcp]", then start a new session.'
+)
 
 
 def hook_command(home: str | Path | None = None) -> str:
-    """How Claude Code should run the hook: this installation's `lamina`, by absolute path when
-    it can be found (Claude Code's PATH may not include a virtual environment)."""
+    """The user-scope command: this installation's `lamina`, by absolute path when it can be
+    found (Claude Code's PATH may not include a virtual environment)."""
     found = shutil.which("lamina")
     base = [found] if found else [sys.executable, "-m", "lamina"]
     if home is not None:
         base += ["--home", str(home)]
-    return " ".join(shlex.quote(part) for part in [*base, "hook"])
+    return "LAMINA_HOOK_ORIGIN=user " + " ".join(shlex.quote(part) for part in [*base, "hook"])
 
 
-def hooks_config(command: str = "lamina hook") -> dict[str, Any]:
-    """The `hooks` object for Claude Code's settings or a plugin's hooks/hooks.json."""
+def project_commands() -> dict[str, str]:
+    """The project-scope command of each event: `lamina` from PATH, nothing machine-specific.
+    Without it, SessionStart prints one systemMessage saying how to install it; the other
+    events do nothing."""
+    run = "command -v lamina >/dev/null 2>&1 && LAMINA_HOOK_ORIGIN=project exec lamina hook"
+    advice = shlex.quote(orjson.dumps({"systemMessage": MISSING_ADVICE}).decode())
+    return {
+        event: f"{run}; printf '%s\\n' {advice}" if event == "SessionStart" else f"{run}; true"
+        for event in HOOK_EVENTS
+    }
+
+
+def hooks_config(command: str | Mapping[str, str] = "lamina hook") -> dict[str, Any]:
+    """The `hooks` object for Claude Code's settings or a plugin's hooks/hooks.json: one
+    command for every event, or a command per event."""
     config: dict[str, Any] = {}
     for event, timeout in HOOK_EVENTS.items():
-        entry: dict[str, Any] = {"type": "command", "command": command}
-        if timeout is not None:
-            entry["timeout"] = timeout
+        run = command if isinstance(command, str) else command[event]
+        entry: dict[str, Any] = {"type": "command", "command": run, "timeout": timeout}
         config[event] = [{"hooks": [entry]}]
     return config
 
 
-def settings_path(scope: str, directory: str | Path | None = None) -> Path:
+def settings_path(
+    scope: str, directory: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    environ = os.environ if env is None else env
     if scope == "user":
-        return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / (
-            "settings.json"
-        )
+        return Path(environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / ("settings.json")
     if scope == "project":
         return project_root(directory) / ".claude" / "settings.json"
     raise ConfigError(f"unknown scope {scope!r} (user or project)")
@@ -72,7 +118,7 @@ def settings_path(scope: str, directory: str | Path | None = None) -> Path:
 
 def _is_ours(entry: Any) -> bool:
     command = entry.get("command") if isinstance(entry, Mapping) else None
-    return isinstance(command, str) and MARK in command and command.rstrip().endswith(" hook")
+    return isinstance(command, str) and _OURS.search(command) is not None
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -116,15 +162,23 @@ def _without_ours(hooks: Mapping[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def install(scope: str, *, directory: str | Path | None = None, command: str | None = None) -> Path:
-    """Add Lamina's hooks (replacing an older Lamina entry, keeping everything else)."""
+def install(
+    scope: str,
+    *,
+    directory: str | Path | None = None,
+    command: str | Mapping[str, str] | None = None,
+) -> Path:
+    """Add Lamina's hooks (replacing an older Lamina entry, keeping everything else). The
+    command defaults to `hook_command()` for the user's settings and `project_commands()` for
+    a project's."""
     path = settings_path(scope, directory)
     data = _load(path)
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f"{path}: 'hooks' is not an object")
     merged = _without_ours(hooks)
-    for event, groups in hooks_config(command or hook_command()).items():
+    default = project_commands() if scope == "project" else hook_command()
+    for event, groups in hooks_config(command or default).items():
         merged.setdefault(event, []).extend(groups)
     data["hooks"] = merged
     _save(path, data)
@@ -146,16 +200,25 @@ def uninstall(scope: str, *, directory: str | Path | None = None) -> tuple[Path,
         data["hooks"] = cleaned
     else:
         data.pop("hooks", None)
-    if changed:
+    if changed and not data:
+        # The file held nothing but Lamina's hooks: it goes, as it came (and so does an
+        # emptied .claude directory of a project).
+        path.unlink()
+        if scope == "project":
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+    elif changed:
         _save(path, data)
     return path, changed
 
 
-def installed_scopes(directory: str | Path | None = None) -> dict[str, bool]:
+def installed_scopes(
+    directory: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, bool]:
     """Where Lamina's hooks are installed now (for `lamina status`)."""
     found: dict[str, bool] = {}
     for scope in ("user", "project"):
-        path = settings_path(scope, directory)
+        path = settings_path(scope, directory, env)
         try:
             hooks = _load(path).get("hooks", {})
         except ConfigError:

@@ -150,6 +150,7 @@ def answer_prompt(
     from ...bank.query import QueryOptions, recall_query_for_file
     from ...bank.recall import RecallOptions
     from ...turns import clean_text
+    from .contract import clamped
 
     mark = time.monotonic()
     if memory_bank.store.get_bank(request.bank) is None:
@@ -173,9 +174,10 @@ def answer_prompt(
 
     def recall(dense: bool) -> PromptAnswer:
         result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
-        return PromptAnswer(
-            result.block() if result.hits else "", len(result.hits), lexical_only=not dense
-        )
+        # Clamped under Claude Code's 10,000-character limit (it moves a longer context
+        # to a file), the lowest-ranked memories dropped first.
+        block, shown = clamped(result)
+        return PromptAnswer(block, shown, lexical_only=not dense)
 
     if dense_until is not None:
         embedded = _embed_in_background(memory_bank, query)
