@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from .agent import agent_bench
 from .cache import cache_bench
 from .compile import compile_bench
 from .latency import latency_bench
@@ -31,3 +32,4 @@ bench.add_command(locomo_bench)
 bench.add_command(latency_bench)
 bench.add_command(cache_bench)
 bench.add_command(compile_bench)
+bench.add_command(agent_bench)
