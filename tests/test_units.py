@@ -23,7 +23,7 @@ from lamina.store import open_store
 from lamina.tokens import count_text
 from lamina.turns import conversational_text
 
-from .conftest import CC, CLAUDE_CODE, needs_shared
+from .conftest import CC, CLAUDE_CODE, needs_shared, shared_transcripts
 
 OLD_RULES = UnitOptions(max_tokens=None, said_through_tools=False)
 """The unit rules before units had a token cap: one unit per turn, cut to 8,000 characters."""
@@ -63,6 +63,23 @@ def test_a_long_agentic_turn_becomes_parts_under_the_cap_that_keep_every_stated_
     # turn units did.
     old, _ = build_units(messages, OLD_RULES)
     assert {r for u in units for r in u.record_ids} == {r for u in old for r in u.record_ids}
+
+
+@needs_shared
+@pytest.mark.parametrize("cap", [32, 64, 256])
+def test_no_unit_of_any_shared_session_is_over_the_cap(cap: int) -> None:
+    for path in shared_transcripts():
+        units, _ = build_units(read_transcript(str(path)).messages, UnitOptions(max_tokens=cap))
+        for unit in units:
+            if unit.kind != "window":
+                assert count_text(unit.text) <= cap, (path.name, unit.key)
+            else:
+                assert count_text(unit.text) <= 2 * cap + 1, (path.name, unit.key)
+
+
+def test_a_cap_too_small_to_hold_a_part_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        UnitOptions(max_tokens=8)
 
 
 def test_split_text_keeps_every_word_within_the_limit() -> None:
@@ -216,3 +233,27 @@ def test_a_long_turn_retained_as_it_grows_ends_as_a_fresh_retain_would(
     fresh.retain_file(path, "proj")
     assert grown == {m.id: m.text for m in fresh.memories("proj")}
     assert bank.store.count_records("proj") == fresh.store.count_records("proj")
+
+
+def test_secrets_are_redacted_before_a_long_statement_is_cut(tmp_path: Path) -> None:
+    bank = MemoryBank(
+        open_store(str(tmp_path / "lamina.db")),
+        HashEmbedder(),
+        retain_options=RetainOptions(units=UnitOptions(max_tokens=64)),
+    )
+    body = "\n".join(
+        f"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC{n:04d}kcwggSjAgEAAoIBAQC7" for n in range(30)
+    )
+    key = f"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----"
+    cc = CC()
+    cc.user("Set up the deploy credentials.")
+    cc.assistant(f"Here is the key I found in the old server's config:\n{key}\nRotate it soon.")
+    cc.tool_use("t1", "Bash", command="deploy --password=hunter2hunter2 " + "x" * 90)
+    cc.tool_result("t1", "ok")
+    cc.assistant("Deployed. " + "The rollout went through every region without errors. " * 30)
+    report = bank.retain_file(cc.write(tmp_path / "s.jsonl"), "proj")
+    texts = "\n".join(m.text for m in bank.memories("proj"))
+    assert "[REDACTED:private_key]" in texts
+    assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in texts
+    assert "hunter2hunter2" not in texts
+    assert report.redactions == 2

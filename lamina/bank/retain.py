@@ -332,13 +332,21 @@ class Retainer:
         format: str | None,
         warnings: list[ReadWarning],
     ) -> RetainReport | None:
-        units, _segs = build_units(messages, self.options.units)
         redactions = 0
+
+        def redact(text: str) -> str:
+            nonlocal redactions
+            clean, count = self.options.redactor.redact(text)
+            redactions += count
+            return clean
+
+        # Secrets are replaced in what was said before units are cut from it; the pass over
+        # each unit's text below is a second guard (its matches were counted here already).
+        units, _segs = build_units(messages, self.options.units, redact)
         texts: dict[str, str] = {}
         for unit in units:
-            text, count = self.options.redactor.redact(unit.text)
+            text, _again = self.options.redactor.redact(unit.text)  # counted above
             texts[unit.key] = _storable(text)
-            redactions += count
         ids = {unit.key: memory_id(document, unit) for unit in units}
         hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
         stored = self.store.content_hashes(bank, ids.values())

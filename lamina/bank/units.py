@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -93,6 +93,14 @@ class UnitOptions:
     """Count what the user said through tools, and plans put up for approval, as said."""
     rules: TurnRules = field(default=DEFAULT_RULES)
 
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None and self.max_tokens < _MIN_CAP:
+            raise ValueError(f"max_tokens must be at least {_MIN_CAP}, got {self.max_tokens}")
+
+
+_MIN_CAP = 32
+"""The smallest cap a part can honour with its prompt context, a label and some words."""
+
 
 def units_signature(options: UnitOptions) -> str:
     """A short tag of the unit rules: a bank retained under other rules is rebuilt."""
@@ -149,12 +157,20 @@ def _label(message: Message) -> str:
     return message.speaker or message.role.value
 
 
-def _target(block: ToolUseBlock) -> str:
+Redact = Callable[[str], str]
+"""Replaces secrets in a text; applied before anything is cut, so no cut splits a secret."""
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _target(block: ToolUseBlock, redact: Redact = _same) -> str:
     data = block.input if isinstance(block.input, Mapping) else {}
     for key in _TARGET_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value.strip():
-            line = " ".join(value.split())
+            line = " ".join(redact(value).split())
             return line if len(line) <= 80 else line[:79] + "…"
     return ""
 
@@ -173,7 +189,7 @@ def _cap(text: str, limit: int) -> str:
     return f"{text[:half]}\n[…]\n{text[-half:]}"
 
 
-def _action_entries(messages: Sequence[Message]) -> list[str]:
+def _action_entries(messages: Sequence[Message], redact: Redact = _same) -> list[str]:
     errors = {
         b.tool_use_id
         for m in messages
@@ -184,7 +200,7 @@ def _action_entries(messages: Sequence[Message]) -> list[str]:
     for message in messages:
         for block in message.blocks:
             if isinstance(block, ToolUseBlock):
-                target = clean_text(_target(block))
+                target = clean_text(_target(block, redact))
                 entry = _tool_name(block.name) + (f": {target}" if target else "")
                 if block.id in errors:
                     entry += " (error)"
@@ -224,7 +240,9 @@ class _Said:
     text: str
 
 
-def _statements(messages: Sequence[Message], options: UnitOptions) -> list[_Said]:
+def _statements(
+    messages: Sequence[Message], options: UnitOptions, redact: Redact = _same
+) -> list[_Said]:
     out: list[_Said] = []
     tool_names: dict[str, str] = {}
     for i, message in enumerate(messages):
@@ -234,16 +252,16 @@ def _statements(messages: Sequence[Message], options: UnitOptions) -> list[_Said
         if options.said_through_tools:
             said = user_said(message, tool_names, options.rules)
             label = message.speaker or "user"
-            out.extend(_Said(i, label, text) for text in said)
+            out.extend(_Said(i, label, redact(text)) for text in said)
         if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
             continue
         text = conversational_text(message, options.rules)
         if text:
-            out.append(_Said(i, _label(message), text))
+            out.append(_Said(i, _label(message), redact(text)))
         if options.said_through_tools and message.role is Role.ASSISTANT:
             for block in message.blocks:
                 if isinstance(block, ToolUseBlock) and (plan := plan_text(block)):
-                    out.append(_Said(i, f"{_label(message)} (plan)", clean_text(plan)))
+                    out.append(_Said(i, f"{_label(message)} (plan)", redact(clean_text(plan))))
     return out
 
 
@@ -347,11 +365,11 @@ def _speakers(said: Sequence[_Said]) -> list[str]:
     return list(dict.fromkeys(s.label.split(" (")[0] for s in said))
 
 
-def _turn_units(messages: Sequence[Message], options: UnitOptions) -> list[Unit]:
+def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redact) -> list[Unit]:
     """The units of one segment: one `turn`, or its `part`s when the turn is over the cap."""
-    said = _statements(messages, options)
+    said = _statements(messages, options, redact)
     conversational = [m for m in messages if m.kind not in SYNTHETIC_KINDS]
-    entries = _action_entries(conversational)
+    entries = _action_entries(conversational, redact)
     lines = [f"{s.label}: {s.text}" for s in said]
     actions = _actions_line(entries, options.max_actions)
     if actions:
@@ -366,23 +384,27 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions) -> list[Unit]
         ]
     if count_text(text) <= cap:
         return [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
-    return _parts(messages, said, options, cap)
+    return _parts(messages, said, options, cap, redact)
 
 
 def _parts(
-    messages: Sequence[Message], said: Sequence[_Said], options: UnitOptions, cap: int
+    messages: Sequence[Message],
+    said: Sequence[_Said],
+    options: UnitOptions,
+    cap: int,
+    redact: Redact,
 ) -> list[Unit]:
     prompt = next((s for s in said if s.index == 0), None)
     context = ""
     if prompt is not None:
-        head = split_text(prompt.text, options.context_tokens)
+        head = split_text(prompt.text, min(options.context_tokens, cap // 4))
         context = f"{prompt.label}: {head[0]}" + (" […]" if len(head) > 1 else "")
     room = cap - count_text(context) - 2
     # Every statement cut into pieces that fit a part next to the prompt's context.
     pieces: list[tuple[_Said, int, str]] = []
     for s in said:
         label_cost = count_text(f"{s.label}: ") + 1
-        chunks = split_text(s.text, max(room - label_cost, 16))
+        chunks = split_text(s.text, max(room - label_cost, 4))
         pieces.extend((s, n, f"{s.label}: {chunk}") for n, chunk in enumerate(chunks))
     groups: list[list[tuple[_Said, int, str]]] = []
     used = 0
@@ -405,7 +427,7 @@ def _parts(
         if context and not (first.index == 0 and n == 0):
             lines.insert(0, context)
         body = "\n".join(lines)
-        entries = _action_entries([m for m in stretch if m.kind not in SYNTHETIC_KINDS])
+        entries = _action_entries([m for m in stretch if m.kind not in SYNTHETIC_KINDS], redact)
         actions = _fit_actions(entries, options.max_actions, cap - count_text(body) - 1)
         if actions:
             body += "\n" + actions
@@ -415,15 +437,26 @@ def _parts(
 
 
 def build_units(
-    messages: Sequence[Message], options: UnitOptions | None = None
+    messages: Sequence[Message], options: UnitOptions | None = None, redact: Redact | None = None
 ) -> tuple[list[Unit], list[Segment]]:
     """The units (turns or parts, and windows) of a message sequence, and the segments they
-    came from."""
+    came from. `redact`, when given, runs on every statement and action target before any
+    cut (so a secret is never split where the redactor would no longer see it)."""
     opts = options or UnitOptions()
     segs = segments(messages, opts.rules)
+    seen: dict[str, str] = {}
+
+    def once(text: str) -> str:
+        # A text redacted once per build (action targets are looked at for the turn and for
+        # its part), so the redactor's count is not inflated.
+        if text not in seen:
+            seen[text] = redact(text) if redact is not None else text
+        return seen[text]
+
     base: list[tuple[int, Unit]] = []
     for number, seg in enumerate(segs):
-        base.extend((number, u) for u in _turn_units(messages[seg.start : seg.end], opts))
+        turn = messages[seg.start : seg.end]
+        base.extend((number, u) for u in _turn_units(turn, opts, once if redact else _same))
     units = [u for _n, u in base]
     if opts.windows > 1:
         for i in range(len(base) - opts.windows + 1):
