@@ -35,6 +35,7 @@ from .extract import MAX_FACTS, FactExtractor
 from .model import Cursor, Memory
 from .redact import Redactor
 from .units import (
+    Segment,
     Unit,
     UnitOptions,
     build_units,
@@ -342,7 +343,7 @@ class Retainer:
 
         # Secrets are replaced in what was said before units are cut from it; the pass over
         # each unit's text below is a second guard (its matches were counted here already).
-        units, _segs = build_units(messages, self.options.units, redact)
+        units, segs = build_units(messages, self.options.units, redact)
         texts: dict[str, str] = {}
         for unit in units:
             text, _again = self.options.redactor.redact(unit.text)  # counted above
@@ -352,7 +353,7 @@ class Retainer:
         stored = self.store.content_hashes(bank, ids.values())
         changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
         facts, stale, fact_errors = self._facts(bank, document, changed)
-        stale += self._gone(bank, document, messages, units, set(ids.values()))
+        stale += self._gone(bank, document, messages, segs, units, set(ids.values()))
         for unit in facts:
             text, count = self.options.redactor.redact(unit.text)
             texts[unit.key] = _storable(text)
@@ -418,6 +419,7 @@ class Retainer:
         bank: str,
         document: str,
         messages: Sequence[Message],
+        segs: Sequence[Segment],
         units: Sequence[Unit],
         kept: set[str],
     ) -> list[str]:
@@ -425,7 +427,7 @@ class Retainer:
         into parts, windows around it, units made under older rules."""
         candidates = {
             memory_id_of(document, kind, key)
-            for kind, key in unit_keys(messages, units, self.options.units)
+            for kind, key in unit_keys(messages, segs, units, self.options.units)
         }
         candidates -= kept
         return list(self.store.content_hashes(bank, candidates)) if candidates else []

@@ -19,8 +19,9 @@ split at paragraph, line, sentence and word boundaries; nothing stated is droppe
 action lines are trimmed to fit). Parts cover the segment's records without overlap, except for
 the message a split statement came from.
 
-Windows join `windows` consecutive units, overlapping by windows-1: consecutive whole turns, or
-consecutive parts of one turn (never across a turn boundary from a part).
+Windows join `windows` consecutive whole turns, overlapping by windows-1 (with `part_windows`,
+also consecutive parts of one turn; never across a turn boundary from a part). Secrets are
+redacted in what was said before anything is cut (`build_units(..., redact=...)`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ..messages import SYNTHETIC_KINDS, Kind, Message, Role, ToolResultBlock, ToolUseBlock
+from ..messages import SYNTHETIC_KINDS, Message, Role, ToolResultBlock, ToolUseBlock
 from ..tokens import count_text
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 from .said import plan_text, user_said
@@ -488,25 +489,32 @@ def build_units(
 
 
 def unit_keys(
-    messages: Sequence[Message], units: Sequence[Unit], options: UnitOptions
+    messages: Sequence[Message],
+    segs: Sequence[Segment],
+    units: Sequence[Unit],
+    options: UnitOptions,
 ) -> list[tuple[str, str]]:
     """Every (kind, key) a unit built from these messages could have had, under these rules or
-    earlier ones: where retain looks for memories that no longer exist (a turn that grew into
-    parts, units of a bank retained under older rules)."""
+    others: where retain looks for memories that no longer exist (a turn that grew into parts,
+    units of a bank retained under older rules). Turns and their windows are keyed by the
+    message that starts a segment, parts by a message that says something."""
     pieces: dict[str, int] = {}
     for unit in units:
         if unit.kind == "part":
             message_id, _sep, number = unit.key.rpartition("#")
             pieces[message_id] = max(pieces.get(message_id, 0), int(number) + 1)
+    starts = {messages[seg.start].id for seg in segs}
+    everything = replace(options, said_through_tools=True)
+    speaking = {messages[s.index].id for s in _statements(messages, everything)}
     keys: list[tuple[str, str]] = []
     w = f"w{max(options.windows, 2)}:"
     for message in messages:
-        if message.role is Role.SYSTEM and message.kind is not Kind.QUEUE:
-            continue
-        keys += [("turn", message.id), ("window", w + message.id)]
-        for n in range(max(4, 2 * pieces.get(message.id, 0))):
-            part = f"{message.id}#{n}"
-            keys += [("part", part), ("window", w + part)]
+        if message.id in starts:
+            keys += [("turn", message.id), ("window", w + message.id)]
+        if message.id in speaking or message.id in pieces:
+            for n in range(max(4, 2 * pieces.get(message.id, 0))):
+                part = f"{message.id}#{n}"
+                keys += [("part", part), ("window", w + part)]
     return keys
 
 

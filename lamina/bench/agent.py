@@ -34,6 +34,8 @@ import click
 
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
+from ..bank.retain import RetainOptions
+from ..bank.units import UnitOptions
 from ..errors import InputError
 from ..messages import SYNTHETIC_KINDS, Role
 from ..progress import Progress
@@ -206,15 +208,18 @@ def run_agent_bench(
     questions: Sequence[AgentQuestion],
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     bank: MemoryBank | None = None,
+    units: UnitOptions | None = None,
 ) -> dict[str, Any]:
-    """Retain the question set's sessions into one bank and score recall and the baseline."""
+    """Retain the question set's sessions into one bank and score recall and the baseline
+    (units made with `units` when given, to compare unit designs)."""
     files = sorted({q.file for q in questions})
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
         raise InputError(f"{folder}: missing transcripts {', '.join(missing)}")
     with tempfile.TemporaryDirectory(prefix="lamina-agent-") as tmp:
         own = bank is None
-        mb = bank or MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"))
+        retain = RetainOptions(units=units) if units is not None else None
+        mb = bank or MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"), retain_options=retain)
         name = "agent-bench"
         documents: dict[str, str] = {}
         started = time.perf_counter()
@@ -300,13 +305,34 @@ def run_agent_bench(
     type=click.IntRange(min=1),
     help="Token budgets (default: 1000 and 1500).",
 )
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Unit design to measure: the cap on a unit's tokens (0: one unit per turn, as before "
+    "units had a cap).",
+)
+@click.option("--context-tokens", type=click.IntRange(min=0), default=None, help="Prompt context.")
+@click.option("--no-packing", is_flag=True, help="One part per statement.")
+@click.option("--part-windows", is_flag=True, help="Windows of two parts within a turn too.")
+@click.option("--no-tool-words", is_flag=True, help="Leave out what the user said through tools.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def agent_bench(
-    data: str | None, questions_path: str | None, budgets: tuple[int, ...], as_json: bool
+    data: str | None,
+    questions_path: str | None,
+    budgets: tuple[int, ...],
+    max_tokens: int | None,
+    context_tokens: int | None,
+    no_packing: bool,
+    part_windows: bool,
+    no_tool_words: bool,
+    as_json: bool,
 ) -> None:
     """Recall on long agentic sessions: questions about decisions, causes, files, settings and
     numbers, scored as evidence found within a token budget, against BM25 over single
-    conversational records."""
+    conversational records.
+
+    Example: lamina bench agent --json; lamina bench agent --max-tokens 400 --json"""
     if data is None:
         found = shared_data_dir("claude-code")
         if found is None:
@@ -315,5 +341,20 @@ def agent_bench(
     else:
         folder = Path(data)
     questions = load_questions(questions_path)
-    result = run_agent_bench(folder, questions, budgets or DEFAULT_BUDGETS)
-    emit({"benchmark": "agent", "data": str(folder), **result}, as_json)
+    base = UnitOptions()
+    units = UnitOptions(
+        max_tokens=base.max_tokens if max_tokens is None else (max_tokens or None),
+        context_tokens=base.context_tokens if context_tokens is None else context_tokens,
+        pack=not no_packing,
+        part_windows=part_windows,
+        said_through_tools=not no_tool_words,
+    )
+    result = run_agent_bench(folder, questions, budgets or DEFAULT_BUDGETS, units=units)
+    design = {
+        "max_tokens": units.max_tokens,
+        "context_tokens": units.context_tokens,
+        "pack": units.pack,
+        "part_windows": units.part_windows,
+        "said_through_tools": units.said_through_tools,
+    }
+    emit({"benchmark": "agent", "data": str(folder), "units": design, **result}, as_json)
