@@ -19,7 +19,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from .entities import ENTITY_PREFIX, entity_terms, extract_entities
 from .index import BankIndex
 from .lexical import tokenize
 from .model import Memory
+from .shorten import shorten
 from .when import TimeRange, resolve_time_expressions
 
 __all__ = [
@@ -50,6 +51,9 @@ __all__ = [
 _MAX_SKIPPED = 25
 """Results too large for what is left of the budget that are passed over before giving up."""
 _MIN_USEFUL_TOKENS = 8
+_MIN_SHORTENED_TOKENS = 48
+"""A memory too large for what is left of the budget is shortened around the query when at
+least this much is left; below that it is passed over."""
 _PAGE = 32
 """Memories fetched at a time, in fused order, when the store does the searching."""
 
@@ -107,6 +111,8 @@ class RecallHit:
     score: float
     channels: Mapping[str, Mapping[str, float]]
     tokens: int
+    shortened: bool = False
+    """The memory's text was cut to its best part around the query to fit the budget."""
 
     @property
     def text(self) -> str:
@@ -134,6 +140,7 @@ class RecallHit:
             },
             "speakers": list(m.speakers),
             "tokens": self.tokens,
+            "shortened": self.shortened,
             "channels": {k: dict(v) for k, v in self.channels.items()},
         }
 
@@ -378,20 +385,30 @@ def _assemble(
 
     hits: list[RecallHit] = []
     covered: set[str] = set()
+    covered_whole: set[str] = set()
     used = skipped = 0
     for slot in order:
         if len(hits) >= options.limit:
             break
         memory = memory_at(slot)
         records = set(memory.record_ids)
-        if options.collapse and records and len(records & covered) * 2 > len(records):
+        # Parts of one long statement share its record: only a turn or window shown above
+        # (not another part) makes a part redundant.
+        seen = covered_whole if memory.kind == "part" else covered
+        if options.collapse and records and len(records & seen) * 2 > len(records):
             continue
         tokens = tokens_at(slot)
+        shortened = False
         if used + tokens > options.budget:
-            skipped += 1
-            if skipped >= _MAX_SKIPPED or options.budget - used < _MIN_USEFUL_TOKENS:
-                break  # the budget is as full as it usefully gets
-            continue
+            left = options.budget - used
+            short = shorten(memory.text, query, left) if left >= _MIN_SHORTENED_TOKENS else None
+            if short is not None:
+                memory, tokens, shortened = replace(memory, text=short), count_text(short), True
+            else:
+                skipped += 1
+                if skipped >= _MAX_SKIPPED or left < _MIN_USEFUL_TOKENS:
+                    break  # the budget is as full as it usefully gets
+                continue
         detail: dict[str, dict[str, float]] = {}
         for name, (_ranking, scores) in channels.items():
             if slot in ranks[name]:
@@ -399,8 +416,10 @@ def _assemble(
                     "rank": ranks[name][slot] + 1,
                     "score": round(float(scores[slot]), 6),
                 }
-        hits.append(RecallHit(memory, fused[slot], detail, tokens))
+        hits.append(RecallHit(memory, fused[slot], detail, tokens, shortened))
         covered |= records
+        if memory.kind != "part":
+            covered_whole |= records
         used += tokens
     return RecallResult(query, hits, considered, used)
 

@@ -37,7 +37,17 @@ from .entities import extract_entities
 from .extract import MAX_FACTS, FactExtractor
 from .model import Cursor, Memory
 from .redact import Redactor
-from .units import Unit, UnitOptions, build_units, content_hash, memory_id
+from .units import (
+    Segment,
+    Unit,
+    UnitOptions,
+    build_units,
+    content_hash,
+    memory_id,
+    memory_id_of,
+    unit_keys,
+    units_signature,
+)
 
 __all__ = ["RetainOptions", "RetainReport", "Retainer", "default_document_id"]
 
@@ -104,6 +114,13 @@ def _fingerprint(path: str, offset: int) -> str:
         handle.seek(max(0, offset - _SAMPLE))
         tail = handle.read(min(_SAMPLE, offset))
     return hashlib.sha256(f"{offset}:".encode() + head + b"\x00" + tail).hexdigest()[:32]
+
+
+def _signed(rules: str, fingerprint: str) -> str:
+    """A fingerprint tagged with the unit rules it was retained under: when the rules change,
+    the old cursor no longer matches, and the document is read again from its start and its
+    units rebuilt (memories the new rules no longer make are deleted)."""
+    return f"{rules}:{fingerprint}" if fingerprint else ""
 
 
 def _whole_file_hash(path: str) -> str:
@@ -186,9 +203,12 @@ class Retainer:
         """Retain messages given in code (the whole list each time; already-retained records
         and unchanged units cost nothing but a lookup)."""
         started = time.perf_counter()
-        fingerprint = hashlib.sha256(
-            "\x00".join(f"{m.id}:{hash_text(m)}" for m in messages).encode()
-        ).hexdigest()[:32]
+        fingerprint = _signed(
+            units_signature(self.options.units),
+            hashlib.sha256(
+                "\x00".join(f"{m.id}:{hash_text(m)}" for m in messages).encode()
+            ).hexdigest()[:32],
+        )
         for attempt in range(1, _ATTEMPTS + 1):
             cursor = self.store.get_cursor(bank, document)
             if cursor.fingerprint == fingerprint and cursor.version > 0:
@@ -220,7 +240,8 @@ class Retainer:
     ) -> RetainReport | None:
         cursor = self.store.get_cursor(bank, document)
         size = Path(path).stat().st_size
-        prefix_ok = cursor.offset <= size and _fingerprint(path, cursor.offset) == (
+        rules = units_signature(self.options.units)
+        prefix_ok = cursor.offset <= size and _signed(rules, _fingerprint(path, cursor.offset)) == (
             cursor.fingerprint
         )
         if cursor.version > 0 and prefix_ok and size == cursor.size:
@@ -259,7 +280,7 @@ class Retainer:
             open_offset=open_offset,
             open_line=open_line,
             records=cursor.records,
-            fingerprint=_fingerprint(path, offset),
+            fingerprint=_signed(rules, _fingerprint(path, offset)),
             size=max(size, offset),
             version=cursor.version,
         )
@@ -283,7 +304,7 @@ class Retainer:
         metadata: Mapping[str, Any] | None,
     ) -> RetainReport | None:
         cursor = self.store.get_cursor(bank, document)
-        fingerprint = _whole_file_hash(path)
+        fingerprint = _signed(units_signature(self.options.units), _whole_file_hash(path))
         if cursor.version > 0 and cursor.fingerprint == fingerprint:
             return RetainReport(bank, document, "unchanged")
         warnings: list[ReadWarning] = []
@@ -315,18 +336,27 @@ class Retainer:
         format: str | None,
         warnings: list[ReadWarning],
     ) -> RetainReport | None:
-        units, _segs = build_units(messages, self.options.units)
         redactions = 0
+
+        def redact(text: str) -> str:
+            nonlocal redactions
+            clean, count = self.options.redactor.redact(text)
+            redactions += count
+            return clean
+
+        # Secrets are replaced in what was said before units are cut from it; the pass over
+        # each unit's text below is a second guard (its matches were counted here already).
+        units, segs = build_units(messages, self.options.units, redact)
         texts: dict[str, str] = {}
         for unit in units:
-            text, count = self.options.redactor.redact(unit.text)
+            text, _again = self.options.redactor.redact(unit.text)  # counted above
             texts[unit.key] = _storable(text)
-            redactions += count
         ids = {unit.key: memory_id(document, unit) for unit in units}
         hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
         stored = self.store.content_hashes(bank, ids.values())
         changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
         facts, stale, fact_errors = self._facts(bank, document, changed)
+        stale += self._gone(bank, document, messages, segs, units, set(ids.values()))
         for unit in facts:
             text, count = self.options.redactor.redact(unit.text)
             texts[unit.key] = _storable(text)
@@ -387,6 +417,24 @@ class Retainer:
             warnings=warnings,
         )
 
+    def _gone(
+        self,
+        bank: str,
+        document: str,
+        messages: Sequence[Message],
+        segs: Sequence[Segment],
+        units: Sequence[Unit],
+        kept: set[str],
+    ) -> list[str]:
+        """Memories of these messages that the unit rules no longer make: a turn that grew
+        into parts, windows around it, units made under older rules."""
+        candidates = {
+            memory_id_of(document, kind, key)
+            for kind, key in unit_keys(messages, segs, units, self.options.units)
+        }
+        candidates -= kept
+        return list(self.store.content_hashes(bank, candidates)) if candidates else []
+
     def _facts(
         self, bank: str, document: str, changed: Sequence[Unit]
     ) -> tuple[list[Unit], list[str], list[str]]:
@@ -399,7 +447,7 @@ class Retainer:
         errors: list[str] = []
         candidates: list[str] = []
         for unit in changed:
-            if unit.kind != "turn":
+            if unit.kind not in ("turn", "part"):
                 continue
             try:
                 found = extractor.extract(unit.text, unit.occurred_at)

@@ -1,26 +1,58 @@
 """Memory units: what retain stores, built from conversational turns (lamina.turns).
 
 A **segment** runs from a turn start to the next one (a session change, as between LoCoMo
-sessions, also starts one). Its unit text is the conversational text of each message, labelled
-with the speaker, plus the tool activity condensed into one short line of actions
-(`actions: Read app.py · Bash: pytest -q (error) · Edit app.py`), never pasted whole. Synthetic
-records (host meta records, compaction summaries, sidechains, progress) add nothing: a compaction
-summary restates what is already retained, and a subagent's transcript is its own document.
+sessions, also starts one). Its unit text is what was said, line by line with the speaker: the
+conversational text of each message, what the user said through tools (lamina.bank.said:
+answers to the agent's questions, plan approvals and rejections, messages typed while the agent
+worked) and the plans the agent put up for approval, plus the tool activity condensed into short
+lines of actions (`actions: Read app.py · Bash: pytest -q (error) · Edit app.py`), never pasted
+whole. Synthetic records (host meta records, compaction summaries, sidechains, progress) add
+nothing else: a compaction summary restates what is already retained, and a subagent's
+transcript is its own document.
 
-Optional windows join N consecutive segments into one more unit, overlapping by N-1.
+**Units a budget can hold.** A segment whose text fits `max_tokens` is one `turn` unit. A longer
+one (an agentic turn: one prompt, hundreds of tool calls, many assistant messages) is cut into
+`part` units of at most `max_tokens` tokens each: consecutive statements packed in order, each
+part opening with the prompt it answers (cut to `context_tokens`) unless it holds the prompt
+itself, and closing with the actions taken in its stretch. A statement too long for one part is
+split at paragraph, line, sentence and word boundaries; nothing stated is dropped (only the
+action lines are trimmed to fit). Parts cover the segment's records without overlap, except for
+the message a split statement came from.
+
+Windows join `windows` consecutive whole turns, overlapping by windows-1 (with `part_windows`,
+also consecutive parts of one turn; never across a turn boundary from a part). Secrets are
+redacted in what was said before anything is cut (`build_units(..., redact=...)`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..messages import SYNTHETIC_KINDS, Message, Role, ToolResultBlock, ToolUseBlock
+from ..tokens import count_text
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
+from .said import plan_text, user_said
 
-__all__ = ["Segment", "Unit", "UnitOptions", "build_units", "memory_id", "segments"]
+__all__ = [
+    "Segment",
+    "Unit",
+    "UnitOptions",
+    "build_units",
+    "memory_id",
+    "memory_id_of",
+    "segments",
+    "split_text",
+    "unit_keys",
+    "units_signature",
+]
+
+UNITS_VERSION = 2
+"""Bumped whenever the unit rules change, so banks retained under older rules are rebuilt
+(see `units_signature`)."""
 
 _TARGET_KEYS = (
     "file_path",
@@ -39,14 +71,51 @@ _TARGET_KEYS = (
 @dataclass(frozen=True, slots=True)
 class UnitOptions:
     windows: int = 2
-    """Also store windows of this many consecutive segments (0 or 1: none). Two measurably
+    """Also store windows of this many consecutive units (0 or 1: none). Two measurably
     helps: on LoCoMo, BM25 over turns plus 2-turn windows reaches any@10 0.779 / all@10 0.668
     against 0.729 / 0.613 over turns alone (`lamina bench locomo`)."""
     max_actions: int = 8
     """Action entries shown per unit; the rest are counted."""
     max_chars: int = 8_000
-    """Unit text cap; longer texts keep their beginning and end."""
+    """Unit text cap when `max_tokens` is None; longer texts keep their beginning and end."""
+    max_tokens: int | None = 256
+    """Hard cap on a unit's tokens: a turn over it is cut into parts (None: one unit per turn,
+    cut to `max_chars`). Measured on the tuning half of `lamina bench agent` (share answered
+    within 1,000 / 1,500 tokens, prompt context 48): 192 and 256 0.968 / 0.968, 320 0.935 /
+    0.968, 400 0.903 / 0.935, 512 0.871 / 0.935, one unit per turn 0.839 / 0.871; with
+    context 24, 192, 256 and 320 all 0.968 / 1.0."""
+    context_tokens: int = 24
+    """In a part that does not hold the prompt, the prompt it answers, cut to this many tokens
+    (and to a quarter of the cap). On the tuning half at a 256 cap: 24 0.968 / 1.0, 48 0.968 /
+    0.968, 96 0.968 / 0.968."""
+    pack: bool = True
+    """Parts pack consecutive statements up to the cap (False: one part per statement, which
+    scored 0.871 / 0.935 on the tuning half at a 256 cap with three times as many memories)."""
+    part_windows: bool = False
+    """Windows also join consecutive parts of one turn (whole turns are always joined). Off:
+    on the tuning half, windows of two or three parts scored the same with nearly twice as many
+    memories."""
+    said_through_tools: bool = True
+    """Count what the user said through tools, and plans put up for approval, as said."""
     rules: TurnRules = field(default=DEFAULT_RULES)
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None and self.max_tokens < _MIN_CAP:
+            raise ValueError(f"max_tokens must be at least {_MIN_CAP}, got {self.max_tokens}")
+
+
+_MIN_CAP = 32
+"""The smallest cap a part can honour with its prompt context, a label and some words."""
+
+
+def units_signature(options: UnitOptions) -> str:
+    """A short tag of the unit rules: a bank retained under other rules is rebuilt."""
+    described = (
+        f"{UNITS_VERSION}|{options.windows}|{options.max_actions}|{options.max_chars}|"
+        f"{options.max_tokens}|{options.context_tokens}|{options.pack}|{options.part_windows}|"
+        f"{options.said_through_tools}|{options.rules!r}"
+    )
+    return "u" + hashlib.sha1(described.encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +136,7 @@ class Unit:
     first_line: int | None
     last_line: int | None
     parts: tuple[str, ...] = ()
-    """For a window: the keys of the turn units it joins."""
+    """For a window: the keys of the units it joins."""
     said_at: datetime | None = None
     """When it was said, where that differs from when it happened (a fact about last May)."""
 
@@ -94,12 +163,20 @@ def _label(message: Message) -> str:
     return message.speaker or message.role.value
 
 
-def _target(block: ToolUseBlock) -> str:
+Redact = Callable[[str], str]
+"""Replaces secrets in a text; applied before anything is cut, so no cut splits a secret."""
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _target(block: ToolUseBlock, redact: Redact = _same) -> str:
     data = block.input if isinstance(block.input, Mapping) else {}
     for key in _TARGET_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value.strip():
-            line = " ".join(value.split())
+            line = " ".join(redact(value).split())
             return line if len(line) <= 80 else line[:79] + "…"
     return ""
 
@@ -118,7 +195,7 @@ def _cap(text: str, limit: int) -> str:
     return f"{text[:half]}\n[…]\n{text[-half:]}"
 
 
-def _actions(messages: Sequence[Message], limit: int) -> str:
+def _action_entries(messages: Sequence[Message], redact: Redact = _same) -> list[str]:
     errors = {
         b.tool_use_id
         for m in messages
@@ -129,12 +206,16 @@ def _actions(messages: Sequence[Message], limit: int) -> str:
     for message in messages:
         for block in message.blocks:
             if isinstance(block, ToolUseBlock):
-                target = clean_text(_target(block))
+                target = clean_text(_target(block, redact))
                 entry = _tool_name(block.name) + (f": {target}" if target else "")
                 if block.id in errors:
                     entry += " (error)"
                 if entry not in entries:
                     entries.append(entry)
+    return entries
+
+
+def _actions_line(entries: Sequence[str], limit: int) -> str:
     if not entries:
         return ""
     shown = " · ".join(entries[:limit])
@@ -142,62 +223,261 @@ def _actions(messages: Sequence[Message], limit: int) -> str:
     return f"actions: {shown}" + (f" · +{more} more" if more > 0 else "")
 
 
-def _turn_unit(messages: Sequence[Message], options: UnitOptions) -> Unit | None:
-    lines: list[str] = []
-    speakers: list[str] = []
-    for message in messages:
+def _actions(messages: Sequence[Message], limit: int) -> str:
+    return _actions_line(_action_entries(messages), limit)
+
+
+def _fit_actions(entries: Sequence[str], limit: int, room: int) -> str:
+    """The longest actions line of at most `limit` entries within `room` tokens ("" if none)."""
+    for shown in range(min(limit, len(entries)), 0, -1):
+        line = _actions_line(entries, shown)
+        if count_text(line) <= room:
+            return line
+    return ""
+
+
+# -- what was said ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """One statement of a segment: `label: text`, from `messages[index]`."""
+
+    index: int
+    label: str
+    text: str
+
+
+def _statements(
+    messages: Sequence[Message], options: UnitOptions, redact: Redact = _same
+) -> list[_Said]:
+    out: list[_Said] = []
+    tool_names: dict[str, str] = {}
+    for i, message in enumerate(messages):
+        for block in message.blocks:
+            if isinstance(block, ToolUseBlock):
+                tool_names[block.id] = block.name
+        if options.said_through_tools:
+            said = user_said(message, tool_names, options.rules)
+            label = message.speaker or "user"
+            out.extend(_Said(i, label, redact(text)) for text in said)
         if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
             continue
         text = conversational_text(message, options.rules)
         if text:
-            label = _label(message)
-            lines.append(f"{label}: {text}")
-            if label not in speakers:
-                speakers.append(label)
-    conversational = [m for m in messages if m.kind not in SYNTHETIC_KINDS]
-    actions = _actions(conversational, options.max_actions)
-    if actions:
-        lines.append(actions)
-    if not lines:
-        return None
-    first = messages[0]
+            out.append(_Said(i, _label(message), redact(text)))
+        if options.said_through_tools and message.role is Role.ASSISTANT:
+            for block in message.blocks:
+                if isinstance(block, ToolUseBlock) and (plan := plan_text(block)):
+                    out.append(_Said(i, f"{_label(message)} (plan)", redact(clean_text(plan))))
+    return out
+
+
+_SENTENCE = re.compile(r"(?<=[.!?:;])\s+")
+
+
+def _pieces_of(text: str) -> tuple[list[str], str]:
+    """The text cut at its coarsest boundary present, with the separator that joins them."""
+    for separator in ("\n\n", "\n"):
+        if separator in text:
+            return text.split(separator), separator
+    sentences = _SENTENCE.split(text)
+    if len(sentences) > 1:
+        return sentences, " "
+    words = text.split(" ")
+    if len(words) > 1:
+        return words, " "
+    return [], ""
+
+
+def _hard_cut(text: str, limit: int) -> list[str]:
+    """A text with no boundary at all, cut into runs of at most `limit` tokens."""
+    out: list[str] = []
+    rest = text
+    while rest:
+        low, high = 1, len(rest)
+        while low < high:  # the longest prefix within the limit
+            mid = (low + high + 1) // 2
+            if count_text(rest[:mid]) <= limit:
+                low = mid
+            else:
+                high = mid - 1
+        out.append(rest[:low])
+        rest = rest[low:]
+    return out
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """`text` in consecutive chunks of at most `limit` tokens each, cut at the coarsest
+    boundaries that do it (paragraphs, lines, sentences, words); joined again they hold every
+    word of the text, only whitespace at the cuts is lost."""
+    limit = max(limit, 1)
+    if count_text(text) <= limit:
+        return [text] if text.strip() else []
+    pieces, separator = _pieces_of(text)
+    if not pieces:
+        return _hard_cut(text, limit)
+    out: list[str] = []
+    current: list[str] = []
+    used = 0
+    for piece in pieces:
+        if not piece.strip():
+            continue
+        cost = count_text(piece) + 1
+        if cost > limit:
+            if current:
+                out.append(separator.join(current))
+                current, used = [], 0
+            out.extend(split_text(piece, limit))
+            continue
+        if current and used + cost > limit:
+            out.append(separator.join(current))
+            current, used = [], 0
+        current.append(piece)
+        used += cost
+    if current:
+        out.append(separator.join(current))
+    # Counting pieces apart and together can differ by a token at the joins: check each.
+    checked: list[str] = []
+    for chunk in out:
+        if count_text(chunk) <= limit:
+            checked.append(chunk.strip())
+        else:
+            checked.extend(c.strip() for c in _hard_cut(chunk, limit))
+    return [c for c in checked if c]
+
+
+# -- units -------------------------------------------------------------------------------------
+def _span(messages: Sequence[Message]) -> tuple[int | None, int | None]:
     lines_known = [m.source.line for m in messages if m.source.line is not None]
     ends = [m.source.end_line or m.source.line for m in messages]
     last_lines = [e for e in ends if e is not None]
-    occurred = next((m.timestamp for m in messages if m.timestamp is not None), None)
+    return (min(lines_known) if lines_known else None, max(last_lines) if last_lines else None)
+
+
+def _unit(key: str, kind: str, text: str, messages: Sequence[Message], speakers: list[str]) -> Unit:
+    first_line, last_line = _span(messages)
     return Unit(
-        key=first.id,
-        kind="turn",
-        text=_cap("\n".join(lines), options.max_chars),
+        key=key,
+        kind=kind,
+        text=text,
         record_ids=tuple(m.id for m in messages),
-        occurred_at=occurred,
+        occurred_at=next((m.timestamp for m in messages if m.timestamp is not None), None),
         speakers=tuple(speakers),
-        first_line=min(lines_known) if lines_known else None,
-        last_line=max(last_lines) if last_lines else None,
+        first_line=first_line,
+        last_line=last_line,
     )
 
 
+def _speakers(said: Sequence[_Said]) -> list[str]:
+    return list(dict.fromkeys(s.label.split(" (")[0] for s in said))
+
+
+def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redact) -> list[Unit]:
+    """The units of one segment: one `turn`, or its `part`s when the turn is over the cap."""
+    said = _statements(messages, options, redact)
+    conversational = [m for m in messages if m.kind not in SYNTHETIC_KINDS]
+    entries = _action_entries(conversational, redact)
+    lines = [f"{s.label}: {s.text}" for s in said]
+    actions = _actions_line(entries, options.max_actions)
+    if actions:
+        lines.append(actions)
+    if not lines:
+        return []
+    text = "\n".join(lines)
+    cap = options.max_tokens
+    if cap is None:
+        return [
+            _unit(messages[0].id, "turn", _cap(text, options.max_chars), messages, _speakers(said))
+        ]
+    if count_text(text) <= cap:
+        return [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
+    return _parts(messages, said, options, cap, redact)
+
+
+def _parts(
+    messages: Sequence[Message],
+    said: Sequence[_Said],
+    options: UnitOptions,
+    cap: int,
+    redact: Redact,
+) -> list[Unit]:
+    prompt = next((s for s in said if s.index == 0), None)
+    context = ""
+    if prompt is not None:
+        head = split_text(prompt.text, min(options.context_tokens, cap // 4))
+        context = f"{prompt.label}: {head[0]}" + (" […]" if len(head) > 1 else "")
+    room = cap - count_text(context) - 2
+    # Every statement cut into pieces that fit a part next to the prompt's context.
+    pieces: list[tuple[_Said, int, str]] = []
+    for s in said:
+        label_cost = count_text(f"{s.label}: ") + 1
+        chunks = split_text(s.text, max(room - label_cost, 4))
+        pieces.extend((s, n, f"{s.label}: {chunk}") for n, chunk in enumerate(chunks))
+    groups: list[list[tuple[_Said, int, str]]] = []
+    used = 0
+    for piece in pieces:
+        cost = count_text(piece[2]) + 1
+        if groups and options.pack and used + cost <= room:
+            groups[-1].append(piece)
+            used += cost
+        else:
+            groups.append([piece])
+            used = cost
+    starts = [0] + [group[0][0].index for group in groups[1:]]
+    units: list[Unit] = []
+    for g, group in enumerate(groups):
+        first, n, _text = group[0]
+        start = starts[g]
+        end = max(starts[g + 1] if g + 1 < len(groups) else len(messages), group[-1][0].index + 1)
+        stretch = messages[start:end]
+        lines = [p[2] for p in group]
+        if context and not (first.index == 0 and n == 0):
+            lines.insert(0, context)
+        body = "\n".join(lines)
+        entries = _action_entries([m for m in stretch if m.kind not in SYNTHETIC_KINDS], redact)
+        actions = _fit_actions(entries, options.max_actions, cap - count_text(body) - 1)
+        if actions:
+            body += "\n" + actions
+        key = f"{messages[first.index].id}#{n}"
+        units.append(_unit(key, "part", body, stretch, _speakers([p[0] for p in group])))
+    return units
+
+
 def build_units(
-    messages: Sequence[Message], options: UnitOptions | None = None
+    messages: Sequence[Message], options: UnitOptions | None = None, redact: Redact | None = None
 ) -> tuple[list[Unit], list[Segment]]:
-    """The turn units (and windows) of a message sequence, and the segments they came from."""
+    """The units (turns or parts, and windows) of a message sequence, and the segments they
+    came from. `redact`, when given, runs on every statement and action target before any
+    cut (so a secret is never split where the redactor would no longer see it)."""
     opts = options or UnitOptions()
     segs = segments(messages, opts.rules)
-    turns: list[Unit] = []
-    for seg in segs:
-        unit = _turn_unit(messages[seg.start : seg.end], opts)
-        if unit is not None:
-            turns.append(unit)
-    units = list(turns)
+    seen: dict[str, str] = {}
+
+    def once(text: str) -> str:
+        # A text redacted once per build (action targets are looked at for the turn and for
+        # its part), so the redactor's count is not inflated.
+        if text not in seen:
+            seen[text] = redact(text) if redact is not None else text
+        return seen[text]
+
+    base: list[tuple[int, Unit]] = []
+    for number, seg in enumerate(segs):
+        turn = messages[seg.start : seg.end]
+        base.extend((number, u) for u in _turn_units(turn, opts, once if redact else _same))
+    units = [u for _n, u in base]
     if opts.windows > 1:
-        for i in range(len(turns) - opts.windows + 1):
-            group = turns[i : i + opts.windows]
+        for i in range(len(base) - opts.windows + 1):
+            group = [u for _n, u in base[i : i + opts.windows]]
+            same_turn = len({n for n, _u in base[i : i + opts.windows]}) == 1
+            if all(u.kind == "turn" for u in group):
+                pass
+            elif not (same_turn and opts.part_windows):
+                continue
             units.append(
                 Unit(
                     key=f"w{opts.windows}:{group[0].key}",
                     kind="window",
                     text=_cap("\n".join(u.text for u in group), opts.max_chars * 2),
-                    record_ids=tuple(r for u in group for r in u.record_ids),
+                    record_ids=tuple(dict.fromkeys(r for u in group for r in u.record_ids)),
                     occurred_at=group[0].occurred_at,
                     speakers=tuple(dict.fromkeys(s for u in group for s in u.speakers)),
                     first_line=group[0].first_line,
@@ -208,9 +488,43 @@ def build_units(
     return units, segs
 
 
+def unit_keys(
+    messages: Sequence[Message],
+    segs: Sequence[Segment],
+    units: Sequence[Unit],
+    options: UnitOptions,
+) -> list[tuple[str, str]]:
+    """Every (kind, key) a unit built from these messages could have had, under these rules or
+    others: where retain looks for memories that no longer exist (a turn that grew into parts,
+    units of a bank retained under older rules). Turns and their windows are keyed by the
+    message that starts a segment, parts by a message that says something."""
+    pieces: dict[str, int] = {}
+    for unit in units:
+        if unit.kind == "part":
+            message_id, _sep, number = unit.key.rpartition("#")
+            pieces[message_id] = max(pieces.get(message_id, 0), int(number) + 1)
+    starts = {messages[seg.start].id for seg in segs}
+    everything = replace(options, said_through_tools=True)
+    speaking = {messages[s.index].id for s in _statements(messages, everything)}
+    keys: list[tuple[str, str]] = []
+    w = f"w{max(options.windows, 2)}:"
+    for message in messages:
+        if message.id in starts:
+            keys += [("turn", message.id), ("window", w + message.id)]
+        if message.id in speaking or message.id in pieces:
+            for n in range(max(4, 2 * pieces.get(message.id, 0))):
+                part = f"{message.id}#{n}"
+                keys += [("part", part), ("window", w + part)]
+    return keys
+
+
 def memory_id(document: str, unit: Unit) -> str:
     """Stable across retains: the same turn of the same document always has the same id."""
-    digest = hashlib.sha1(f"{document}\x00{unit.kind}\x00{unit.key}".encode()).hexdigest()
+    return memory_id_of(document, unit.kind, unit.key)
+
+
+def memory_id_of(document: str, kind: str, key: str) -> str:
+    digest = hashlib.sha1(f"{document}\x00{kind}\x00{key}".encode()).hexdigest()
     return digest[:24]
 
 

@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "cache": "cache:cache_bench",
     "compile": "compile:compile_bench",
     "hook": "hook:hook_bench",
+    "agent": "agent:agent_bench",
 }
 """Benchmark name -> `module:command` inside this package."""
 

@@ -92,7 +92,10 @@ class ExtractiveSummariser:
         return "\n".join(kept)
 
     def summarise(self, messages: Sequence[Message], target_tokens: int) -> str:
-        units, _segments = build_units(messages, UnitOptions(windows=0, max_actions=6))
+        units, _segments = build_units(
+            messages,
+            UnitOptions(windows=0, max_actions=6, max_tokens=None, said_through_tools=False),
+        )
         lines: list[str] = []
         for unit in units:
             parts = unit.text.split("\n")

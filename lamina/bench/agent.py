@@ -1,0 +1,360 @@
+"""`lamina bench agent`: does recall find what was decided in long agentic sessions?
+
+The question set (`lamina/bench/data/agent_questions.json`, shipped with the package) was written
+from the shared Claude Code sessions before anyone looked at what Lamina returns: questions a
+developer returning to the project would ask (what was decided, why a bug happened, which file,
+setting, command or number), each with a phrase that answers it and the lines of the records that
+state it. Every session goes into one bank; each question is recalled within a token budget
+(1,000 and 1,500 by default). A question counts as found when a returned memory covers one of
+its evidence lines and its text, as returned, holds the answer.
+
+The baseline, measured in the same run, is plain BM25 over single conversational records (user
+prompts and assistant text, lower-cased word tokens, no stemming), filled to the same budget in
+rank order. `ceiling` is the share of questions some memory of the bank could answer within the
+budget at all (perfect ranking). Scores are reported for all questions and for both halves:
+`tune` (odd-numbered, used while designing units) and `check` (even-numbered, held out).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..bank.bank import MemoryBank
+from ..bank.recall import RecallOptions
+from ..bank.retain import RetainOptions
+from ..bank.units import UnitOptions
+from ..errors import InputError
+from ..messages import SYNTHETIC_KINDS, Role
+from ..progress import Progress
+from ..readers.claude_code import read_claude_code
+from ..store.sqlite import SQLiteStore
+from ..tokens import count_text
+from ..turns import conversational_text
+from .common import emit, shared_data_dir
+
+__all__ = ["AgentQuestion", "Evidence", "agent_bench", "load_questions", "run_agent_bench"]
+
+DEFAULT_BUDGETS = (1_000, 1_500)
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    first_line: int
+    last_line: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentQuestion:
+    id: str
+    file: str
+    question: str
+    answers: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+    half: str
+
+
+def load_questions(path: str | Path | None = None) -> list[AgentQuestion]:
+    """The shipped question set, or one in the same shape from `path`."""
+    if path is None:
+        raw = resources.files("lamina.bench").joinpath("data/agent_questions.json").read_text()
+    else:
+        raw = Path(path).read_text(encoding="utf-8")
+    data = json.loads(raw)
+    return [
+        AgentQuestion(
+            id=str(q["id"]),
+            file=str(q["file"]),
+            question=str(q["question"]),
+            answers=tuple(str(a) for a in q["answers"]),
+            evidence=tuple(
+                Evidence(int(e["first_line"]), int(e["last_line"])) for e in q["evidence"]
+            ),
+            half=str(q.get("half", "tune")),
+        )
+        for q in data["questions"]
+    ]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def answers_it(
+    question: AgentQuestion, text: str, first_line: int | None, last_line: int | None
+) -> bool:
+    """True when a text that spans these lines covers an evidence line and states the answer."""
+    if first_line is None:
+        return False
+    last = last_line if last_line is not None else first_line
+    if not any(e.first_line <= last and first_line <= e.last_line for e in question.evidence):
+        return False
+    body = _norm(text)
+    return any(_norm(a) in body for a in question.answers)
+
+
+# -- the baseline: BM25 over single conversational records --------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Record:
+    file: str
+    text: str
+    first_line: int | None
+    last_line: int | None
+    tokens: int
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+class _BM25:
+    def __init__(self, docs: Sequence[str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.terms = [Counter(_words(d)) for d in docs]
+        self.lengths = [sum(t.values()) for t in self.terms]
+        self.avg = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+        df: Counter[str] = Counter()
+        for t in self.terms:
+            df.update(t.keys())
+        n = len(docs)
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+
+    def rank(self, query: str) -> list[int]:
+        words = set(_words(query))
+        scores: list[tuple[float, int]] = []
+        for i, tf in enumerate(self.terms):
+            score = 0.0
+            norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avg)
+            for w in words:
+                f = tf.get(w, 0)
+                if f:
+                    score += self.idf[w] * f * (self.k1 + 1) / (f + norm)
+            if score > 0:
+                scores.append((score, i))
+        scores.sort(key=lambda s: (-s[0], s[1]))
+        return [i for _s, i in scores]
+
+
+def conversational_records(path: Path) -> list[_Record]:
+    """Each user prompt and assistant message with conversational text, on its own."""
+    out: list[_Record] = []
+    for message in read_claude_code(str(path), lambda _w: None):
+        if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
+            continue
+        text = conversational_text(message)
+        if not text:
+            continue
+        label = "user" if message.role is Role.USER else "assistant"
+        body = f"{label}: {text}"
+        out.append(
+            _Record(
+                path.name,
+                body,
+                message.source.line,
+                message.source.end_line or message.source.line,
+                count_text(body),
+            )
+        )
+    return out
+
+
+def _fill(sizes: Iterable[tuple[int, int]], budget: int) -> list[int]:
+    """Items (index, tokens) taken in rank order while they fit the budget."""
+    used = 0
+    taken: list[int] = []
+    for index, tokens in sizes:
+        if used + tokens <= budget:
+            taken.append(index)
+            used += tokens
+    return taken
+
+
+# -- the run ---------------------------------------------------------------------------------------
+def _size_stats(values: Sequence[int]) -> dict[str, int]:
+    if not values:
+        return {"count": 0, "median": 0, "p95": 0, "max": 0}
+    ordered = sorted(values)
+    return {
+        "count": len(ordered),
+        "median": int(statistics.median(ordered)),
+        "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+        "max": ordered[-1],
+    }
+
+
+def _shares(found: Mapping[str, bool], questions: Sequence[AgentQuestion]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for half in ("all", "tune", "check"):
+        chosen = [q for q in questions if half == "all" or q.half == half]
+        out[half] = round(sum(found[q.id] for q in chosen) / max(len(chosen), 1), 4)
+    return out
+
+
+def run_agent_bench(
+    folder: Path,
+    questions: Sequence[AgentQuestion],
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    bank: MemoryBank | None = None,
+    units: UnitOptions | None = None,
+) -> dict[str, Any]:
+    """Retain the question set's sessions into one bank and score recall and the baseline
+    (units made with `units` when given, to compare unit designs)."""
+    files = sorted({q.file for q in questions})
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise InputError(f"{folder}: missing transcripts {', '.join(missing)}")
+    with tempfile.TemporaryDirectory(prefix="lamina-agent-") as tmp:
+        own = bank is None
+        retain = RetainOptions(units=units) if units is not None else None
+        mb = bank or MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"), retain_options=retain)
+        name = "agent-bench"
+        documents: dict[str, str] = {}
+        started = time.perf_counter()
+        for f in files:
+            report = mb.retain_file(folder / f, name)
+            documents[report.document] = f
+        retain_s = time.perf_counter() - started
+        memories = list(mb.memories(name, with_embeddings=False))
+        sizes: dict[str, list[int]] = {}
+        for m in memories:
+            sizes.setdefault(m.kind, []).append(count_text(m.text))
+        records = [r for f in files for r in conversational_records(folder / f)]
+        bm25 = _BM25([r.text for r in records])
+
+        lamina: dict[int, dict[str, bool]] = {b: {} for b in budgets}
+        baseline: dict[int, dict[str, bool]] = {b: {} for b in budgets}
+        ceiling: dict[int, dict[str, bool]] = {b: {} for b in budgets}
+        unbounded: dict[str, bool] = {}
+        latencies: list[float] = []
+        mb.embedder.embed_query("warm up")
+        with Progress("questions", total=len(questions), unit="q") as progress:
+            for done, q in enumerate(questions, 1):
+                fitting = [
+                    count_text(m.text)
+                    for m in memories
+                    if documents.get(m.document) == q.file
+                    and answers_it(q, m.text, m.first_line, m.last_line)
+                ]
+                unbounded[q.id] = bool(fitting)
+                ranked = bm25.rank(q.question)
+                for b in budgets:
+                    ceiling[b][q.id] = any(t <= b for t in fitting)
+                    t0 = time.perf_counter()
+                    result = mb.recall(q.question, name, RecallOptions(budget=b))
+                    latencies.append((time.perf_counter() - t0) * 1000)
+                    lamina[b][q.id] = any(
+                        documents.get(h.memory.document) == q.file
+                        and answers_it(q, h.text, h.memory.first_line, h.memory.last_line)
+                        for h in result.hits
+                    )
+                    taken = _fill(((i, records[i].tokens) for i in ranked), b)
+                    baseline[b][q.id] = any(
+                        records[i].file == q.file
+                        and answers_it(
+                            q, records[i].text, records[i].first_line, records[i].last_line
+                        )
+                        for i in taken
+                    )
+                progress.update(done)
+        if own:
+            mb.close()
+    return {
+        "questions": len(questions),
+        "halves": {h: sum(q.half == h for q in questions) for h in ("tune", "check")},
+        "sessions": files,
+        "memories": len(memories),
+        "unit_tokens": {kind: _size_stats(v) for kind, v in sorted(sizes.items())},
+        "retain_s": round(retain_s, 2),
+        "recall_ms_median": round(statistics.median(latencies), 2) if latencies else 0.0,
+        "lamina": {f"any@{b}": _shares(lamina[b], questions) for b in budgets},
+        "bm25_records": {f"any@{b}": _shares(baseline[b], questions) for b in budgets},
+        "ceiling": {
+            **{f"any@{b}": _shares(ceiling[b], questions) for b in budgets},
+            "unbounded": _shares(unbounded, questions),
+        },
+        "missed": {
+            f"any@{b}": sorted(q.id for q in questions if not lamina[b][q.id]) for b in budgets
+        },
+    }
+
+
+@click.command("agent")
+@click.option(
+    "--data", default=None, help="Folder of the sessions (default: ../shared/data/claude-code)."
+)
+@click.option(
+    "--questions", "questions_path", default=None, help="A question set in the shipped shape."
+)
+@click.option(
+    "--budget",
+    "budgets",
+    multiple=True,
+    type=click.IntRange(min=1),
+    help="Token budgets (default: 1000 and 1500).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Unit design to measure: the cap on a unit's tokens (0: one unit per turn, as before "
+    "units had a cap).",
+)
+@click.option("--context-tokens", type=click.IntRange(min=0), default=None, help="Prompt context.")
+@click.option("--no-packing", is_flag=True, help="One part per statement.")
+@click.option("--part-windows", is_flag=True, help="Windows of two parts within a turn too.")
+@click.option("--no-tool-words", is_flag=True, help="Leave out what the user said through tools.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def agent_bench(
+    data: str | None,
+    questions_path: str | None,
+    budgets: tuple[int, ...],
+    max_tokens: int | None,
+    context_tokens: int | None,
+    no_packing: bool,
+    part_windows: bool,
+    no_tool_words: bool,
+    as_json: bool,
+) -> None:
+    """Recall on long agentic sessions: questions about decisions, causes, files, settings and
+    numbers, scored as evidence found within a token budget, against BM25 over single
+    conversational records.
+
+    Example: lamina bench agent --json; lamina bench agent --max-tokens 400 --json"""
+    if data is None:
+        found = shared_data_dir("claude-code")
+        if found is None:
+            raise InputError("no --data given and ../shared/data/claude-code not found")
+        folder = found
+    else:
+        folder = Path(data)
+    questions = load_questions(questions_path)
+    base = UnitOptions()
+    units = UnitOptions(
+        max_tokens=base.max_tokens if max_tokens is None else (max_tokens or None),
+        context_tokens=base.context_tokens if context_tokens is None else context_tokens,
+        pack=not no_packing,
+        part_windows=part_windows,
+        said_through_tools=not no_tool_words,
+    )
+    result = run_agent_bench(folder, questions, budgets or DEFAULT_BUDGETS, units=units)
+    design = {
+        "max_tokens": units.max_tokens,
+        "context_tokens": units.context_tokens,
+        "pack": units.pack,
+        "part_windows": units.part_windows,
+        "said_through_tools": units.said_through_tools,
+    }
+    emit({"benchmark": "agent", "data": str(folder), "units": design, **result}, as_json)

@@ -1,0 +1,259 @@
+"""Memory units a budget can hold: long agentic turns cut into parts under a token cap that keep
+every stated word; what the user said through tools is remembered; a memory too large for what
+is left of the budget comes back shortened around the query; banks retained under older unit
+rules are rebuilt on the next retain, without duplicates."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lamina.bank.bank import MemoryBank
+from lamina.bank.recall import RecallOptions
+from lamina.bank.retain import RetainOptions
+from lamina.bank.shorten import shorten
+from lamina.bank.units import UnitOptions, build_units, split_text
+from lamina.embed import HashEmbedder
+from lamina.messages import SYNTHETIC_KINDS, Message, Role
+from lamina.readers import read_transcript
+from lamina.store import open_store
+from lamina.tokens import count_text
+from lamina.turns import conversational_text
+
+from .conftest import CC, CLAUDE_CODE, needs_shared, shared_transcripts
+
+OLD_RULES = UnitOptions(max_tokens=None, said_through_tools=False)
+"""The unit rules before units had a token cap: one unit per turn, cut to 8,000 characters."""
+
+AGENTIC = CLAUDE_CODE / "spotter-258c7280.jsonl"
+PLANNED = CLAUDE_CODE / "spotter-8463c716.jsonl"
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\S+", text))
+
+
+@needs_shared
+def test_a_long_agentic_turn_becomes_parts_under_the_cap_that_keep_every_stated_word() -> None:
+    messages = read_transcript(str(AGENTIC)).messages
+    options = UnitOptions()
+    assert options.max_tokens is not None
+    units, _segments = build_units(messages, options)
+    parts = [u for u in units if u.kind == "part"]
+    assert len(parts) >= 8  # one prompt, hundreds of tool calls: many parts, not 2-3 turns
+    for unit in units:
+        if unit.kind in ("turn", "part"):
+            assert count_text(unit.text) <= options.max_tokens, unit.key
+    covering: dict[str, list[str]] = {}
+    for unit in units:
+        if unit.kind in ("turn", "part"):
+            for record in unit.record_ids:
+                covering.setdefault(record, []).append(unit.text)
+    for message in messages:
+        if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
+            continue
+        said = conversational_text(message)
+        if said:
+            held = _words("\n".join(covering.get(message.id, [])))
+            assert _words(said) <= held, f"line {message.source.line}: stated words dropped"
+    # Together the parts span every record of the turns, tool activity included, as the
+    # turn units did.
+    old, _ = build_units(messages, OLD_RULES)
+    assert {r for u in units for r in u.record_ids} == {r for u in old for r in u.record_ids}
+
+
+@needs_shared
+@pytest.mark.parametrize("cap", [32, 64, 256])
+def test_no_unit_of_any_shared_session_is_over_the_cap(cap: int) -> None:
+    for path in shared_transcripts():
+        units, _ = build_units(read_transcript(str(path)).messages, UnitOptions(max_tokens=cap))
+        for unit in units:
+            if unit.kind != "window":
+                assert count_text(unit.text) <= cap, (path.name, unit.key)
+            else:
+                assert count_text(unit.text) <= 2 * cap + 1, (path.name, unit.key)
+
+
+def test_a_cap_too_small_to_hold_a_part_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_tokens"):
+        UnitOptions(max_tokens=8)
+
+
+def test_split_text_keeps_every_word_within_the_limit() -> None:
+    text = "\n\n".join(
+        [
+            "First paragraph. " * 40,
+            "line one\nline two " * 30,
+            "x" * 3000,  # no boundary at all
+            "A last, short paragraph.",
+        ]
+    )
+    chunks = split_text(text, 50)
+    assert all(count_text(c) <= 50 for c in chunks)
+    assert "".join("".join(c.split()) for c in chunks) == "".join(text.split())
+
+
+def test_a_short_turn_stays_one_unit_as_before(cc: CC) -> None:
+    cc.user("Which database should the notes API use?")
+    cc.assistant("SQLite: one file, no server, and FTS5 for search.")
+    messages = read_transcript_lines(cc)
+    new, _ = build_units(messages, UnitOptions())
+    old, _ = build_units(messages, OLD_RULES)
+    assert [(u.kind, u.key, u.text) for u in new] == [(u.kind, u.key, u.text) for u in old]
+
+
+def read_transcript_lines(cc: CC) -> list[Message]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = cc.write(Path(folder) / "s.jsonl")
+        return read_transcript(str(path)).messages
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> MemoryBank:
+    return MemoryBank(open_store(str(tmp_path / "db" / "lamina.db")), HashEmbedder())
+
+
+def test_an_answer_given_through_ask_user_question_is_recallable(
+    cc: CC, bank: MemoryBank, tmp_path: Path
+) -> None:
+    cc.user("Set up persistence for the notes API.")
+    question = "Which database should the notes API use?"
+    cc.tool_use(
+        "toolu_ask",
+        "AskUserQuestion",
+        questions=[{"question": question, "header": "Database", "options": []}],
+    )
+    answer = "Postgres with pgvector, we already run it"
+    cc.user(
+        [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_ask",
+                "content": f'User has answered your questions: "{question}"="{answer}". '
+                "You can now continue with the user's answers in mind.",
+            }
+        ],
+        toolUseResult={"questions": [{"question": question}], "answers": {question: answer}},
+    )
+    cc.assistant("Setting up the storage layer now.")
+    path = cc.write(tmp_path / "s.jsonl")
+    bank.retain_file(path, "proj")
+    result = bank.recall("which database did the user choose?", "proj")
+    assert any(answer in hit.text for hit in result.hits)
+    # It is memory text, not a turn start: the session is still one turn.
+    assert [m.kind for m in bank.memories("proj")] == ["turn"]
+
+
+@needs_shared
+def test_plan_approvals_and_messages_typed_while_the_agent_worked_are_remembered(
+    bank: MemoryBank,
+) -> None:
+    bank.retain_file(PLANNED, "proj")
+    bank.retain_file(AGENTIC, "proj")
+    texts = "\n".join(m.text for m in bank.memories("proj"))
+    assert "user: approved the plan" in texts
+    assert "### Strategy: Parallel enriched path" in texts  # the plan that was approved
+    assert "new beads for the epic were added. tackle them" in texts  # typed into the queue
+
+
+def test_shorten_keeps_the_part_around_the_query() -> None:
+    filler = "\n".join(f"assistant: Step {n} compiled and the tests ran green." for n in range(80))
+    cause = "assistant: The migration failed because SQLite cannot ALTER a column's nullability."
+    text = f"user: go on\n{filler}\n{cause}\n{filler}"
+    short = shorten(text, "why did the migration fail on SQLite?", 60)
+    assert short is not None
+    assert count_text(short) <= 60
+    assert "SQLite cannot ALTER a column's nullability" in short
+    assert short.startswith("[…]") and short.endswith("[…]")
+    assert shorten(text, "kubernetes helm chart", 60) is None  # nothing of it is asked
+
+
+def test_a_memory_larger_than_the_budget_comes_back_shortened_around_the_query(
+    tmp_path: Path,
+) -> None:
+    bank = MemoryBank(
+        open_store(str(tmp_path / "lamina.db")),
+        HashEmbedder(),
+        retain_options=RetainOptions(units=OLD_RULES),
+    )
+    cc = CC()
+    cc.user("Port the importer and keep going until it is done.")
+    for n in range(60):
+        cc.assistant(f"Ported module {n}; its tests pass and the coverage report is unchanged.")
+    cc.assistant("We set the retry limit to 7 because the upstream API drops one call in five.")
+    for n in range(60, 90):
+        cc.assistant(f"Ported module {n}; its tests pass and the coverage report is unchanged.")
+    bank.retain_file(cc.write(tmp_path / "s.jsonl"), "proj")
+    [memory] = [m for m in bank.memories("proj") if m.kind == "turn"]
+    assert count_text(memory.text) > 400
+    result = bank.recall("what retry limit did we set?", "proj", RecallOptions(budget=200))
+    [hit] = result.hits
+    assert hit.shortened and hit.tokens <= 200 and result.tokens <= 200
+    assert "retry limit to 7" in hit.text
+    assert hit.as_dict()["shortened"] is True
+
+
+@needs_shared
+@pytest.mark.parametrize("path", [AGENTIC, PLANNED], ids=lambda p: p.stem)
+def test_a_bank_retained_under_the_old_unit_rules_is_rebuilt_without_duplicates(
+    path: Path, database: str, tmp_path: Path
+) -> None:
+    store = open_store(database)
+    old = MemoryBank(store, HashEmbedder(), retain_options=RetainOptions(units=OLD_RULES))
+    old.retain_file(path, "proj")
+    records = store.count_records("proj")
+    assert {m.kind for m in old.memories("proj")} <= {"turn", "window"}
+
+    new = MemoryBank(store, HashEmbedder())
+    report = new.retain_file(path, "proj")
+    assert report.status == "reread"
+    assert store.count_records("proj") == records  # every record still stored once
+    rebuilt = {m.id: m.text for m in new.memories("proj")}
+
+    fresh = MemoryBank(open_store(str(tmp_path / "fresh.db")), HashEmbedder())
+    fresh.retain_file(path, "proj")
+    assert rebuilt == {m.id: m.text for m in fresh.memories("proj")}
+    assert new.retain_file(path, "proj").status == "unchanged"
+
+
+@needs_shared
+def test_a_long_turn_retained_as_it_grows_ends_as_a_fresh_retain_would(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    lines = AGENTIC.read_text(encoding="utf-8").splitlines()[:700]
+    path = tmp_path / "s.jsonl"
+    for cut in (3, 40, 90, 160, 300, 301, 450, 700):
+        path.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
+        bank.retain_file(path, "proj")
+    grown = {m.id: m.text for m in bank.memories("proj")}
+    fresh = MemoryBank(open_store(str(tmp_path / "fresh.db")), HashEmbedder())
+    fresh.retain_file(path, "proj")
+    assert grown == {m.id: m.text for m in fresh.memories("proj")}
+    assert bank.store.count_records("proj") == fresh.store.count_records("proj")
+
+
+def test_secrets_are_redacted_before_a_long_statement_is_cut(tmp_path: Path) -> None:
+    bank = MemoryBank(
+        open_store(str(tmp_path / "lamina.db")),
+        HashEmbedder(),
+        retain_options=RetainOptions(units=UnitOptions(max_tokens=64)),
+    )
+    body = "\n".join(
+        f"MIIEvQIBADANBgkqhkiG9w0BAQEFAASC{n:04d}kcwggSjAgEAAoIBAQC7" for n in range(30)
+    )
+    key = f"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----"
+    cc = CC()
+    cc.user("Set up the deploy credentials.")
+    cc.assistant(f"Here is the key I found in the old server's config:\n{key}\nRotate it soon.")
+    cc.tool_use("t1", "Bash", command="deploy --password=hunter2hunter2 " + "x" * 90)
+    cc.tool_result("t1", "ok")
+    cc.assistant("Deployed. " + "The rollout went through every region without errors. " * 30)
+    report = bank.retain_file(cc.write(tmp_path / "s.jsonl"), "proj")
+    texts = "\n".join(m.text for m in bank.memories("proj"))
+    assert "[REDACTED:private_key]" in texts
+    assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in texts
+    assert "hunter2hunter2" not in texts
+    assert report.redactions == 2
