@@ -347,3 +347,23 @@ def test_packed_postings_follow_every_change(tmp_path: Path) -> None:
     retain(store, make_memories(600, seed=9, prefix="n"))
     exact()
     store.close()
+
+
+def test_entities_changed_inside_a_pack_are_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lamina.bank.entities import entity_terms
+    from lamina.store import sqlite_postings
+
+    monkeypatch.setattr(sqlite_postings, "PACK_MIN", 10)  # "Alpha" (55 memories) is packed
+    store = SQLiteStore(tmp_path / "lamina.db")
+    retain(store, make_memories(600))
+    alpha = entity_terms(["Alpha"])
+    assert store.conn.execute(
+        "SELECT count(*) FROM posting_packs WHERE term = ?", (alpha[0],)
+    ).fetchone()[0]
+    # m1 (an early seq, inside the pack's range) now names Alpha: its new posting must count.
+    assert store.set_entities("b", {"m1": ["Alpha"]}) == 1
+    found = ids_of(store, store.lexical_search("b", alpha, 1000, SearchFilter()))
+    assert "m1" in found and len(found) == 56
+    store.close()

@@ -39,7 +39,13 @@ from .base import (
     contiguous_counts,
 )
 from .sqlite_migrations import MIGRATIONS
-from .sqlite_postings import common_terms, maintain_packs, postings_of, write_postings
+from .sqlite_postings import (
+    common_terms,
+    drop_packs,
+    maintain_packs,
+    postings_of,
+    write_postings,
+)
 from .sqlite_search import SQLiteSearch
 from .vectors import vector_dir
 
@@ -569,6 +575,7 @@ class SQLiteStore(SQLiteSearch):
                 write_postings(conn, bank_id, int(row[0]), length, terms)
                 written.update(terms)
                 changed += 1
+            drop_packs(conn, bank_id, written)  # rewritten inside their packs' ranges
             if changed:
                 # Changed in place: readers must rebuild their index.
                 conn.execute(
@@ -921,14 +928,18 @@ class SQLiteStore(SQLiteSearch):
             if not rows:
                 break
             with self._write() as writing:
+                written: set[str] = set()
                 for seq, text, entities, tokens in rows:
                     length, terms = postings_of(text, orjson.loads(entities))
                     writing.execute("DELETE FROM postings WHERE seq = ?", (seq,))
                     write_postings(writing, bank_id, seq, length, terms)
+                    written.update(terms)
                     writing.execute(
                         "UPDATE memories SET terms = ?, tokens = ? WHERE seq = ? AND terms IS NULL",
                         (length, tokens if tokens is not None else count_text(text), seq),
                     )
+                # Retains meanwhile may have packed these terms above these seqs.
+                drop_packs(writing, bank_id, written)
             done += len(rows)
             after = int(rows[-1][0])
             if progress is not None:

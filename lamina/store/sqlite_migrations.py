@@ -206,14 +206,16 @@ MIGRATIONS.append(
 
         -- The postings of a common term packed into one row (seqs as int64, tf and lengths
         -- as int32), as of `upto_seq`: a search reads the pack plus the term's postings
-        -- after it. A posting removed from a pack's range leaves a tombstone in
-        -- `pack_dead`, which searches subtract, until the pack is rebuilt (see
+        -- after it; `version` is new with every build (a process may keep the packs it
+        -- read). A posting removed from a pack's range leaves a tombstone in `pack_dead`,
+        -- which searches subtract, until the pack is rebuilt (see
         -- lamina.store.sqlite_postings).
         CREATE TABLE posting_packs (
             bank_id INTEGER NOT NULL,
             term TEXT NOT NULL,
             upto_seq INTEGER NOT NULL,
             postings INTEGER NOT NULL,
+            version INTEGER NOT NULL,
             seqs BLOB NOT NULL,
             tfs BLOB NOT NULL,
             lengths BLOB NOT NULL,

@@ -18,6 +18,7 @@ both rank the same.
 from __future__ import annotations
 
 import math
+import secrets
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,6 +40,7 @@ __all__ = [
     "PACK_MIN",
     "Postings",
     "bm25",
+    "drop_packs",
     "maintain_packs",
     "postings_of",
     "read_postings",
@@ -239,13 +241,25 @@ def pack_term(conn: sqlite3.Connection, bank_id: int, term: str) -> None:
         conn.execute("DELETE FROM posting_packs WHERE bank_id = ? AND term = ?", (bank_id, term))
         return
     conn.execute(
-        "INSERT OR REPLACE INTO posting_packs (bank_id, term, upto_seq, postings, seqs, tfs,"
-        " lengths) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO posting_packs (bank_id, term, upto_seq, postings, version, seqs,"
+        " tfs, lengths) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            bank_id, term, int(rows[-1, 0]), len(rows), rows[:, 0].tobytes(),
-            rows[:, 1].astype(np.int32).tobytes(), rows[:, 2].astype(np.int32).tobytes(),
+            bank_id, term, int(rows[-1, 0]), len(rows), secrets.randbits(62),
+            rows[:, 0].tobytes(), rows[:, 1].astype(np.int32).tobytes(),
+            rows[:, 2].astype(np.int32).tobytes(),
         ),
     )  # fmt: skip
+
+
+def drop_packs(conn: sqlite3.Connection, bank_id: int, terms: Iterable[str]) -> None:
+    """Forget the packs of `terms`: for postings written at seqs a pack may already cover
+    (entities changed in place, memories indexed late), which a pack's tail would miss."""
+    listed = _json(sorted(set(terms)))
+    for table in ("posting_packs", "pack_dead"):
+        conn.execute(
+            f"DELETE FROM {table} WHERE bank_id = ? AND term IN (SELECT value FROM json_each(?))",
+            (bank_id, listed),
+        )
 
 
 def common_terms(conn: sqlite3.Connection, bank_id: int) -> list[str]:
