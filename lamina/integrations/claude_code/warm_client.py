@@ -96,6 +96,9 @@ def ask(home: Path, request: dict[str, Any], timeout: float, version: str) -> di
             answer = _read_line(sock, deadline)
         except TimeoutError:
             raise WarmUnavailable(f"warm server did not answer within {timeout:.2f}s") from None
+        except (ConnectionResetError, BrokenPipeError):
+            # Accepted by a listener that was going away (a server killed as we connected).
+            raise WarmUnavailable("stale socket file (the warm server went away)") from None
         except OSError as exc:
             raise WarmUnavailable(f"warm server connection failed: {exc}") from None
     finally:
