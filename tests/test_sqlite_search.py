@@ -367,3 +367,38 @@ def test_entities_changed_inside_a_pack_are_found(
     found = ids_of(store, store.lexical_search("b", alpha, 1000, SearchFilter()))
     assert "m1" in found and len(found) == 56
     store.close()
+
+
+def test_a_server_keeps_what_it_read_and_still_sees_every_change(tmp_path: Path) -> None:
+    # A long-lived process (keep_in_memory) holds packs and vectors between recalls; a
+    # second process writing meanwhile must still be seen at once.
+    path = tmp_path / "lamina.db"
+    writer = SQLiteStore(path)
+    memories = make_memories(1500, seed=3)
+    retain(writer, memories[:1000])
+    server = SQLiteStore(path)
+    server.keep_in_memory = True
+    queries = ["w0 w1 w5", "w2 w9 Alpha", "w3"]
+
+    def same() -> None:
+        index = BankIndex("b")
+        index.refresh(writer)
+        for query in queries:
+            options = RecallOptions(budget=100_000, limit=30)
+            want = recall_from_index(index, query, HashEmbedder(), options)
+            got = recall_from_store(server, "b", query, HashEmbedder(), options)
+            assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
+
+    same()
+    assert server.__dict__["_packs"].held > 0 and server.__dict__["_resident"]
+    retain(writer, memories[1000:])  # appended: vectors and packs grow
+    same()
+    writer.delete_document("b", "doc1")  # tombstones
+    retain(writer, [Memory(**{**_fields(m), "text": "w0 w1 new"}) for m in memories[:30]])
+    same()
+    writer.set_embeddings(  # vectors changed in place: the file is rebuilt
+        "b", {m.id: -np.asarray(m.embedding) for m in memories[200:260]}, HashEmbedder().name
+    )
+    same()
+    writer.close()
+    server.close()

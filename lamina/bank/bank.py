@@ -65,12 +65,17 @@ class MemoryBank:
         database_url: str | None = None,
         embedder: Embedder | None = None,
         retain_options: RetainOptions | None = None,
+        serving: bool = False,
     ) -> MemoryBank:
         """A bank on the configured database (created and migrated on first use).
 
         `database_url` wins; then $LAMINA_DATABASE_URL, the config file's `database_url`, and
-        the SQLite file of the data directory `home` (see lamina.config)."""
+        the SQLite file of the data directory `home` (see lamina.config). `serving`: this
+        process answers many recalls (a server), so the store may keep what its searches read
+        in memory between them."""
         store = open_store(database_target(home, database_url))
+        if serving and hasattr(store, "keep_in_memory"):
+            store.keep_in_memory = True
         return cls(store, embedder, retain_options=retain_options)
 
     @property

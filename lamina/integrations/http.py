@@ -233,7 +233,7 @@ def create_app(
     memory: MemoryBank | None = None,
     max_body: int = DEFAULT_MAX_BODY,
 ) -> FastAPI:
-    bank_api = memory or MemoryBank.open(home)
+    bank_api = memory or MemoryBank.open(home, serving=True)
     store = bank_api.store
     app = FastAPI(title="Lamina", version=__version__, summary="Memory for LLM agents")
     app.state.memory = bank_api

@@ -72,7 +72,7 @@ def _tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
 def build_server(
     home: str | Path | None = None, bank: str | None = None, *, database_url: str | None = None
 ) -> MCPServer:
-    memory = MemoryBank.open(home, database_url=database_url)
+    memory = MemoryBank.open(home, database_url=database_url, serving=True)
     # Claude Code names the project it started the server for; it stays put, unlike cwd.
     fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
     summariser = log_summariser(memory.store)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 import secrets
 import sqlite3
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ from .search import BM25_B, BM25_K1
 
 __all__ = [
     "PACK_MIN",
+    "PackCache",
     "Postings",
     "bm25",
     "drop_packs",
@@ -88,23 +90,99 @@ def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
+class PackCache:
+    """Packs a long-lived process (a server) has read, decoded, by (bank, term), with the
+    version they were read at; least recently used first out past `max_bytes`. A search asks
+    the database only for the versions of its terms' packs and reads the blobs it lacks."""
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._packs: OrderedDict[tuple[int, str], tuple[int, int, Postings]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, bank_id: int, term: str, version: int) -> tuple[int, Postings] | None:
+        with self._lock:
+            found = self._packs.get((bank_id, term))
+            if found is None or found[0] != version:
+                return None
+            self._packs.move_to_end((bank_id, term))
+            return found[1], found[2]
+
+    def put(self, bank_id: int, term: str, version: int, upto: int, pack: Postings) -> None:
+        size = 24 * len(pack)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._packs.pop((bank_id, term), None)
+            if old is not None:
+                self.held -= 24 * len(old[2])
+            self._packs[(bank_id, term)] = (version, upto, pack)
+            self.held += size
+            while self.held > self.max_bytes and self._packs:
+                _key, (_v, _u, dropped) = self._packs.popitem(last=False)
+                self.held -= 24 * len(dropped)
+
+
+def _decode(seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
+    return Postings(
+        np.frombuffer(seqs, dtype=np.int64),
+        np.frombuffer(tfs, dtype=np.int32).astype(np.float64),
+        np.frombuffer(lengths, dtype=np.int32).astype(np.float64),
+    )
+
+
+def _read_packs(
+    conn: sqlite3.Connection, bank_id: int, listed: str, cache: PackCache | None
+) -> dict[str, tuple[int, Postings]]:
+    """(upto_seq, postings) of the packs of the listed terms, from `cache` where current."""
+    if cache is None:
+        return {
+            str(term): (int(upto), _decode(seqs, tfs, lengths))
+            for term, upto, seqs, tfs, lengths in conn.execute(
+                "SELECT term, upto_seq, seqs, tfs, lengths FROM posting_packs WHERE bank_id = ?"
+                " AND term IN (SELECT value FROM json_each(?))",
+                (bank_id, listed),
+            )
+        }
+    packs: dict[str, tuple[int, Postings]] = {}
+    missing: list[str] = []
+    for term, version in conn.execute(
+        "SELECT term, version FROM posting_packs WHERE bank_id = ?"
+        " AND term IN (SELECT value FROM json_each(?))",
+        (bank_id, listed),
+    ):
+        held = cache.get(bank_id, str(term), int(version))
+        if held is None:
+            missing.append(str(term))
+        else:
+            packs[str(term)] = held
+    if missing:
+        for term, upto, version, seqs, tfs, lengths in conn.execute(
+            "SELECT term, upto_seq, version, seqs, tfs, lengths FROM posting_packs"
+            " WHERE bank_id = ? AND term IN (SELECT value FROM json_each(?))",
+            (bank_id, _json(missing)),
+        ):
+            pack = _decode(seqs, tfs, lengths)
+            cache.put(bank_id, str(term), int(version), int(upto), pack)
+            packs[str(term)] = (int(upto), pack)
+    return packs
+
+
 def read_postings(
-    conn: sqlite3.Connection, bank_id: int, terms: Iterable[str]
+    conn: sqlite3.Connection,
+    bank_id: int,
+    terms: Iterable[str],
+    cache: PackCache | None = None,
 ) -> dict[str, Postings]:
-    """The live postings of each of `terms` the bank holds: packs, their tombstones taken
-    out, and the rows after them; four queries whatever the number of terms."""
+    """The live postings of each of `terms` the bank holds: packs (from `cache` where it
+    holds them current), their tombstones taken out, and the rows after them; a few
+    queries whatever the number of terms. Call inside one read transaction."""
     wanted = sorted(set(terms))
     if not wanted:
         return {}
     listed = _json(wanted)
-    packs = {
-        str(term): (int(upto), seqs, tfs, lengths)
-        for term, upto, seqs, tfs, lengths in conn.execute(
-            "SELECT term, upto_seq, seqs, tfs, lengths FROM posting_packs WHERE bank_id = ?"
-            " AND term IN (SELECT value FROM json_each(?))",
-            (bank_id, listed),
-        )
-    }
+    packs = _read_packs(conn, bank_id, listed, cache)
     dead: dict[str, list[int]] = {}
     if packs:
         for term, seq in conn.execute(
@@ -128,10 +206,8 @@ def read_postings(
         parts_tf: list[npt.NDArray[np.float64]] = []
         parts_len: list[npt.NDArray[np.float64]] = []
         if term in packs:
-            _upto, seqs, tfs, lengths = packs[term]
-            s = np.frombuffer(seqs, dtype=np.int64)
-            t = np.frombuffer(tfs, dtype=np.int32).astype(np.float64)
-            n = np.frombuffer(lengths, dtype=np.int32).astype(np.float64)
+            pack = packs[term][1]
+            s, t, n = pack.seqs, pack.tfs, pack.lengths
             if term in dead:
                 keep = ~np.isin(s, np.array(dead[term], dtype=np.int64))
                 s, t, n = s[keep], t[keep], n[keep]

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ import orjson
 
 from ..bank.model import Memory
 from .search import SearchFilter
-from .sqlite_postings import Postings, bm25, read_postings
-from .vectors import CHUNK_ROWS, VectorFile, bank_key, vector_dir
+from .sqlite_postings import PackCache, Postings, bm25, read_postings
+from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
 
 __all__ = ["SQLiteSearch"]
 
@@ -200,7 +201,7 @@ class SQLiteSearch:
             info = self._bank_info(conn, bank)
             if info is None:
                 return None
-            return info, read_postings(conn, info.id, terms)
+            return info, read_postings(conn, info.id, terms, self._pack_cache())
         finally:
             if began:
                 conn.execute("COMMIT")
@@ -331,6 +332,29 @@ class SQLiteSearch:
         vectors.sync(conn, key, info.vector_epoch, int(live_row[0]))
         return vectors
 
+    keep_in_memory: bool = False
+    """Keep what searches read (packs, vector files) in this process between searches: for
+    servers, which answer many recalls; a one-shot process (a hook) reads and lets go."""
+
+    def _resident_scores(
+        self, vectors: VectorFile, query: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        held: dict[Path, Resident] = self.__dict__.setdefault("_resident", {})
+        lock: threading.Lock = self.__dict__.setdefault("_resident_lock", threading.Lock())
+        with lock:
+            resident = vectors.load(held.get(vectors.path))
+            if resident is None:
+                held.pop(vectors.path, None)
+                return vectors.scores(query)
+            held[vectors.path] = resident
+            return resident.scores(query)
+
+    def _pack_cache(self) -> PackCache | None:
+        if not self.keep_in_memory:
+            return None
+        cache: PackCache = self.__dict__.setdefault("_packs", PackCache())
+        return cache
+
     def sync_vectors(self, bank: str) -> None:
         """Bring the bank's vector files up to date (retain calls this after committing, so
         the next recall finds nothing to add)."""
@@ -363,7 +387,12 @@ class SQLiteSearch:
         query = np.asarray(vector, dtype=np.float32)
         try:
             vectors = self._vector_file(conn, info, embedder)
-            found = vectors.scores(query) if vectors is not None else None
+            if vectors is None:
+                found = None
+            elif self.keep_in_memory:
+                found = self._resident_scores(vectors, query)
+            else:
+                found = vectors.scores(query)
         except OSError:
             # No vector file can be written here (a read-only or full disk): score the
             # database's vectors directly, slower but the same.

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["CHUNK_ROWS", "VectorFile", "VectorHeader", "vector_dir"]
+__all__ = ["CHUNK_ROWS", "Resident", "VectorFile", "VectorHeader", "vector_dir"]
 
 MAGIC = b"LMNAVEC1"
 VERSION = 1
@@ -103,6 +103,44 @@ class VectorHeader:
         return HEADER_BYTES + 8 * self.capacity
 
 
+@dataclass(slots=True)
+class Resident:
+    """A vector file's rows held in memory (see VectorFile.load), with room to grow."""
+
+    inode: int
+    key: tuple[bytes, int, int, int]
+    seqs: npt.NDArray[np.int64]
+    matrix: npt.NDArray[np.float32]
+    count: int = 0
+
+    @classmethod
+    def empty(cls, inode: int, header: VectorHeader) -> Resident:
+        return cls(
+            inode,
+            (header.key, header.epoch, header.dim, header.capacity),
+            np.empty(0, dtype=np.int64),
+            np.empty((0, header.dim), dtype=np.float32),
+        )
+
+    def reserve(self, rows: int) -> None:
+        if rows <= len(self.seqs):
+            return
+        size = max(rows, 2 * len(self.seqs), MIN_CAPACITY)
+        seqs = np.empty(size, dtype=np.int64)
+        matrix = np.empty((size, self.matrix.shape[1]), dtype=np.float32)
+        seqs[: self.count] = self.seqs[: self.count]
+        matrix[: self.count] = self.matrix[: self.count]
+        self.seqs, self.matrix = seqs, matrix
+
+    def scores(
+        self, query: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        if query.shape[0] != self.matrix.shape[1]:
+            return None
+        n = self.count
+        return self.seqs[:n].copy(), self.matrix[:n] @ np.asarray(query, dtype=np.float32)
+
+
 def bank_key(bank_id: int, created_at: str) -> bytes:
     """Tells a bank from a later one that got the same id."""
     return hashlib.blake2b(f"{bank_id}\0{created_at}".encode(), digest_size=16).digest()
@@ -158,6 +196,41 @@ class VectorFile:
                     return None
                 np.matmul(view, q, out=scores[start : start + rows])
             return seqs, scores
+
+    def load(self, resident: Resident | None) -> Resident | None:
+        """The file's rows held in memory: `resident` extended by the rows appended since it
+        was read, or the file read whole when it was rebuilt or replaced (None when the
+        file is missing or damaged). For long-lived processes, which then scan memory."""
+        try:
+            handle = self.path.open("rb")
+        except OSError:
+            return None
+        with handle:
+            fd = handle.fileno()
+            inode = os.fstat(fd).st_ino
+            header = VectorHeader.unpack(handle.read(_HEADER.size + 4))
+            if header is None:
+                return None
+            same = (
+                resident is not None
+                and resident.inode == inode
+                and resident.key == (header.key, header.epoch, header.dim, header.capacity)
+                and resident.count <= header.count
+            )
+            held = resident if same and resident is not None else Resident.empty(inode, header)
+            if held.count == header.count:
+                return held
+            start, n, dim = held.count, header.count, header.dim
+            held.reserve(n)
+            seqs = held.seqs[start:n]
+            vectors = held.matrix[start:n]
+            if os.preadv(fd, [_bytes(seqs)], HEADER_BYTES + 8 * start) != 8 * (n - start):
+                return None
+            want = (n - start) * dim * 4
+            if os.preadv(fd, [_bytes(vectors)], header.vectors_at + start * dim * 4) != want:
+                return None
+            held.count = n
+            return held
 
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager

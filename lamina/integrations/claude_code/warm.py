@@ -165,7 +165,7 @@ class WarmServer:
         if self.memory_bank is None:
             from ...bank.bank import MemoryBank
 
-            self.memory_bank = MemoryBank.open(self.home)
+            self.memory_bank = MemoryBank.open(self.home, serving=True)
         # Load the model and the tokenizer now, not on the first prompt.
         from ...tokens import count_text
 
