@@ -24,16 +24,16 @@ def _hook_home(args: list[str]) -> tuple[bool, str | None]:
 def main() -> None:
     import os
 
+    is_hook, home = _hook_home(sys.argv[1:])
+    if is_hook:  # first: every prompt pays for what comes before it
+        from .integrations.claude_code.hook import hook_main
+
+        hook_main(sys.stdin.read(), home=home)
     if not os.environ.get("LAMINA_MCP_DIRECT"):
         from .integrations.mcp_stdio import is_stdio_mcp, relay
 
         if is_stdio_mcp(sys.argv[1:]):
             sys.exit(relay(sys.argv[1:]))
-    is_hook, home = _hook_home(sys.argv[1:])
-    if is_hook:
-        from .integrations.claude_code.hook import hook_main
-
-        hook_main(sys.stdin.read(), home=home)
     from .cli import main as cli_main
 
     cli_main()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import database_target
 from ..embed import Embedder, default_embedder
@@ -28,7 +28,11 @@ from .entities import extract_entities
 from .index import BankIndex
 from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
-from .retain import ProgressSink, Retainer, RetainOptions, RetainReport
+
+if TYPE_CHECKING:
+    # Retain's modules (readers, units, redaction, fact extraction) load only when a bank
+    # retains: a prompt's hook only recalls.
+    from .retain import ProgressSink, Retainer, RetainOptions, RetainReport
 
 __all__ = ["MemoryBank"]
 
@@ -51,7 +55,7 @@ class MemoryBank:
     ) -> None:
         self.store = store
         self._embedder = embedder
-        self.retain_options = retain_options or RetainOptions()
+        self._retain_options = retain_options
         self._indexes: dict[str, BankIndex] = {}
         self._lock = threading.Lock()
         self.progress: ProgressSink | None = None
@@ -88,7 +92,21 @@ class MemoryBank:
         self.store.close()
 
     # -- retain ----------------------------------------------------------------------------
+    @property
+    def retain_options(self) -> RetainOptions:
+        if self._retain_options is None:
+            from .retain import RetainOptions
+
+            self._retain_options = RetainOptions()
+        return self._retain_options
+
+    @retain_options.setter
+    def retain_options(self, options: RetainOptions) -> None:
+        self._retain_options = options
+
     def _retainer(self) -> Retainer:
+        from .retain import Retainer
+
         embedder = self.embedder if self.retain_options.embed else None
         return Retainer(self.store, embedder, self.retain_options, progress=self.progress)
 

@@ -228,8 +228,8 @@ class SQLiteSearch:
         if found is None:
             return []
         info, lists = found
-        self._recent().search = (bank, tuple(terms), found, time.monotonic())
         seqs, scores = bm25(lists, terms, info.live, info.total_terms)
+        self._recent().search = (bank, tuple(terms), (seqs, scores), time.monotonic())
         keep = self._passes(conn, info, where, seqs)
         if keep is not None:
             seqs, scores = seqs[keep], scores[keep]
@@ -281,13 +281,13 @@ class SQLiteSearch:
             and last[:2] == (bank, tuple(terms))
             and time.monotonic() - last[3] < _RECENT_SECONDS
         ):
-            info, lists = last[2]
+            scored, scores = last[2]
         else:
             found = self._lists(self.conn, bank, terms)
             if found is None:
                 return {}
             info, lists = found
-        scored, scores = bm25(lists, terms, info.live, info.total_terms)
+            scored, scores = bm25(lists, terms, info.live, info.total_terms)
         wanted = np.unique(np.asarray(seqs, dtype=np.int64))
         at = np.searchsorted(scored, wanted)
         at = np.minimum(at, max(len(scored) - 1, 0))
@@ -433,7 +433,7 @@ class SQLiteSearch:
                 live = {
                     int(r[0])
                     for r in conn.execute(
-                        "SELECT seq FROM memories WHERE bank_id = ? AND embedder IS NOT NULL"
+                        "SELECT seq FROM memories WHERE +bank_id = ?"
                         " AND seq IN (SELECT value FROM json_each(?))",
                         (info.id, orjson.dumps(wanted).decode()),
                     )
@@ -485,7 +485,7 @@ class SQLiteSearch:
         condition = " AND m.embedder = ?" if embedder is not None else ""
         rows = self.conn.execute(
             "SELECT m.seq, m.embedding FROM memories m"
-            " WHERE m.bank_id = (SELECT id FROM banks WHERE name = ?)"
+            " WHERE +m.bank_id = (SELECT id FROM banks WHERE name = ?)"
             " AND m.seq IN (SELECT value FROM json_each(?))"
             f" AND m.embedding IS NOT NULL{condition}",
             [bank, orjson.dumps(sorted({int(s) for s in seqs})).decode()]
@@ -545,7 +545,7 @@ class SQLiteSearch:
             return {}
         rows = self.conn.execute(
             "SELECT m.seq, m.t FROM memories m"
-            " WHERE m.bank_id = (SELECT id FROM banks WHERE name = ?)"
+            " WHERE +m.bank_id = (SELECT id FROM banks WHERE name = ?)"
             " AND m.seq IN (SELECT value FROM json_each(?)) AND m.t IS NOT NULL",
             (bank, orjson.dumps(sorted({int(s) for s in seqs})).decode()),
         )
@@ -558,10 +558,13 @@ class SQLiteSearch:
             return {}
         embedding = "m.embedding" if with_embeddings else "NULL"
         rows = self.conn.execute(
+            # By seq (the primary key), not through the bank's index: `+` keeps the planner
+            # from scanning the whole bank to find a page of memories.
             f"SELECT {self._MEMORY_COLUMNS}, {embedding} FROM memories m"
-            " JOIN documents d ON d.id = m.document_id JOIN banks b ON b.id = m.bank_id"
-            " WHERE b.name = ? AND m.seq IN (SELECT value FROM json_each(?))",
-            (bank, orjson.dumps(sorted({int(s) for s in seqs})).decode()),
+            " JOIN documents d ON d.id = m.document_id"
+            " WHERE m.seq IN (SELECT value FROM json_each(?))"
+            " AND +m.bank_id = (SELECT id FROM banks WHERE name = ?)",
+            (orjson.dumps(sorted({int(s) for s in seqs})).decode(), bank),
         )
         return {int(row[0]): self._memory(bank, row, row[-1]) for row in rows}
 
