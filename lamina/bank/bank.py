@@ -152,11 +152,18 @@ class MemoryBank:
         if isinstance(self.store, SearchStore) and self.store.searchable(bank):
             # The database searches; nothing of the bank is loaded into this process.
             return recall_from_store(self.store, bank, query, self.embedder, options)
-        index = self.index(bank)
-        embedder = self.embedder if index.dim is not None else None
-        if embedder is not None and embedder.name not in index.embedders():
-            embedder = None  # vectors from another model: lexical only until `reindex`
-        return recall_from_index(index, query, embedder, options)
+        with self._lock:
+            index = self._indexes.get(bank)
+            if index is None:
+                index = self._indexes[bank] = BankIndex(bank)
+        # Refresh and read under the index's lock: a retain in another thread appends only
+        # through a refresh, so this recall sees the index before or after it, never between.
+        with index.lock:
+            index.refresh(self.store)
+            embedder = self.embedder if index.dim is not None else None
+            if embedder is not None and embedder.name not in index.embedders():
+                embedder = None  # vectors from another model: lexical only until `reindex`
+            return recall_from_index(index, query, embedder, options)
 
     # -- banks and documents ---------------------------------------------------------------
     def banks(self) -> list[Bank]:
