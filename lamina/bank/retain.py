@@ -312,13 +312,17 @@ class Retainer:
         format: str | None,
         warnings: list[ReadWarning],
     ) -> RetainReport | None:
-        units, _segs = build_units(messages, self.options.units)
-        redactions = 0
-        texts: dict[str, str] = {}
-        for unit in units:
-            text, count = self.options.redactor.redact(unit.text)
-            texts[unit.key] = _storable(text)
-            redactions += count
+        found = [0]
+
+        def redact(text: str) -> str:
+            clean, count = self.options.redactor.redact(text)
+            found[0] += count
+            return clean
+
+        # Units redact each turn before capping it; windows join redacted turns.
+        units, _segs = build_units(messages, replace(self.options.units, redact=redact))
+        texts = {unit.key: _storable(unit.text) for unit in units}
+        redactions = found[0]
         ids = {unit.key: memory_id(document, unit) for unit in units}
         hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
         stored = self.store.content_hashes(bank, ids.values())

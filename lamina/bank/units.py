@@ -13,7 +13,7 @@ Optional windows join N consecutive segments into one more unit, overlapping by 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -47,6 +47,9 @@ class UnitOptions:
     max_chars: int = 8_000
     """Unit text cap; longer texts keep their beginning and end."""
     rules: TurnRules = field(default=DEFAULT_RULES)
+    redact: Callable[[str], str] | None = None
+    """Applied to each turn's text and action targets before any cut, so a cap never leaves
+    part of a secret behind (retain passes its redactor); windows join redacted turns."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +97,12 @@ def _label(message: Message) -> str:
     return message.speaker or message.role.value
 
 
-def _target(block: ToolUseBlock) -> str:
+def _target(block: ToolUseBlock, redact: Callable[[str], str] | None = None) -> str:
     data = block.input if isinstance(block.input, Mapping) else {}
     for key in _TARGET_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value.strip():
-            line = " ".join(value.split())
+            line = " ".join((redact(value) if redact else value).split())
             return line if len(line) <= 80 else line[:79] + "…"
     return ""
 
@@ -118,7 +121,9 @@ def _cap(text: str, limit: int) -> str:
     return f"{text[:half]}\n[…]\n{text[-half:]}"
 
 
-def _actions(messages: Sequence[Message], limit: int) -> str:
+def _actions(
+    messages: Sequence[Message], limit: int, redact: Callable[[str], str] | None = None
+) -> str:
     errors = {
         b.tool_use_id
         for m in messages
@@ -129,7 +134,7 @@ def _actions(messages: Sequence[Message], limit: int) -> str:
     for message in messages:
         for block in message.blocks:
             if isinstance(block, ToolUseBlock):
-                target = clean_text(_target(block))
+                target = clean_text(_target(block, redact))
                 entry = _tool_name(block.name) + (f": {target}" if target else "")
                 if block.id in errors:
                     entry += " (error)"
@@ -155,7 +160,7 @@ def _turn_unit(messages: Sequence[Message], options: UnitOptions) -> Unit | None
             if label not in speakers:
                 speakers.append(label)
     conversational = [m for m in messages if m.kind not in SYNTHETIC_KINDS]
-    actions = _actions(conversational, options.max_actions)
+    actions = _actions(conversational, options.max_actions, options.redact)
     if actions:
         lines.append(actions)
     if not lines:
@@ -165,10 +170,11 @@ def _turn_unit(messages: Sequence[Message], options: UnitOptions) -> Unit | None
     ends = [m.source.end_line or m.source.line for m in messages]
     last_lines = [e for e in ends if e is not None]
     occurred = next((m.timestamp for m in messages if m.timestamp is not None), None)
+    text = "\n".join(lines)
     return Unit(
         key=first.id,
         kind="turn",
-        text=_cap("\n".join(lines), options.max_chars),
+        text=_cap(options.redact(text) if options.redact else text, options.max_chars),
         record_ids=tuple(m.id for m in messages),
         occurred_at=occurred,
         speakers=tuple(speakers),
