@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import database_target
-from ..embed import Embedder, default_embedder
+from ..embed import Embedder, default_embedder, window_vector
 from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
@@ -204,16 +204,43 @@ class MemoryBank:
         """Embed again every memory whose vector is missing or from another embedder."""
         self.prepare(bank)
         embedder = self.embedder
-        todo = [
-            m
-            for m in self.memories(bank)
-            if force or m.embedding is None or m.embedder != embedder.name
-        ]
+        every = list(self.memories(bank))
+        todo = [m for m in every if force or m.embedding is None or m.embedder != embedder.name]
+        # Windows get their vector as retain gives it: the mean of their turns' vectors.
+        turns = [m for m in todo if m.kind != "window"]
+        windows = [m for m in todo if m.kind == "window"]
         done = 0
-        for start in range(0, len(todo), batch):
-            part = todo[start : start + batch]
+        fresh: dict[str, Any] = {}
+        for start in range(0, len(turns), batch):
+            part = turns[start : start + batch]
             vectors = embedder.embed_documents([m.text for m in part])
+            fresh.update({m.id: vectors[i] for i, m in enumerate(part)})
             done += self.store.set_embeddings(
                 bank, {m.id: vectors[i] for i, m in enumerate(part)}, embedder.name
             )
+        turn_of: dict[tuple[str, str], Memory] = {
+            (m.document, r): m for m in every if m.kind == "turn" for r in m.record_ids
+        }
+        by_id = {m.id: m for m in every}
+        derived: dict[str, Any] = {}
+        for window in windows:
+            parts = list(
+                dict.fromkeys(
+                    turn_of[(window.document, r)].id
+                    for r in window.record_ids
+                    if (window.document, r) in turn_of
+                )
+            )
+            known = [
+                fresh[p]
+                if p in fresh
+                else (by_id[p].embedding if by_id[p].embedder == embedder.name else None)
+                for p in parts
+            ]
+            if len(parts) > 1 and all(v is not None for v in known):
+                derived[window.id] = window_vector([v for v in known if v is not None])
+            else:
+                derived[window.id] = embedder.embed_documents([window.text])[0]
+        if derived:
+            done += self.store.set_embeddings(bank, derived, embedder.name)
         return done

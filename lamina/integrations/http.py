@@ -57,6 +57,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
@@ -78,6 +79,7 @@ from ..errors import (
     UnknownFormatError,
 )
 from ..messages import Message as LogMessage
+from ..readers.base import bound_depth
 from .logs import (
     OpenLogs,
     check_budget,
@@ -279,6 +281,11 @@ def create_app(
     async def lamina_error(_request: Request, exc: LaminaError) -> JSONResponse:
         return _error(status_of(exc), type(exc).__name__, str(exc))
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # A body that does not parse (too deeply nested, not JSON) answers in Lamina's shape.
+        return _error(exc.status_code, "invalid_request", str(exc.detail))
+
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
@@ -354,7 +361,7 @@ def create_app(
             messages: list[Any] = [{"role": "user", "content": body.text}]
             fmt = "anthropic"
         elif body.messages:
-            messages, fmt = body.messages, body.format or ""
+            messages, fmt = [bound_depth(m) for m in body.messages], body.format or ""
         else:
             raise InputError("give 'messages' or 'text'")
         if fmt != "claude-code":
