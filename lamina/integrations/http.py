@@ -187,10 +187,6 @@ def _invalid(field: str, message: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     """Refuses request bodies over `limit` bytes with 413, whether or not they declare their
     length, without reading more than the limit."""
@@ -208,21 +204,29 @@ class BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             await too_large(scope, receive, send)
             return
+        if declared is not None:
+            await self.app(scope, receive, send)
+            return
+        # No declared length (a chunked body): read it here, up to the limit, so an oversized
+        # one gets 413 before the app sees it (the app would only know "could not read").
+        messages: list[Message] = []
         received = 0
-
-        async def limited() -> Message:
-            nonlocal received
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge
-            return message
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await too_large(scope, receive, send)
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
 
 
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
