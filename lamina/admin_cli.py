@@ -162,10 +162,14 @@ def mcp(
         server.run("stdio")
         return
 
-    if not _loopback(host) and open_bank(ctx).store.count_api_keys() == 0:
+    from .access import Gate
+
+    store = open_bank(ctx).store
+    if not _loopback(host) and store.count_api_keys() == 0:
         raise InputError(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
+    click.echo(f"lamina mcp on {host}:{port}: {Gate.at_start(store, host).describe()}", err=True)
     server.run("streamable-http", host=host, port=port)
 
 

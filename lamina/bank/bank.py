@@ -28,6 +28,7 @@ from .entities import extract_entities
 from .index import BankIndex
 from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
+from .redact import redact_json
 from .retain import ProgressSink, Retainer, RetainOptions, RetainReport
 
 __all__ = ["MemoryBank"]
@@ -121,7 +122,7 @@ class MemoryBank:
             document=document,
             format=format,
             tags=tags,
-            metadata=metadata,
+            metadata=self._clean(metadata),
         )
 
     def retain_messages(
@@ -135,8 +136,16 @@ class MemoryBank:
     ) -> RetainReport:
         self.prepare(check_bank_name(bank))
         return self._retainer().retain_messages(
-            messages, check_bank_name(bank), document, tags=tags, metadata=metadata
+            messages, check_bank_name(bank), document, tags=tags, metadata=self._clean(metadata)
         )
+
+    def _clean(self, metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """Document metadata a caller sent, with its secrets redacted like any stored text."""
+        if not metadata:
+            return metadata
+        redactor = self.retain_options.redactor
+        clean: Mapping[str, Any] = redact_json(metadata, lambda t: redactor.redact(t)[0])
+        return clean
 
     # -- recall ----------------------------------------------------------------------------
     def index(self, bank: str) -> BankIndex:

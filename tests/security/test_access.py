@@ -112,7 +112,8 @@ def test_mcp_over_http_reads_no_server_file_outside_allowed_dirs(tmp_path: Path,
         inside = anyio.run(mcp_call, url, key, tool, {**args, "path": str(allowed / "chat.json")})
         assert not inside.is_error, text_of(inside)
     finally:
-        server.stop()
+        log = server.stop()
+    assert "API keys required" in log
 
 
 def test_mcp_over_stdio_reads_local_paths(tmp_path: Path) -> None:

@@ -115,9 +115,15 @@ def test_http_log_endpoint_keeps_no_secret(tmp_path: Path) -> None:
     assert answer.status_code == 200, answer.text
     blob = "\n".join(repr(m) for m in memory.store.read_log("proj", "chat"))
     assert stored_secrets(blob) == []
-    retained = client.post("/v1/banks/proj/retain", json={"document": "d", "messages": said})
+    metadata = {"deploy": {"env": SECRETS[12][1], "note": SECRETS[15][1]}}
+    retained = client.post(
+        "/v1/banks/proj/retain", json={"document": "d", "messages": said, "metadata": metadata}
+    )
     assert retained.status_code == 200
     assert stored_secrets(json.dumps([m.text for m in memory.memories("proj")])) == []
+    (document,) = memory.documents("proj")
+    assert stored_secrets(json.dumps(dict(document.metadata))) == []
+    assert "REDACTED" in json.dumps(dict(document.metadata))
 
 
 def test_redact_message_walks_any_depth() -> None:
