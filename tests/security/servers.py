@@ -58,9 +58,10 @@ class Served:
         extra = ("--database-url", db) if db else ()
         self.log = home.parent / f"server-{self.port}.log"
         home.mkdir(parents=True, exist_ok=True)
+        self._stderr = self.log.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lamina", *extra, *args, "--port", str(self.port)],
-            env=env_for(home), stdout=subprocess.DEVNULL, stderr=self.log.open("wb"),
+            env=env_for(home), stdout=subprocess.DEVNULL, stderr=self._stderr,
         )  # fmt: skip
         self.url = f"http://127.0.0.1:{self.port}"
         wait_for_port(self.port, self.proc)
@@ -77,4 +78,5 @@ class Served:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=30)
+        self._stderr.close()
         return self.log.read_text(errors="replace")
