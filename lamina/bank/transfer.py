@@ -32,18 +32,22 @@ __all__ = ["FORMAT_VERSION", "export_bank", "import_bank"]
 FORMAT_VERSION = 1
 
 
-def _memory_json(memory: Memory, with_embeddings: bool) -> dict[str, Any]:
+def _memory_json(memory: Memory, with_embeddings: bool, redactor: Redactor) -> dict[str, Any]:
+    # Redacted again: a bank retained before redaction covered a secret may still hold it, in
+    # its text and in the entities found there.
+    text, found = redactor.redact(memory.text)
+    entities = [redactor.redact(e)[0] for e in memory.entities] if found else memory.entities
     data: dict[str, Any] = {
         "type": "memory",
         "id": memory.id,
         "document": memory.document,
         "kind": memory.kind,
-        "text": memory.text,
+        "text": text,
         "record_ids": list(memory.record_ids),
         "occurred_at": memory.occurred_at.isoformat() if memory.occurred_at else None,
         "said_at": memory.said_at.isoformat() if memory.said_at else None,
         "speakers": list(memory.speakers),
-        "entities": list(memory.entities),
+        "entities": list(entities),
         "tags": list(memory.tags),
         "content_hash": memory.content_hash,
         "first_line": memory.first_line,
@@ -60,6 +64,7 @@ def export_bank(store: Store, bank: str, *, with_embeddings: bool = True) -> Ite
     if store.get_bank(bank) is None:
         raise InputError(f"no bank named {bank!r}")
     yield orjson.dumps({"type": "lamina-export", "version": FORMAT_VERSION, "bank": bank}) + b"\n"
+    redactor = Redactor()
     by_document: dict[str, list[Memory]] = {}
     for row in store.iter_memories(bank, with_embeddings=with_embeddings):
         by_document.setdefault(row.memory.document, []).append(row.memory)
@@ -82,7 +87,7 @@ def export_bank(store: Store, bank: str, *, with_embeddings: bool = True) -> Ite
             + b"\n"
         )
         for memory in by_document.get(document.id, []):
-            yield orjson.dumps(_memory_json(memory, with_embeddings)) + b"\n"
+            yield orjson.dumps(_memory_json(memory, with_embeddings, redactor)) + b"\n"
     yield from _export_logs(store, bank)
 
 

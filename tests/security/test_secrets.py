@@ -13,6 +13,8 @@ import pytest
 
 from lamina.bank.bank import MemoryBank
 from lamina.bank.redact import Redactor, redact_message
+from lamina.bank.retain import RetainOptions
+from lamina.bank.transfer import export_bank
 from lamina.embed import HashEmbedder
 from lamina.store import open_store
 
@@ -124,6 +126,16 @@ def test_http_log_endpoint_keeps_no_secret(tmp_path: Path) -> None:
     (document,) = memory.documents("proj")
     assert stored_secrets(json.dumps(dict(document.metadata))) == []
     assert "REDACTED" in json.dumps(dict(document.metadata))
+
+
+def test_export_redacts_memories_kept_before_redaction(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "lamina.db")
+    plain = MemoryBank(store, HashEmbedder(),
+                       retain_options=RetainOptions(redactor=Redactor(enabled=False)))  # fmt: skip
+    plain.retain_file(transcript(tmp_path / "s.jsonl"), "old")
+    assert stored_secrets("\n".join(m.text for m in plain.memories("old")))
+    exported = b"".join(export_bank(store, "old", with_embeddings=False)).decode()
+    assert stored_secrets(exported) == []
 
 
 def test_redact_message_walks_any_depth() -> None:
