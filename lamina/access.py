@@ -1,19 +1,30 @@
 """API keys: made, stored hashed, scoped to banks; one place decides who may use which bank.
 
-The HTTP API and the MCP server over HTTP both call `access_for`; neither needs the other's
-dependencies for it.
+The HTTP API and the MCP server over HTTP both ask a `Gate`; neither needs the other's
+dependencies for it. A gate is open (no key asked, every bank) only when its server was started
+on a loopback address with no key in the database; once a key has been seen it stays closed
+for the life of the process, so revoking the last key locks everyone out instead of letting
+everyone in. A server started beyond loopback, or with keys, is closed from the start.
+
+A gate also holds the directories an operator allowed remote callers to name files in (MCP's
+`retain_transcript`, `compile_transcript`, `append_to_log`, `compile_log`): none by default.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import os
 import secrets
-from dataclasses import dataclass
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from .errors import AccessError
 from .store.base import Store
 
-__all__ = ["KEY_PREFIX", "Access", "access_for", "hash_key", "new_key"]
+__all__ = ["KEY_PREFIX", "Access", "Gate", "access_for", "hash_key", "is_loopback", "new_key"]
 
 KEY_PREFIX = "lam_"
 
@@ -35,10 +46,66 @@ class Access:
         return self.banks is None or "*" in self.banks or bank in self.banks
 
 
-def access_for(store: Store, authorization: str | None) -> Access:
-    """Every bank while no key exists; otherwise the banks of the bearer key, which is then
-    required."""
-    if store.count_api_keys() == 0:
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class Gate:
+    """Who may use which bank, and which server files a remote caller may name, for one
+    server process."""
+
+    store: Store
+    open: bool
+    """Keyless loopback from the start and no key seen since: every caller sees every bank."""
+    allowed_dirs: tuple[Path, ...] = ()
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def at_start(cls, store: Store, host: str, allowed_dirs: Sequence[str | Path] = ()) -> Gate:
+        keyless = store.count_api_keys() == 0
+        dirs = tuple(Path(os.path.realpath(Path(d).expanduser())) for d in allowed_dirs)
+        return cls(store, open=keyless and is_loopback(host), allowed_dirs=dirs)
+
+    def describe(self) -> str:
+        """One line for the server's start."""
+        if self.open:
+            return (
+                "no API keys: open to every local caller (loopback only); once a key is "
+                "created, every request needs one"
+            )
+        return "API keys required (Authorization: Bearer <key>)"
+
+    def access(self, authorization: str | None) -> Access:
+        with self._lock:
+            if self.open:
+                if self.store.count_api_keys() == 0:
+                    return Access(None)
+                self.open = False  # a key was created: closed for good
+        return access_for(self.store, authorization, closed=True)
+
+    def server_path(self, path: str) -> str:
+        """A path a remote caller named, if it lies inside an allowed directory (symbolic links
+        resolved); else an AccessError that says nothing about whether the path exists."""
+        resolved = Path(os.path.realpath(Path(path)))
+        for allowed in self.allowed_dirs:
+            if resolved == allowed or allowed in resolved.parents:
+                return str(resolved)
+        raise AccessError(
+            "files on the server cannot be named by a remote caller here (an operator allows "
+            "directories with --allow-dir); send the messages instead"
+        )
+
+
+def access_for(store: Store, authorization: str | None, *, closed: bool = False) -> Access:
+    """The banks of the bearer key, which is required; without `closed`, every bank while no
+    key exists (a local caller with no server in between)."""
+    if not closed and store.count_api_keys() == 0:
         return Access(None)
     scheme, _, key = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not key:

@@ -175,11 +175,28 @@ def _prompt_timing(entry: dict[str, Any]) -> str:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP address to bind.")
 @click.option("--port", default=8421, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--allow-dir",
+    "allow_dirs",
+    multiple=True,
+    envvar="LAMINA_MCP_ALLOW_DIRS",
+    type=click.Path(file_okay=False),
+    help="Over HTTP: a directory whose transcripts callers may name by path (repeatable; "
+    "none by default, so remote callers send messages, not paths).",
+)
 @click.pass_context
-def mcp(ctx: click.Context, bank: str | None, transport: str, host: str, port: int) -> None:
+def mcp(
+    ctx: click.Context,
+    bank: str | None,
+    transport: str,
+    host: str,
+    port: int,
+    allow_dirs: tuple[str, ...],
+) -> None:
     """Serve the memory banks over MCP, on stdio or streamable HTTP (needs the `mcp` extra).
 
-    Over HTTP, the API keys of `lamina keys` apply, and binding beyond loopback needs one.
+    Over HTTP, the API keys of `lamina keys` apply, binding beyond loopback needs one, and
+    tools take file paths only inside the directories of --allow-dir.
 
     Example: claude mcp add lamina -- lamina mcp
     """
@@ -188,27 +205,32 @@ def mcp(ctx: click.Context, bank: str | None, transport: str, host: str, port: i
     except ImportError:
         raise InputError("the MCP server needs: pip install 'lamina[mcp]'") from None
     home = (ctx.obj or {}).get("home")
-    server = build_server(home, bank, database_url=(ctx.obj or {}).get("database_url"))
+    server = build_server(
+        home,
+        bank,
+        database_url=(ctx.obj or {}).get("database_url"),
+        host=host,
+        allow_dirs=allow_dirs,
+    )
     if transport == "stdio":
         server.run("stdio")
         return
 
-    if not _loopback(host) and open_bank(ctx).store.count_api_keys() == 0:
+    from .access import Gate
+
+    store = open_bank(ctx).store
+    if not _loopback(host) and store.count_api_keys() == 0:
         raise InputError(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
+    click.echo(f"lamina mcp on {host}:{port}: {Gate.at_start(store, host).describe()}", err=True)
     server.run("streamable-http", host=host, port=port)
 
 
 def _loopback(host: str) -> bool:
-    import ipaddress
+    from .access import is_loopback
 
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(host)
 
 
 @click.command()
@@ -237,12 +259,16 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
     except ImportError:
         raise InputError("the HTTP server needs: pip install 'lamina[server]'") from None
 
+    from .access import Gate
+
     memory = open_bank(ctx)
     if not _loopback(host) and memory.store.count_api_keys() == 0:
         raise InputError(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
-    uvicorn.run(create_app(memory=memory, max_body=max_body), host=host, port=port,
+    gate = Gate.at_start(memory.store, host)
+    click.echo(f"lamina serve on {host}:{port}: {gate.describe()}", err=True)
+    uvicorn.run(create_app(memory=memory, max_body=max_body, gate=gate), host=host, port=port,
                 log_level="warning")  # fmt: skip
 
 

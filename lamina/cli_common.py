@@ -21,9 +21,13 @@ def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -
     from .bank.bank import MemoryBank
 
     obj = ctx.find_root().obj or {}
-    return MemoryBank.open(
+    bank = MemoryBank.open(
         obj.get("home"), database_url=obj.get("database_url"), retain_options=retain_options
     )
+    exposed = getattr(bank.store, "exposed", None)
+    for path in exposed() if exposed is not None else ():
+        click.echo(f"warning: {path} is readable by other users; chmod go-rwx it", err=True)
+    return bank
 
 
 def emit_json(value: Any) -> None:

@@ -94,6 +94,14 @@ _MAX_CHARS: Final = 20_000
 tokenizing megabytes only to keep the first 128 tokens would be wasted work."""
 
 
+def window_vector(parts: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
+    """A window's vector: the normalised mean of its turns' vectors (retain and reindex both
+    use this, so a window ranks the same however its vector was made)."""
+    mean = np.mean(np.stack(parts), axis=0)
+    vector: npt.NDArray[np.float32] = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
+    return vector
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into float32 vectors of unit length. Implementations must be thread-safe."""

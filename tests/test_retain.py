@@ -148,12 +148,12 @@ def test_memory_blocks_and_secrets_are_never_stored(bank: MemoryBank, tmp_path: 
     cc.assistant("Use OPENAI_API_KEY=sk-proj-" + "b" * 30 + " from the environment.")
     path = cc.write(tmp_path / "s.jsonl")
     report = bank.retain_file(path, "proj")
-    assert report.redactions == 3
+    assert report.redactions == 3  # the URL's password and two keys, redacted once a turn
     (memory,) = bank.memories("proj")  # one turn: no window
     assert "vault" not in memory.text and "lamina_memories" not in memory.text
     assert "hunter2secret" not in memory.text and "aaaa" not in memory.text
     assert "bbbb" not in memory.text
-    assert "[REDACTED:url_password]" in memory.text and "db.internal" in memory.text
+    assert "[REDACTED:url-password]" in memory.text and "db.internal" in memory.text
     plain = MemoryBank(
         bank.store, HashEmbedder(), retain_options=RetainOptions(redactor=Redactor(enabled=False))
     )

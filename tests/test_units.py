@@ -253,7 +253,7 @@ def test_secrets_are_redacted_before_a_long_statement_is_cut(tmp_path: Path) -> 
     cc.assistant("Deployed. " + "The rollout went through every region without errors. " * 30)
     report = bank.retain_file(cc.write(tmp_path / "s.jsonl"), "proj")
     texts = "\n".join(m.text for m in bank.memories("proj"))
-    assert "[REDACTED:private_key]" in texts
+    assert "[REDACTED:private-key]" in texts
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in texts
     assert "hunter2hunter2" not in texts
     assert report.redactions == 2

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import database_target
-from ..embed import Embedder, default_embedder
+from ..embed import Embedder, default_embedder, window_vector
 from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
@@ -144,7 +144,7 @@ class MemoryBank:
             document=document,
             format=format,
             tags=tags,
-            metadata=metadata,
+            metadata=self._clean(metadata),
         )
 
     def retain_messages(
@@ -158,8 +158,18 @@ class MemoryBank:
     ) -> RetainReport:
         self.prepare(check_bank_name(bank))
         return self._retainer().retain_messages(
-            messages, check_bank_name(bank), document, tags=tags, metadata=metadata
+            messages, check_bank_name(bank), document, tags=tags, metadata=self._clean(metadata)
         )
+
+    def _clean(self, metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """Document metadata a caller sent, with its secrets redacted like any stored text."""
+        if not metadata:
+            return metadata
+        redactor = self.retain_options.redactor
+        from .redact import redact_json
+
+        clean: Mapping[str, Any] = redact_json(metadata, lambda t: redactor.redact(t)[0])
+        return clean
 
     # -- recall ----------------------------------------------------------------------------
     def index(self, bank: str) -> BankIndex:
@@ -180,11 +190,18 @@ class MemoryBank:
             # The database searches; nothing of the bank is loaded into this process.
             embedder = self.embedder if dense else None
             return recall_from_store(self.store, bank, query, embedder, options)
-        index = self.index(bank)
-        embedder = self.embedder if dense and index.dim is not None else None
-        if embedder is not None and embedder.name not in index.embedders():
-            embedder = None  # vectors from another model: lexical only until `reindex`
-        return recall_from_index(index, query, embedder, options)
+        with self._lock:
+            index = self._indexes.get(bank)
+            if index is None:
+                index = self._indexes[bank] = BankIndex(bank)
+        # Refresh and read under the index's lock: a retain in another thread appends only
+        # through a refresh, so this recall sees the index before or after it, never between.
+        with index.lock:
+            index.refresh(self.store)
+            embedder = self.embedder if dense and index.dim is not None else None
+            if embedder is not None and embedder.name not in index.embedders():
+                embedder = None  # vectors from another model: lexical only until `reindex`
+            return recall_from_index(index, query, embedder, options)
 
     # -- banks and documents ---------------------------------------------------------------
     def banks(self) -> list[Bank]:
@@ -225,16 +242,43 @@ class MemoryBank:
         """Embed again every memory whose vector is missing or from another embedder."""
         self.prepare(bank)
         embedder = self.embedder
-        todo = [
-            m
-            for m in self.memories(bank)
-            if force or m.embedding is None or m.embedder != embedder.name
-        ]
+        every = list(self.memories(bank))
+        todo = [m for m in every if force or m.embedding is None or m.embedder != embedder.name]
+        # Windows get their vector as retain gives it: the mean of their turns' vectors.
+        turns = [m for m in todo if m.kind != "window"]
+        windows = [m for m in todo if m.kind == "window"]
         done = 0
-        for start in range(0, len(todo), batch):
-            part = todo[start : start + batch]
+        fresh: dict[str, Any] = {}
+        for start in range(0, len(turns), batch):
+            part = turns[start : start + batch]
             vectors = embedder.embed_documents([m.text for m in part])
+            fresh.update({m.id: vectors[i] for i, m in enumerate(part)})
             done += self.store.set_embeddings(
                 bank, {m.id: vectors[i] for i, m in enumerate(part)}, embedder.name
             )
+        turn_of: dict[tuple[str, str], Memory] = {
+            (m.document, r): m for m in every if m.kind == "turn" for r in m.record_ids
+        }
+        by_id = {m.id: m for m in every}
+        derived: dict[str, Any] = {}
+        for window in windows:
+            parts = list(
+                dict.fromkeys(
+                    turn_of[(window.document, r)].id
+                    for r in window.record_ids
+                    if (window.document, r) in turn_of
+                )
+            )
+            known = [
+                fresh[p]
+                if p in fresh
+                else (by_id[p].embedding if by_id[p].embedder == embedder.name else None)
+                for p in parts
+            ]
+            if len(parts) > 1 and all(v is not None for v in known):
+                derived[window.id] = window_vector([v for v in known if v is not None])
+            else:
+                derived[window.id] = embedder.embed_documents([window.text])[0]
+        if derived:
+            done += self.store.set_embeddings(bank, derived, embedder.name)
         return done

@@ -3,6 +3,10 @@
 Built from the store on first recall and kept up to date cheaply: the store's generation says
 whether anything changed; new memories are appended (a memory stored again under the same id
 replaces its old slot), and only deletions or in-place changes force a rebuild.
+
+Threads share one index per bank: a reader holds `lock` from its refresh to its last read
+(`MemoryBank.recall` does), so no reader sees a half-applied append, and a refresh that fails
+part way empties the index, so the next refresh rebuilds it rather than building on the wreck.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ class BankIndex:
     _alive_array: npt.NDArray[np.bool_] | None = None
     _embedders: set[str] = field(default_factory=set)
     _tokens: dict[int, int] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -65,13 +69,19 @@ class BankIndex:
             current = store.generation(self.bank)
             if current == self.generation:
                 return
-            if current[1] != self.generation[1]:
+            try:
+                if current[1] != self.generation[1]:
+                    self._reset()
+                for row in store.iter_memories(self.bank, after_seq=self.last_seq):
+                    self._add(row.memory)
+                    self.last_seq = max(self.last_seq, row.seq)
+            except BaseException:
                 self._reset()
-            for row in store.iter_memories(self.bank, after_seq=self.last_seq):
-                self._add(row.memory)
-                self.last_seq = max(self.last_seq, row.seq)
+                self.generation = (-1, -1)
+                raise
+            finally:
+                self._matrix = None
             self.generation = current
-            self._matrix = None
 
     def _reset(self) -> None:
         self.dim = None

@@ -353,7 +353,7 @@ def recall_from_index(
 def _assemble(
     query: str,
     channels: Mapping[str, tuple[list[int], npt.NDArray[np.float32]]],
-    memory_at: Callable[[int], Memory],
+    memory_at: Callable[[int], Memory | None],
     tokens_at: Callable[[int], int],
     considered: int,
     options: RecallOptions,
@@ -391,6 +391,8 @@ def _assemble(
         if len(hits) >= options.limit:
             break
         memory = memory_at(slot)
+        if memory is None:
+            continue  # replaced or forgotten by a retain since the search ranked it
         records = set(memory.record_ids)
         # Parts of one long statement share its record: only a turn or window shown above
         # (not another part) makes a part redundant.
@@ -552,19 +554,22 @@ def recall_from_store(
     def prefetch(fused_order: list[int]) -> None:
         order.extend(fused_order)
 
-    def memory_at(i: int) -> Memory:
-        if pool[i] not in fetched:
+    def memory_at(i: int) -> Memory | None:
+        if pool[i] not in fetched and pool[i] not in gone:
             # Fetch along the fused order, a page at a time: most recalls need one page.
             start = order.index(i)
             page = [pool[j] for j in order[start : start + _PAGE] if pool[j] not in fetched]
             fetched.update(store.memories_by_seq(bank, page, with_embeddings=False))
-        return fetched[pool[i]]
+            gone.update(seq for seq in page if seq not in fetched)
+        return None if pool[i] in gone else fetched[pool[i]]
 
+    gone: set[int] = set()
     token_counts: dict[int, int] = {}
 
     def tokens_at(i: int) -> int:
         if i not in token_counts:
-            token_counts[i] = memory_tokens(memory_at(i))
+            memory = memory_at(i)
+            token_counts[i] = memory_tokens(memory) if memory is not None else 0
         return token_counts[i]
 
     considered = count_job.result()

@@ -1,67 +1,429 @@
-"""Secrets never enter the bank: API keys, tokens, passwords in URLs and private keys are
-replaced by `[REDACTED:<kind>]` before anything is stored or embedded.
+"""Secrets never enter the bank: API keys, tokens, passwords and private keys are replaced by
+`[REDACTED:<rule>]` before anything is stored, embedded or cut to length.
 
-The patterns are deliberately specific (known key prefixes, `key = value` assignments with
-secret-sounding names, PEM blocks), so ordinary text is left alone. Add patterns with
-`Redactor(extra=...)`, or turn redaction off with `Redactor(enabled=False)`.
+The rules are gitleaks' (https://github.com/gitleaks/gitleaks, MIT; its default config ships in
+`lamina/data/gitleaks.toml`, with its licence beside it): about 220 rules, each with keywords
+that must appear before its pattern runs, an entropy threshold for the secret it captures and
+allowlists, applied as gitleaks applies them. A few rules of Lamina's own (`LAMINA_RULES`) cover
+what an agent's transcript holds and a repository scan does not look for: `NAME_PASS=value`
+assignments, `"password": "..."` in JSON, passwords in URLs and `curl -u`, `Authorization:
+Basic`, Azure `AccountKey=`, and a private key whose end was cut off.
+
+Placeholders are not secrets: `your-key-here`, `<token>`, `${VAR}`, `changeme`, `xxxx...` and
+the like are left as said and count no redaction. Add rules with `Redactor(extra={name:
+pattern})` (the secret is the group named `value`, else the first group, else the match), or
+turn redaction off with `Redactor(enabled=False)`.
+
+Update the rules by replacing `lamina/data/gitleaks.toml` with a newer release's
+`config/gitleaks.toml`; `tests/security/test_secrets.py` measures the result on a corpus.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import tomllib
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from typing import Any
 
-__all__ = ["DEFAULT_PATTERNS", "Redactor"]
+from ..messages import (
+    Block,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UnknownBlock,
+)
 
-DEFAULT_PATTERNS: Mapping[str, str] = {
-    "private_key": (
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]*?"
-        r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "LAMINA_RULES",
+    "Redactor",
+    "gitleaks_rules",
+    "redact_json",
+    "redact_message",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    regex: re.Pattern[str]
+    keywords: tuple[str, ...] = ()
+    entropy: float = 0.0
+    secret_group: int = 0
+    allow: tuple[tuple[re.Pattern[str], str], ...] = ()
+    """Allowlist patterns with their target: `secret`, `match` or `line`."""
+    stopwords: tuple[str, ...] = ()
+    generic: bool = False
+    """Captures whatever value follows a name (`password = ...`): a value that looks like a
+    name (`get_key`, `DB_PASSWORD`) is not taken for a secret."""
+
+
+LAMINA_RULES: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    # name: (pattern, keywords); the secret is the `value` group.
+    "private-key-block": (
+        r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+        r"(?P<value>[\s\S]*?)(?:-----END[ A-Z0-9_-]{0,100}-----|\Z)",
+        ("-----begin",),
     ),
-    "anthropic_key": r"\bsk-ant-[A-Za-z0-9_\-]{20,}",
-    "openai_key": r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
-    "github_token": r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})",
-    "aws_access_key": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    "slack_token": r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",
-    "stripe_key": r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",
-    "google_api_key": r"\bAIza[0-9A-Za-z_\-]{35}\b",
-    "jwt": r"\beyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
-    "bearer_token": r"(?i)(?<=\bbearer )[A-Za-z0-9_\-\.=]{20,}",
-    "url_password": r"(?<=://)[^\s:/@]+:[^\s@/]+(?=@)",
-    "assigned_secret": (
-        r"(?i)(?<![A-Za-z0-9])(?:api[_-]?key|secret(?:[_-]?key)?|access[_-]?token|auth[_-]?token"
-        r"|password|passwd|client[_-]?secret)\s*[:=]\s*[\"']?(?!\[REDACTED)(?P<value>[^\s\"',;]{8,})"
+    "url-password": (
+        r"[a-z][a-z0-9+.-]{1,20}://[^\s:/@\"'`]{0,100}:(?P<value>[^\s@/\"'`]{3,200})@",
+        ("://",),
     ),
+    "assigned-secret": (
+        r"(?i)(?<![a-z0-9])[a-z0-9_.-]{0,40}(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key"
+        r"|access[_-]?key|private[_-]?key|credentials?|auth)[a-z0-9_.-]{0,30}"
+        r"[\"']?\s{0,3}(?:=|:=|:|=>)\s{0,3}[\"'`]?(?P<value>[^\s\"'`,;]{6,400})",
+        ("pass", "pwd", "secret", "token", "key", "credential", "auth"),
+    ),
+    "json-secret": (
+        r"(?i)\"[a-z0-9_.-]{0,40}(?:pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key"
+        r"|private[_-]?key|credentials?)[a-z0-9_.-]{0,30}\"\s{0,3}:\s{0,3}\"(?P<value>[^\"]{4,400})\"",
+        ("pass", "secret", "token", "key", "credential"),
+    ),
+    "basic-auth": (
+        r"(?i)\bauthorization\s{0,3}[:=]\s{0,3}[\"']?basic\s+(?P<value>[A-Za-z0-9+/=_-]{8,})",
+        ("basic",),
+    ),
+    "bearer-token": (
+        r"(?i)\bbearer\s+(?P<value>[A-Za-z0-9_\-.=~+/]{16,})",
+        ("bearer",),
+    ),
+    "azure-account-key": (r"(?i)\bAccountKey=(?P<value>[A-Za-z0-9+/=]{20,})", ("accountkey",)),
+    "cli-password": (
+        r"(?:\s-p|\s--password[= ]|\s-u\s+[^\s:]{1,64}:|\blogin\b[^\n]{0,200}?\s-p\s+)"
+        r"(?P<value>[^\s\"'`]{6,200})",
+        (" -p", "--password", " -u"),
+    ),
+    "cli-token": (
+        r"(?:\s(?:-t|--token|--access-token)[= ])(?P<value>[A-Za-z0-9_\-.]{20,400})",
+        (" -t", "--token", "--access-token"),
+    ),
+    # Known key prefixes, matched however the rest of the key looks.
+    "anthropic-key": (r"\b(?P<value>sk-ant-[A-Za-z0-9_\-]{20,})", ("sk-ant-",)),
+    "openai-key": (r"\b(?P<value>sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,})", ("sk-",)),
+    "github-token": (
+        r"\b(?P<value>gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})",
+        ("gh", "github_pat_"),
+    ),
+    "slack-token": (r"\b(?P<value>xox[abposr]-[A-Za-z0-9\-]{10,})", ("xox",)),
+    "stripe-key": (r"\b(?P<value>[rs]k_(?:live|test)_[A-Za-z0-9]{16,})", ("k_live_", "k_test_")),
+    "google-api-key": (r"\b(?P<value>AIza[0-9A-Za-z_\-]{35})", ("aiza",)),
+    "jwt": (
+        r"\b(?P<value>eyJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,})",
+        ("eyj",),
+    ),
+    "stripe-webhook-secret": (r"\b(?P<value>whsec_[A-Za-z0-9+/=]{20,})", ("whsec_",)),
+    "telegram-bot-token": (r"\b(?P<value>[0-9]{6,12}:AA[A-Za-z0-9_-]{30,40})\b", (":aa",)),
 }
+"""Rules of Lamina's own (see the module's docstring)."""
+
+DEFAULT_PATTERNS = LAMINA_RULES  # the name earlier versions exported
+
+_PLACEHOLDER = re.compile(
+    r"(?ix)^(?:"
+    r"[<\[{(].*[>\]})]"  # <token>, [secret], {{ var }}
+    r"|\$\{?[a-z_][a-z0-9_]*\}?|%[a-z_]+%"  # $VAR, ${VAR}, %VAR%
+    r"|(?:your|my|insert|enter|put|replace)(?:[-_ ][a-z0-9]+)+|your[a-z]+"  # your-key-here
+    r"|.*(?:here|example|placeholder|dummy|sample|redacted|changeme|change[-_]me).*"
+    r"|(?:x+|\*+|\.+|-+|0+|1234(?:5678?9?0?)?|abc(?:def)?|test|testing|none"
+    r"|null|true|false|foobar|foo|bar|pass|admin|root|user|username|string|value|key"
+    r"|os\.environ.*|os\.getenv.*|process\.env.*|env\..*|getenv.*|environ.*)"
+    r")$"
+)
+_IDENTIFIER = re.compile(
+    r"^(?:[A-Z]?[a-z]{1,19}|[A-Z]{1,19})$|^[a-z]+(?:[._-][a-z]+)*\(?\)?$|^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$"
+)
+"""Words, dotted or snake-case names and CONSTANT_NAMES: a name, not a value."""
+
+
+_GENERIC = {
+    "generic-api-key",
+    "url-password",
+    "assigned-secret",
+    "json-secret",
+    "basic-auth",
+    "bearer-token",
+    "cli-password",
+    "cli-token",
+}
+
+
+def is_placeholder(secret: str, generic: bool = True) -> bool:
+    value = secret.strip().strip("\"'`")
+    if not value or value.startswith("[REDACTED"):
+        return True
+    if _PLACEHOLDER.match(value) or (generic and _IDENTIFIER.match(value)):
+        return True
+    return len(set(value.lower())) <= 2
+
+
+def shannon_entropy(data: str) -> float:
+    if not data:
+        return 0.0
+    counts: dict[str, int] = {}
+    for char in data:
+        counts[char] = counts.get(char, 0) + 1
+    n = len(data)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _group_end(pattern: str, start: int) -> int:
+    """Where the group enclosing `start` closes (or the pattern's end)."""
+    depth = 0
+    i = start
+    in_class = False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "]":
+                i += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                return i
+            depth -= 1
+        i += 1
+    return len(pattern)
+
+
+def go_to_python(pattern: str) -> str:
+    """A Go RE2 pattern as Python's `re` reads it: `\\z` is `\\Z`, and an inline `(?i)` that is
+    not at the start applies to the rest of its group."""
+    pattern = pattern.replace(r"\z", r"\Z")
+    while True:
+        at = pattern.find("(?i)", 1)
+        if at < 0:
+            return pattern
+        end = _group_end(pattern, at + 4)
+        pattern = f"{pattern[:at]}(?i:{pattern[at + 4 : end]}){pattern[end:]}"
+
+
+_Allow = list[tuple[re.Pattern[str], str]]
+
+
+def _allow(entries: Sequence[Mapping[str, Any]]) -> tuple[_Allow, list[str]]:
+    allow: _Allow = []
+    stopwords: list[str] = []
+    for entry in entries:
+        if entry.get("paths") or entry.get("commits"):
+            continue  # about files and commits, which a transcript has none of
+        target = str(entry.get("regexTarget", "secret"))
+        for regex in entry.get("regexes", ()):
+            try:
+                allow.append((re.compile(go_to_python(regex)), target))
+            except re.error:
+                continue
+        stopwords += [str(w).lower() for w in entry.get("stopwords", ())]
+    return allow, stopwords
+
+
+@cache
+def gitleaks_rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
+    """gitleaks' rules, and its global allowlist as a rule with no pattern."""
+    text = resources.files("lamina").joinpath("data/gitleaks.toml").read_text("utf-8")
+    config = tomllib.loads(text)
+    rules: list[Rule] = []
+    for item in config.get("rules", ()):
+        if "regex" not in item:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # RE2 classes like [[...]
+                regex = re.compile(go_to_python(item["regex"]))
+        except re.error:
+            continue
+        allow, stopwords = _allow(item.get("allowlists", ()))
+        rules.append(
+            Rule(
+                id=item["id"],
+                regex=regex,
+                keywords=tuple(k.lower() for k in item.get("keywords", ())),
+                entropy=float(item.get("entropy", 0.0)),
+                secret_group=int(item.get("secretGroup", 0)),
+                allow=tuple(allow),
+                stopwords=tuple(stopwords),
+                generic=item["id"] in _GENERIC,
+            )
+        )
+    allow, stopwords = _allow([config.get("allowlist", {})])
+    shared = Rule("global", re.compile("$^"), allow=tuple(allow), stopwords=tuple(stopwords))
+    return tuple(rules), (shared,)
+
+
+def _own_rules(extra: Mapping[str, str]) -> list[Rule]:
+    rules = [
+        Rule(name, re.compile(pattern), keywords=keywords, generic=name in _GENERIC)
+        for name, (pattern, keywords) in LAMINA_RULES.items()
+    ]
+    rules += [Rule(name, re.compile(pattern)) for name, pattern in extra.items()]
+    return rules
+
+
+def _secret_span(rule: Rule, match: re.Match[str]) -> tuple[int, int]:
+    if "value" in rule.regex.groupindex and match.group("value") is not None:
+        return match.span("value")
+    if rule.secret_group and (match.lastindex or 0) >= rule.secret_group:
+        return match.span(rule.secret_group)
+    for n in range(1, (match.lastindex or 0) + 1):
+        if match.group(n):
+            return match.span(n)
+    start = match.start()
+    return start, start + len(match.group(0).rstrip("\n"))
+
+
+def _allowed(rule: Rule, secret: str, match: str, line: str) -> bool:
+    lowered = secret.lower()
+    if any(word in lowered for word in rule.stopwords):
+        return True
+    targets = {"secret": secret, "match": match, "line": line}
+    return any(pattern.search(targets.get(target, secret)) for pattern, target in rule.allow)
 
 
 @dataclass
 class Redactor:
     enabled: bool = True
     extra: Mapping[str, str] = field(default_factory=dict)
-    _compiled: list[tuple[str, re.Pattern[str]]] = field(init=False, repr=False)
+    gitleaks: bool = True
+    """Use gitleaks' rules (as well as Lamina's own)."""
+    _rules: list[Rule] = field(init=False, repr=False)
+    _global: Rule | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
-        patterns = {**DEFAULT_PATTERNS, **self.extra}
-        self._compiled = [(name, re.compile(p)) for name, p in patterns.items()]
+        self._rules = _own_rules(self.extra)
+        if self.gitleaks:
+            rules, (shared,) = gitleaks_rules()
+            self._rules = [*rules, *self._rules]
+            self._global = shared
+
+    def find(self, text: str) -> list[tuple[int, int, str]]:
+        """The secrets of a text: (start, end, rule), overlaps merged, in order."""
+        lowered = text.lower()
+        spans: list[tuple[int, int, str]] = []
+        for rule in self._rules:
+            if rule.keywords and not any(k in lowered for k in rule.keywords):
+                continue
+            for match in rule.regex.finditer(text):
+                start, end = _secret_span(rule, match)
+                secret = text[start:end]
+                if not secret.strip() or is_placeholder(secret, rule.generic):
+                    continue
+                if rule.entropy and shannon_entropy(secret) <= rule.entropy:
+                    continue
+                if rule.allow or rule.stopwords or self._global is not None:
+                    line_start = text.rfind("\n", 0, match.start()) + 1
+                    line_end = text.find("\n", match.end())
+                    line = text[line_start : line_end if line_end >= 0 else len(text)]
+                    checks = [rule] if self._global is None else [rule, self._global]
+                    if any(_allowed(r, secret, match.group(0), line) for r in checks):
+                        continue
+                spans.append((start, end, rule.id))
+        spans.sort()
+        merged: list[tuple[int, int, str]] = []
+        for start, end, name in spans:
+            if merged and start < merged[-1][1]:
+                last = merged[-1]
+                merged[-1] = (last[0], max(last[1], end), last[2])
+            else:
+                merged.append((start, end, name))
+        return merged
 
     def redact(self, text: str) -> tuple[str, int]:
         """The text with secrets replaced, and how many were replaced."""
         if not self.enabled or not text:
             return text, 0
-        count = 0
-        for name, pattern in self._compiled:
+        spans = self.find(text)
+        if not spans:
+            return text, 0
+        out: list[str] = []
+        at = 0
+        for start, end, name in spans:
+            out.append(text[at:start])
+            out.append(f"[REDACTED:{name}]")
+            at = end
+        out.append(text[at:])
+        return "".join(out), len(spans)
 
-            def replace(
-                match: re.Match[str], name: str = name, pattern: re.Pattern[str] = pattern
-            ) -> str:
-                nonlocal count
-                count += 1
-                if "value" in pattern.groupindex and match.group("value"):
-                    start = match.start("value") - match.start()
-                    return f"{match.group(0)[:start]}[REDACTED:{name}]"
-                return f"[REDACTED:{name}]"
 
-            text = pattern.sub(replace, text)
-        return text, count
+def redact_json(value: Any, redact: Callable[[str], str]) -> Any:
+    """A JSON value with every string redacted; walked without recursion, so any depth works."""
+    if isinstance(value, str):
+        return redact(value)
+    if not isinstance(value, Mapping | list | tuple):
+        return value
+
+    def shell(node: Any) -> Any:
+        return {} if isinstance(node, Mapping) else []
+
+    root = shell(value)
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, Mapping) else enumerate(source)
+        for key, item in items:
+            if isinstance(item, str) and isinstance(key, str) and isinstance(source, Mapping):
+                # `{"password": "..."}`: the name tells what the value is.
+                pair = redact(f"{key}={item}")
+                head = f"{key}="
+                new: Any = pair[len(head) :] if pair.startswith(head) else redact(item)
+            elif isinstance(item, str):
+                new = redact(item)
+            elif isinstance(item, Mapping | list | tuple):
+                new = shell(item)
+                stack.append((item, new))
+            else:
+                new = item
+            if isinstance(target, dict):
+                target[key] = new
+            else:
+                target.append(new)
+    return root
+
+
+def redact_message(message: Message, redactor: Redactor) -> tuple[Message, int]:
+    """A message with secrets replaced in every block (text, thinking, tool inputs and
+    results, unknown blocks), in Claude Code's tool result and in its source records; and how
+    many were replaced."""
+    if not redactor.enabled:
+        return message, 0
+    found = [0]
+
+    def text(value: str) -> str:
+        clean, count = redactor.redact(value)
+        found[0] += count
+        return clean
+
+    def block(item: Block) -> Block:
+        if isinstance(item, TextBlock):
+            return TextBlock(text(item.text))
+        if isinstance(item, ThinkingBlock):
+            return replace(item, thinking=text(item.thinking))
+        if isinstance(item, ToolUseBlock):
+            return replace(item, input=redact_json(item.input, text))
+        if isinstance(item, ToolResultBlock):
+            return replace(item, content=tuple(block(b) for b in item.content))
+        if isinstance(item, UnknownBlock):
+            return replace(item, data=redact_json(item.data, text))
+        return item
+
+    clean = replace(
+        message,
+        blocks=tuple(block(b) for b in message.blocks),
+        tool_use_result=redact_json(message.tool_use_result, text),
+        records=tuple(redact_json(r, text) for r in message.records),
+    )
+    return (clean, found[0]) if found[0] else (message, 0)

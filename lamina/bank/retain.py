@@ -18,19 +18,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import numpy as np
-else:
-    from .._lazy import numpy as np
-
-from ..embed import Embedder
+from ..embed import Embedder, window_vector
 from ..errors import InputError, ReadWarning, StoreError
 from ..llm import LLMError
 from ..messages import Message
 from ..readers import detect_format, get_reader
-from ..readers.base import WarningSink, first_json_lines, read_head
+from ..readers.base import WarningSink, first_json_lines, open_source, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
 from ..store.base import RetainBatch, Store
 from .entities import extract_entities
@@ -176,6 +171,7 @@ class Retainer:
         metadata: Mapping[str, Any] | None = None,
     ) -> RetainReport:
         if not Path(path).is_file():
+            open_source(path).close()  # raises the reason: missing, a directory, a FIFO
             raise InputError(f"{path}: no such file")
         reader = get_reader(format, path) if format else detect_format(path)
         doc = document or default_document_id(path, reader.name)
@@ -502,8 +498,7 @@ class Retainer:
         for unit in windows:
             parts = [vectors[p] for p in unit.parts if p in vectors]
             if len(parts) == len(unit.parts):
-                mean = np.mean(np.stack(parts), axis=0)
-                vectors[unit.key] = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
+                vectors[unit.key] = window_vector(parts)
             else:
                 vectors[unit.key] = self.embedder.embed_documents([texts[unit.key]])[0]
         return {k: v for k, v in vectors.items() if k in {u.key for u in units}}

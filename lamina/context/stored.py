@@ -4,6 +4,9 @@
     log.append(new_messages)          # stored once each, whatever is appended twice
     result = log.compile(CompileOptions(budget=32_000))
 
+Everything stored is redacted first (`lamina.bank.redact`): appended messages and summaries
+keep no secret, whichever summariser wrote them.
+
 Opening a log loads its messages, every summary written for it and the frontier of its last
 compile, so a compile in a new process neither summarises again what was summarised before
 nor changes the request's prefix when nothing requires it. New summaries are stored as soon as
@@ -14,8 +17,10 @@ they are written; the frontier after each compile, with the summariser's permane
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, cast
 
+from ..bank.redact import Redactor, redact_message
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..store.base import Store, StoredPin, StoredSummary
@@ -116,10 +121,12 @@ class StoredLog:
         log_id: str,
         summariser: Summariser,
         counter: TokenCounter | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
         self.bank = bank
         self.id = log_id
+        self.redactor = redactor or Redactor()
         store.append_log_messages(bank, log_id, [])  # the log exists from here on
         counter = counter or default_counter()
         counted = store.load_log_counts(bank, log_id, counts_key(counter))
@@ -146,7 +153,11 @@ class StoredLog:
         return cls(store, bank, log_id, summariser, counter)
 
     def _save_summary(self, summary: Summary) -> None:
-        self.store.save_summary(self.bank, self.id, _stored(summary))
+        stored = _stored(summary)
+        text, count = self.redactor.redact(stored.text)
+        if count:
+            stored = replace(stored, text=text)
+        self.store.save_summary(self.bank, self.id, stored)
 
     def append(self, messages: Iterable[Message]) -> int:
         """Store and add the messages that enter the log (`enters_log`) and are not in it yet
@@ -155,7 +166,7 @@ class StoredLog:
         for message in messages:
             if enters_log(message) and message.id not in self._ids:
                 self._ids.add(message.id)
-                new.append(message)
+                new.append(redact_message(message, self.redactor)[0])
         added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
         self.refresh()
         return added

@@ -25,9 +25,13 @@
     OpenAPI at /openapi.json, docs at /docs.
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
-neither read nor write another (it gets 404, as if the bank did not exist). Without any key
-configured the server only serves loopback and asks for no key; `lamina serve` refuses to bind
-another address until a key exists. Request bodies over the size limit get 413. Lamina's errors
+neither read nor write another (it gets 404, as if the bank did not exist). A server started on
+loopback with no key asks for none (and answers only requests whose Host header names
+loopback, against DNS rebinding); once a key exists it needs one for good, even after the last
+key is revoked (`lamina.access.Gate`). `lamina serve` refuses to bind another address until a
+key exists. The API's description (/openapi.json, /docs, /redoc) is served without a key: it
+is the same for every installation and holds no bank data. Request bodies over the size limit
+get 413. Lamina's errors
 map to status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
 the database, so any instance sharing it can answer for them.
 
@@ -53,10 +57,11 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
-from ..access import Access, access_for
+from ..access import Access, Gate
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..context import CompileOptions, Compiler, ContextLog
@@ -74,6 +79,7 @@ from ..errors import (
     UnknownFormatError,
 )
 from ..messages import Message as LogMessage
+from ..readers.base import bound_depth
 from .logs import (
     OpenLogs,
     check_budget,
@@ -181,10 +187,6 @@ def _invalid(field: str, message: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
     """Refuses request bodies over `limit` bytes with 413, whether or not they declare their
     length, without reading more than the limit."""
@@ -202,26 +204,62 @@ class BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             await too_large(scope, receive, send)
             return
+        if declared is not None:
+            await self.app(scope, receive, send)
+            return
+        # No declared length (a chunked body): read it here, up to the limit, so an oversized
+        # one gets 413 before the app sees it (the app would only know "could not read").
+        messages: list[Message] = []
         received = 0
-
-        async def limited() -> Message:
-            nonlocal received
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge
-            return message
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await too_large(scope, receive, send)
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
+_LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+def _host_name(value: str) -> str:
+    if value.startswith("["):
+        return value[: value.find("]") + 1] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class LoopbackHosts:
+    """While the gate is open (no key), answers only requests whose Host names loopback: a web
+    page on another site cannot reach a keyless server through DNS rebinding."""
+
+    def __init__(self, app: ASGIApp, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.gate.open:
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if _host_name(host.strip().lower()) not in _LOOPBACK_NAMES:
+                refused = _error(421, "misdirected", "this server answers loopback names only")
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _access(request: Request) -> Access:
-    """Who is asking: every bank when no key is configured, else the key's banks."""
-    return access_for(request.app.state.memory.store, request.headers.get("authorization"))
+    """Who is asking: every bank while the gate is open, else the key's banks."""
+    gate: Gate = request.app.state.gate
+    return gate.access(request.headers.get("authorization"))
 
 
 Auth = Annotated[Access, Depends(_access)]
@@ -232,16 +270,25 @@ def create_app(
     *,
     memory: MemoryBank | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    gate: Gate | None = None,
 ) -> FastAPI:
+    """The app; `gate` decides who may use which bank (default: as started on loopback)."""
     bank_api = memory or MemoryBank.open(home, serving=True)
     store = bank_api.store
     app = FastAPI(title="Lamina", version=__version__, summary="Memory for LLM agents")
     app.state.memory = bank_api
+    app.state.gate = gate or Gate.at_start(store, "127.0.0.1")
     app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(LoopbackHosts, gate=app.state.gate)
 
     @app.exception_handler(LaminaError)
     async def lamina_error(_request: Request, exc: LaminaError) -> JSONResponse:
         return _error(status_of(exc), type(exc).__name__, str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # A body that does not parse (too deeply nested, not JSON) answers in Lamina's shape.
+        return _error(exc.status_code, "invalid_request", str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -318,7 +365,7 @@ def create_app(
             messages: list[Any] = [{"role": "user", "content": body.text}]
             fmt = "anthropic"
         elif body.messages:
-            messages, fmt = body.messages, body.format or ""
+            messages, fmt = [bound_depth(m) for m in body.messages], body.format or ""
         else:
             raise InputError("give 'messages' or 'text'")
         if fmt != "claude-code":

@@ -38,6 +38,7 @@ from ..context.summarise import Summariser
 from ..errors import NotFoundError
 from ..messages import Message
 from ..readers import read_messages
+from ..readers.base import bound_depth
 from ..store.base import ContextLogInfo, Store
 
 __all__ = [
@@ -137,6 +138,7 @@ def read_message_list(
     one from their content, scoped by that string (see the module's doc)."""
     if not messages:
         return []
+    messages = [bound_depth(m) for m in messages]
     if ids_from is not None and format != "claude-code":
         messages = _with_ids(ids_from, messages)
     with tempfile.TemporaryDirectory(prefix="lamina-messages-") as tmp:

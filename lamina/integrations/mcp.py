@@ -9,16 +9,18 @@ that is not a transcript) answers with an MCP tool error carrying Lamina's one-l
 the server never crashes on bad input. Without a `bank` argument, tools use the server's
 default bank (`--bank`, `LAMINA_BANK`, or the project bank of `CLAUDE_PROJECT_DIR` when Claude Code
 started it, else of the directory it was started in).
-Over HTTP the API keys of `lamina keys` apply as they do for `lamina serve`: once a key exists,
-every call needs `Authorization: Bearer <key>` and sees only the key's banks (others are
-reported as absent). Over stdio the caller is the local user and sees every bank.
+Over HTTP the API keys of `lamina keys` apply as they do for `lamina serve` (`lamina.access.Gate`):
+once a key exists, every call needs `Authorization: Bearer <key>` and sees only the key's banks
+(others are reported as absent), and a tool that takes a file path refuses paths outside the
+directories an operator allowed (`--allow-dir`; none by default), without saying whether the
+path exists. Over stdio the caller is the local user: every bank, any path.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import wraps
@@ -29,7 +31,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .. import __version__
-from ..access import access_for
+from ..access import Gate
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..config import default_bank
@@ -70,9 +72,15 @@ def _tool_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def build_server(
-    home: str | Path | None = None, bank: str | None = None, *, database_url: str | None = None
+    home: str | Path | None = None,
+    bank: str | None = None,
+    *,
+    database_url: str | None = None,
+    host: str = "127.0.0.1",
+    allow_dirs: Sequence[str | Path] = (),
 ) -> MCPServer:
     memory = MemoryBank.open(home, database_url=database_url, serving=True)
+    gate = Gate.at_start(memory.store, host, allow_dirs)
     # Claude Code names the project it started the server for; it stays put, unlike cwd.
     fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
     summariser = log_summariser(memory.store)
@@ -85,7 +93,15 @@ def build_server(
         headers = ctx.headers if ctx is not None else None
         if headers is None:
             return None
-        return access_for(memory.store, headers.get("authorization")).banks
+        return gate.access(headers.get("authorization")).banks
+
+    def local_path(path: str, ctx: Context | None) -> str:
+        """A path the caller named: as given over stdio; over HTTP only inside the allowed
+        directories (the key is checked first)."""
+        if ctx is None or ctx.headers is None:
+            return path
+        allowed(ctx)
+        return gate.server_path(path)
 
     def pick(name: str | None, ctx: Context | None = None, *, must_exist: bool = False) -> str:
         chosen = name or fallback
@@ -162,7 +178,9 @@ def build_server(
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         name = pick(bank, ctx)
-        report = memory.retain_file(path, name, document=document_id, format=format)
+        report = memory.retain_file(
+            local_path(path, ctx), name, document=document_id, format=format
+        )
         return report.as_dict()
 
     @server.tool(description="List the memory banks with their sizes.")
@@ -214,10 +232,12 @@ def build_server(
         budget: int = 32_000,
         reserve: int = 4_000,
         request_format: RequestFormat = "anthropic",
+        ctx: Context | None = None,
     ) -> dict[str, Any]:
         from ..context import CompileOptions, Compiler, ContextLog
         from ..readers import read_transcript
 
+        path = local_path(path, ctx)
         if reserve < 0 or budget - reserve < 500:
             raise InputError("budget minus reserve must leave at least 500 tokens")
         log = ContextLog.from_messages(read_transcript(path).messages)
@@ -226,12 +246,16 @@ def build_server(
         return {"request": result.request, "report": result.report}
 
     def log_messages(
-        log: str, messages: list[Any] | None, path: str | None, format: str | None
+        log: str,
+        messages: list[Any] | None,
+        path: str | None,
+        format: str | None,
+        ctx: Context | None,
     ) -> list[Message]:
         if messages is not None and path is not None:
             raise InputError("give 'messages' or 'path', not both")
         if path is not None:
-            return read_transcript(path, format=format).messages
+            return read_transcript(local_path(path, ctx), format=format).messages
         return read_message_list(messages or [], format, ids_from=log)
 
     @server.tool(
@@ -252,7 +276,7 @@ def build_server(
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         name = pick(bank, ctx)
-        new = log_messages(log, messages, path, format)
+        new = log_messages(log, messages, path, format, ctx)
         if not new:
             raise InputError("give 'messages' (a non-empty list) or 'path'")
         with open_logs.use(name, log) as stored:
@@ -287,7 +311,8 @@ def build_server(
         problem = check_budget(budget, reserve)
         if problem is not None:
             raise InputError(f"reserve: {problem}")
-        new = log_messages(log, messages, path, format)
+        allowed(ctx)
+        new = log_messages(log, messages, path, format, ctx)
         name = pick(bank, ctx, must_exist=not new)
         if not new:
             find_log(memory.store, name, log)

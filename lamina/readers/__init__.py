@@ -33,12 +33,13 @@ __all__ = [
 
 
 def _looks_binary(head: bytes) -> bool:
-    """NUL bytes, or many bytes that are not UTF-8: a binary file, not a damaged transcript
-    (a transcript with one bad line is read, with a warning for that line)."""
+    """Many NUL bytes, or many bytes that are not UTF-8: a binary file, not a damaged
+    transcript (a transcript with a few bad lines, a stray NUL among them, is read, with a
+    warning for each such line)."""
     sample = head[:8192]
     if not sample:
         return False
-    if b"\x00" in sample:
+    if sample.count(b"\x00") > max(8, len(sample) // 100):
         return True
     text = sample.decode("utf-8", errors="replace")
     return text.count("\ufffd") > max(8, len(text) // 20)

@@ -7,10 +7,11 @@ the source as a whole cannot be read.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 import orjson
 
@@ -99,6 +100,23 @@ def _open_failure(path: str, exc: OSError) -> ReadError:
     return ReadError(path, exc.strerror or str(exc))
 
 
+def open_source(path: str) -> BinaryIO:
+    """Open a transcript for reading: a regular file only. A FIFO, socket or device would block
+    or never end, so it is refused with one line before anything opens it."""
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError as exc:
+        raise _open_failure(path, exc) from None
+    if stat.S_ISDIR(mode):
+        raise ReadError(path, "is a directory, not a transcript file")
+    if not stat.S_ISREG(mode):
+        raise ReadError(path, "not a regular file (a pipe, socket or device); give a file")
+    try:
+        return Path(path).open("rb")
+    except OSError as exc:
+        raise _open_failure(path, exc) from None
+
+
 def _describe_json_error(raw: bytes, exc: Exception) -> str:
     try:
         raw.decode("utf-8")
@@ -124,10 +142,7 @@ def iter_json_lines(
     `start`/`stop` restrict reading to a byte range (`start` must be a line start); `first_line`
     is the number of the line at `start`, or None when unknown (then lines carry no number).
     """
-    try:
-        handle = Path(path).open("rb")  # noqa: SIM115  (closed in finally; generator)
-    except OSError as exc:
-        raise _open_failure(path, exc) from None
+    handle = open_source(path)  # closed in finally (a generator)
     try:
         if start:
             handle.seek(start)
@@ -144,7 +159,7 @@ def iter_json_lines(
             if not body:
                 continue
             try:
-                value = orjson.loads(body)
+                value = bound_depth(orjson.loads(body), raw=body)
             except orjson.JSONDecodeError as exc:
                 if not raw.endswith(b"\n"):
                     reason = "incomplete last line (no newline; still being written?)"
@@ -157,12 +172,74 @@ def iter_json_lines(
         handle.close()
 
 
+MAX_DEPTH = 64
+"""Containers nested deeper than this in a record are kept as their JSON text (a string): every
+later step (token counts, stores, requests, JSON encoders with their own depth limits) then sees
+a value of bounded depth, whatever a transcript or a caller sends."""
+
+
+class _Literal(str):
+    """Output text of `json_text`, as opposed to a string value still to be encoded."""
+
+
+def json_text(value: Any) -> str:
+    """Compact JSON text of a value of any depth (no recursion)."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Literal:
+            out.append(item)
+        elif isinstance(item, dict):
+            parts: list[Any] = [_Literal("{")]
+            for n, (key, inner) in enumerate(item.items()):
+                parts.append(_Literal(("," if n else "") + orjson.dumps(str(key)).decode() + ":"))
+                parts.append(inner)
+            parts.append(_Literal("}"))
+            stack.extend(reversed(parts))
+        elif isinstance(item, list | tuple):
+            parts = [_Literal("[")]
+            for n, inner in enumerate(item):
+                if n:
+                    parts.append(_Literal(","))
+                parts.append(inner)
+            parts.append(_Literal("]"))
+            stack.extend(reversed(parts))
+        else:
+            try:
+                out.append(orjson.dumps(item).decode())
+            except TypeError:
+                out.append(orjson.dumps(str(item)).decode())
+    return "".join(out)
+
+
+def bound_depth(value: Any, limit: int = MAX_DEPTH, raw: bytes | None = None) -> Any:
+    """The value with every container nested deeper than `limit` replaced by its JSON text.
+    Given the raw JSON, a value with fewer brackets than the limit is returned at once."""
+    if raw is not None and raw.count(b"{") + raw.count(b"[") <= limit:
+        return value
+    if not isinstance(value, dict | list):
+        return value
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        keys = list(node) if isinstance(node, dict) else range(len(node))
+        for key in keys:
+            inner = node[key]
+            if isinstance(inner, dict | list):
+                if depth >= limit:
+                    node[key] = json_text(inner)
+                else:
+                    stack.append((inner, depth + 1))
+    return value
+
+
 def read_head(path: str) -> bytes:
-    try:
-        with Path(path).open("rb") as handle:
+    with open_source(path) as handle:
+        try:
             return handle.read(HEAD_BYTES)
-    except OSError as exc:
-        raise _open_failure(path, exc) from None
+        except OSError as exc:
+            raise _open_failure(path, exc) from None
 
 
 def first_json_lines(head: bytes, limit: int = 20) -> list[Any]:
@@ -186,11 +263,12 @@ def first_json_lines(head: bytes, limit: int = 20) -> list[Any]:
 
 def load_json_document(path: str) -> Any:
     """Parse a whole-file JSON document, raising ReadError with the reason when it is not one."""
+    with open_source(path) as handle:
+        try:
+            data = handle.read()
+        except OSError as exc:
+            raise _open_failure(path, exc) from None
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise _open_failure(path, exc) from None
-    try:
-        return orjson.loads(data)
+        return bound_depth(orjson.loads(data), raw=data)
     except orjson.JSONDecodeError as exc:
         raise ReadError(path, _describe_json_error(data, exc)) from None

@@ -18,6 +18,7 @@ in the stream with a kind that never starts a turn.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -40,7 +41,7 @@ from ..messages import (
     parse_timestamp,
 )
 from ..turns import classify
-from .base import Line, WarningSink, first_json_lines, iter_json_lines, read_head
+from .base import Line, WarningSink, first_json_lines, iter_json_lines, open_source, read_head
 
 __all__ = [
     "ClaudeCodeReader",
@@ -465,11 +466,11 @@ def read_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message],
     """The messages of the last `window` bytes of a transcript, starting at a line boundary,
     and whether that window reaches the start of the file. Line numbers are unknown (None)
     unless the window covers the whole file."""
-    size = Path(path).stat().st_size
-    if window >= size:
-        return list(read_claude_code(path, warn)), True
-    start = size - window
-    with Path(path).open("rb") as handle:
+    with open_source(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if window >= size:
+            return list(read_claude_code(path, warn)), True
+        start = size - window
         handle.seek(start - 1)
         # Move to the first full line inside the window.
         while True:

@@ -54,7 +54,7 @@ from .anthropic import (
     score_message_list,
     sniff_message_list,
 )
-from .base import WarningSink
+from .base import WarningSink, bound_depth
 
 __all__ = ["OpenAIReader", "read_openai"]
 
@@ -104,7 +104,7 @@ def _arguments(raw: Any) -> Any:
         return dict(raw)
     if isinstance(raw, str):
         try:
-            parsed = orjson.loads(raw)
+            parsed = bound_depth(orjson.loads(raw))
         except orjson.JSONDecodeError:
             parsed = None
         if isinstance(parsed, dict):

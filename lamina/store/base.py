@@ -251,6 +251,12 @@ class Store(Protocol):
 
     def list_logs(self, bank: str) -> list[ContextLogInfo]: ...
 
+    def set_log_times(
+        self, bank: str, log: str, created_at: datetime, updated_at: datetime
+    ) -> None:
+        """Set a log's creation and update times (copies and imports keep the source's)."""
+        ...
+
     def delete_log(self, bank: str, log: str) -> bool:
         """Delete a log with its summaries and frontier."""
         ...

@@ -217,3 +217,6 @@ def _copy_log(source: Store, target: Store, bank: str, log: str, result: BankCop
         for pin in pins:
             target.save_pin(bank, log, pin)
         result.pins += len(pins)
+    info = next((i for i in source.list_logs(bank) if i.id == log), None)
+    if info is not None:  # the copy keeps when the log was made and last changed
+        target.set_log_times(bank, log, info.created_at, info.updated_at)

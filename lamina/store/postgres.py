@@ -764,6 +764,16 @@ class PostgresStore(PostgresSearch):
             raise StoreError(f"no context log {log!r} in bank {bank!r}")
         return int(row[0])
 
+    def set_log_times(
+        self, bank: str, log: str, created_at: datetime, updated_at: datetime
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE context_logs SET created_at = %s, updated_at = %s"
+                " WHERE name = %s AND bank_id = (SELECT id FROM banks WHERE name = %s)",
+                (created_at, updated_at, log, bank),
+            )
+
     def append_log_messages(self, bank: str, log: str, messages: Sequence[Message]) -> int:
         now = _now()
         with self._write() as conn:

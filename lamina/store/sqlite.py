@@ -8,6 +8,7 @@ cursor's version: it commits whole, or not at all.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -104,14 +105,34 @@ class SQLiteStore(SQLiteSearch):
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._migrated = False
 
     # -- connections -----------------------------------------------------------------------
+    def exposed(self) -> list[str]:
+        """The data directory and database files other users may read (data files are meant
+        for their owner only): `path (mode 0755)` each."""
+        if self.path == ":memory:":
+            return []
+        database = Path(self.path)
+        found = []
+        for path in (database.parent, database, *database.parent.glob(database.name + "-*")):
+            try:
+                mode = path.stat().st_mode & 0o777
+            except OSError:
+                continue
+            if mode & 0o077:
+                found.append(f"{path} (mode {mode:04o})")
+        return found
+
     def _connect(self) -> sqlite3.Connection:
+        if self.path != ":memory:" and not Path(self.path).exists():
+            # Created for its owner only; SQLite gives its -wal and -shm files the same mode.
+            with suppress(OSError):
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -718,6 +739,21 @@ class SQLiteStore(SQLiteSearch):
                     (count + added, now, log_id),
                 )
         return added
+
+    def set_log_times(
+        self, bank: str, log: str, created_at: datetime, updated_at: datetime
+    ) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE context_logs SET created_at = ?, updated_at = ?"
+                " WHERE name = ? AND bank_id = (SELECT id FROM banks WHERE name = ?)",
+                (
+                    created_at.astimezone(UTC).isoformat(),
+                    updated_at.astimezone(UTC).isoformat(),
+                    log,
+                    bank,
+                ),
+            )
 
     def read_log(self, bank: str, log: str, start: int = 0) -> list[Message]:
         conn = self.conn
