@@ -2,13 +2,15 @@
 
     log = ContextLog.from_messages(read_transcript("session.jsonl").messages)
     result = Compiler(ExtractiveSummariser()).compile(log, CompileOptions(budget=32_000))
-    result.request   # {"messages": [...]} for the Anthropic Messages API
+    result.request   # {"system": [...], "messages": [...]} for the Anthropic Messages API
     result.report    # what is raw, what is folded to which level, tokens per part
 
 With `compile(log, options, request_format="openai")` the request is for OpenAI Chat
 Completions instead: the same turns, spelled the OpenAI way, within the same budget.
 
-Every message of the log is in the request raw or through a summary that covers it; if the
+The log's system prompt (`ContextLog.system`) is sent as the provider expects it (Anthropic's
+`system` field with a cache breakpoint, OpenAI's leading `system` message), counted in the
+budget. Every message of the log is in the request raw or through a summary that covers it; if the
 budget cannot be met even with everything folded, `OverBudgetError` says by how much.
 """
 
@@ -171,7 +173,9 @@ class Compiler:
             frontier = choose_frontier(
                 log, self.forest, options, self.previous, limit, pins, self.ready_first
             )
-            request = render(request_format, log, frontier, options.largest_message)
+            request = render(
+                request_format, log, frontier, options.largest_message, log.system or None
+            )
             tokens = request_tokens(request)
             if tokens <= options.available:
                 break
@@ -194,6 +198,7 @@ class Compiler:
             "tokens": tokens,
             "log_messages": len(log),
             "log_tokens": sum(log.tokens),
+            "system": {"tokens": log.system_tokens},
             "head": {"messages": frontier.head_end,
                      "tokens": log.span_tokens(0, frontier.head_end)},
             "raw_chunks": len(raw_chunks),

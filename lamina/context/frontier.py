@@ -366,7 +366,7 @@ def choose_frontier(
         items, folded = _hold_exact(log, forest, items, holds, complete, options.fan_in, head)
     by_start = {c.start: c for c in complete}
     head_tokens = plan.span(0, head)
-    fixed = head_tokens + plan.span(open_start, len(log))
+    fixed = log.system_tokens + head_tokens + plan.span(open_start, len(log))
     cost = fixed + sum(plan.item(i) for i in items)
     stuck: set[int] = set()
     """Starts of chunks and runs the summariser could not write a summary for."""
@@ -450,7 +450,8 @@ def choose_frontier(
         raise OverBudgetError(
             f"the request needs {needs} tokens with everything folded, {cost - avail} over the "
             f"{options.available} available (budget {options.budget} minus reserve "
-            f"{options.reserve}); the head and the newest messages, kept raw, alone take {fixed}"
+            f"{options.reserve}); the {'system prompt, the ' if log.system else ''}head and the "
+            f"newest messages, kept raw, alone take {fixed}"
             + _pinned_note(plan, items, holds, stuck)
         )
     # Raw chunks after the last summary belong to the tail.

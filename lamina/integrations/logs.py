@@ -201,7 +201,7 @@ def _frontier_shape(
 ) -> dict[str, Any] | None:
     """How many of the log's `length` messages the stored frontier kept raw (head, raw spans,
     recent tail) and how many it folded into which summaries."""
-    if frontier is None:
+    if frontier is None or "items" not in frontier:  # not compiled yet (a system prompt only)
         return None
     head, tail = int(frontier.get("head_end", 0)), int(frontier.get("tail_start", 0))
     middle_raw = 0
