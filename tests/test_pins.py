@@ -222,3 +222,20 @@ def test_pin_and_unpin_from_the_command_line(tmp_path: Path) -> None:
     gone = lamina("unpin", "s", "messages-10-12", "-b", "b", home=tmp_path)
     assert gone.returncode != 0 and "no pin" in gone.stderr
     assert read_transcript(str(EXAMPLE)).messages
+
+
+def test_max_level_0_from_the_command_line_is_a_pin(tmp_path: Path) -> None:
+    from .conftest import EXAMPLE
+
+    compiled = lamina("compile", str(EXAMPLE), "--bank", "b", "--log", "s", home=tmp_path)
+    assert compiled.returncode == 0, compiled.stderr
+    done = lamina("pin", "s", "-b", "b", "--messages", "10-12", "--max-level", "0", "--json",
+                  home=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [(p["mode"], p["level"]) for p in json.loads(done.stdout)["pins"]] == [("max", 0)]
+    exact = lamina("pin", "s", "-b", "b", "--messages", "30-31", "--level", "2", "--json",
+                   home=tmp_path)  # fmt: skip
+    assert exact.returncode == 0, exact.stderr
+    assert [(p["mode"], p["level"]) for p in json.loads(exact.stdout)["pins"]] == [
+        ("max", 0), ("exact", 2)
+    ]  # fmt: skip
