@@ -191,6 +191,7 @@ class Compiler:
         self.previous = frontier
         _check_coverage(log, frontier)
         levels = Counter(i.level for i in frontier.items if isinstance(i, Summary))
+        pinned = _pins_report(frontier, pins)
         raw_chunks = [i for i in frontier.items if not isinstance(i, Summary)]
         report = {
             "budget": options.budget,
@@ -211,7 +212,8 @@ class Compiler:
             "summaries_written": self.forest.written - written_before,
             "summariser": _summariser_report(self.forest, spent_before),
             "changed": _changes(before, frontier),
-            "pins": _pins_report(frontier, pins),
+            "pins": pinned,
+            "warnings": _warnings(pinned),
             "compile_ms": round((time.perf_counter() - started) * 1000, 2),
         }  # fmt: skip
         return CompileResult(request, frontier, tokens, report)
@@ -277,15 +279,34 @@ def _pins_report(frontier: Frontier, pins: Sequence[Pin]) -> list[Any]:
                     levels.add(item.level if isinstance(item, Summary) else 0)
             if start < frontier.head_end or end > frontier.tail_start:
                 levels.add(0)
-        out.append(
-            {
-                "name": pin.name,
-                "pin": pin.describe(),
-                "messages": [[s, e - 1] for s, e in held],
-                "shown_at_levels": sorted(levels),
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": pin.name,
+            "pin": pin.describe(),
+            "messages": [[s, e - 1] for s, e in held],
+            "shown_at_levels": sorted(levels),
+        }
+        unheld = _unheld(frontier, pin, held)
+        if unheld:
+            entry["not_held"] = unheld
+        out.append(entry)
     return out
+
+
+def _unheld(frontier: Frontier, pin: Pin, held: Sequence[tuple[int, int]]) -> list[str]:
+    """Why an exact pin's messages are shown raw instead of at its level, if they are."""
+    if pin.mode != "exact":
+        return []
+    return [
+        f"shown raw: {why}"
+        for start, end, _level, why in frontier.unheld
+        if any(s < end and start < e for s, e in held)
+    ]
+
+
+def _warnings(pins_report: Sequence[dict[str, Any]]) -> list[str]:
+    """What a reader of the request should know that it does not show: pins not held."""
+    return [f"{entry['pin']} is not held: {why}" for entry in pins_report
+            for why in entry.get("not_held", [])]  # fmt: skip
 
 
 def _check_coverage(log: ContextLog, frontier: Frontier) -> None:
