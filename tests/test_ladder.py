@@ -3,7 +3,11 @@ the scripted fake; failures kept by the forest so the chunk stays raw, never dro
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from lamina.context import ContextLog
 from lamina.context.chunks import Chunk
@@ -263,3 +267,30 @@ def test_a_stored_log_keeps_permanent_failures_for_the_next_process(database: st
         assert state is not None and state["failures"] == []
     finally:
         store.close()
+
+
+def test_a_request_that_cannot_fit_fails_with_its_price_broken_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The chunk is one short message; the head is what does not fit.
+    head = tuple(user(i, f"spec part {i} " + "word " * 12_000) for i in range(4))
+    llm = ScriptedLLM(["never asked."])
+    model = summariser(llm)
+    chunk_only = request(head=(), messages=CHUNK[:1], recalled=())
+    wide = replace(request(head=head, messages=CHUNK[:1], recalled=RECALLED), end=3)
+    with caplog.at_level(logging.WARNING, logger="lamina.context.ladder"):
+        failure = model.write(wide)
+    assert isinstance(failure, SummaryFailure) and llm.requests == []
+    assert "a single message" not in failure.reason
+    price = model.price_parts(replace(wide, recalled=()))
+    assert price.total == model.price(replace(wide, recalled=())) > 32_000
+    assert price.head > 32_000 - 2_000 > model.price(chunk_only)
+    assert failure.reason == (
+        "the summary request for messages 2-2 cannot fit the window of 32000 tokens (nor be "
+        f"split further): admission priced it at {price.total} tokens: prompt {price.prompt} "
+        f"(head {price.head}, the span and the instructions {price.prompt - price.head}), "
+        f"recalled summaries 0, retry line {price.retry_line}, output allowance 2000"
+    )
+    assert failure.reason in caplog.text
+    parts = model.price_parts(request())
+    assert parts.recalled > 0 and parts.retry_line > 0 and parts.total == model.price(request())

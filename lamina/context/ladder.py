@@ -14,7 +14,8 @@ instruction. It is made valid for the provider with the compiler's own rules (re
 
 Admission: a request is priced (every token sent, separator turns and declared tools included,
 with the longest retry line the ladder may add, plus the output allowance) and sent only if that
-fits `window`; otherwise the oldest recalled summaries are dropped, then the chunk is split.
+fits `window`; otherwise the oldest recalled summaries are dropped, then the chunk is split. A
+request that cannot fit even so fails, and is logged, with its price part by part (`Price`).
 
 The ladder, when an answer is not a normal stop with text: a tool call is asked again with no
 tools declared (tool activity then spelled as text); an answer of thinking only is asked again
@@ -28,6 +29,7 @@ would go over a spend cap (it is then not sent), the failure is deferred: retrie
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,10 +56,13 @@ __all__ = [
     "SYSTEM_PROMPT",
     "ModelOptions",
     "ModelSummariser",
+    "Price",
     "declared_tools",
     "summary_messages",
 ]
 
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = (
     "You keep the memory of a long conversation between a user and an AI agent. When asked, "
@@ -97,6 +102,32 @@ class ModelOptions:
     """How many times the ladder may halve a chunk."""
     tokens_per_hour: int | None = None
     tokens_per_day: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What admission charges for a request, part by part (tokens)."""
+
+    prompt: int
+    """Everything sent bar the recalled summaries and the retry line: the system prompt and the
+    instruction, the head, and the chunk (or the summaries to merge)."""
+    head: int
+    """The part of `prompt` the head takes."""
+    recalled: int
+    retry_line: int
+    output: int
+    """The output allowance (`max_tokens`)."""
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.recalled + self.retry_line + self.output
+
+    def describe(self) -> str:
+        return (
+            f"{self.total} tokens: prompt {self.prompt} (head {self.head}, the span and the "
+            f"instructions {self.prompt - self.head}), recalled summaries {self.recalled}, "
+            f"retry line {self.retry_line}, output allowance {self.output}"
+        )
 
 
 class _Deferred(Exception):
@@ -273,13 +304,33 @@ class ModelSummariser:
             tokens += count_text(orjson.dumps(list(request.tools)).decode())
         return tokens
 
+    def _sent_max(self, request: SummaryRequest, line: str) -> int:
+        """The larger of the request's two forms (tools declared, or spelled as text)."""
+        forms = [self.build(request, tools=t, retry_line=line) for t in (True, False)]
+        return max(self.sent_tokens(f) for f in forms)
+
     def price(self, request: SummaryRequest, *, with_retry_line: bool = True) -> int:
         """What admission charges for `request`: the larger of its two forms (tools declared,
         or spelled as text), with the longest retry line the ladder may add, plus the output
         allowance."""
         line = max(RETRY_LINES, key=count_text) if with_retry_line else ""
-        forms = [self.build(request, tools=t, retry_line=line) for t in (True, False)]
-        return max(self.sent_tokens(f) for f in forms) + self.options.max_tokens
+        return self._sent_max(request, line) + self.options.max_tokens
+
+    def price_parts(self, request: SummaryRequest) -> Price:
+        """`price(request)` broken down: what the prompt, the recalled summaries, the retry
+        line and the output allowance each take (`Price.total` is the price)."""
+        bare = replace(request, recalled=())
+        prompt = self._sent_max(bare, "")
+        recalled = self._sent_max(request, "")
+        with_line = self._sent_max(request, max(RETRY_LINES, key=count_text))
+        headless = self._sent_max(replace(bare, head=()), "")
+        return Price(
+            prompt=prompt,
+            head=prompt - headless,
+            recalled=recalled - prompt,
+            retry_line=with_line - recalled,
+            output=self.options.max_tokens,
+        )
 
     def admit(self, request: SummaryRequest) -> SummaryRequest | None:
         """The request with as many recalled summaries (newest first, within the recall
@@ -366,8 +417,9 @@ class ModelSummariser:
         if admitted is None:
             halves = _halves(request)
             if halves is None:
-                raise _Failed(f"a single message of {request.start}-{request.end} is larger "
-                              f"than the window of {self.options.window} tokens")  # fmt: skip
+                reason = self._unfit(replace(request, recalled=()))
+                logger.warning("%s: %s", self.name, reason)
+                raise _Failed(reason)
             return self._split(run, request, halves, depth)
         response, tools, prose = self._ask(run, admitted)
         if _usable(response):
@@ -390,6 +442,15 @@ class ModelSummariser:
             except _Failed as exc:
                 reason = f"{reason}; split in halves: {exc}"
         raise _Failed(reason)
+
+    def _unfit(self, request: SummaryRequest) -> str:
+        """Why admission refused a request that cannot be split: its price, part by part."""
+        span = f"messages {request.start}-{request.end - 1}"
+        what = "summary" if request.task == "summarise" else f"level-{request.level} merge"
+        return (
+            f"the {what} request for {span} cannot fit the window of {self.options.window} tokens "
+            f"(nor be split further): admission priced it at {self.price_parts(request).describe()}"
+        )
 
     def _split(
         self,
