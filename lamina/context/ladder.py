@@ -9,7 +9,8 @@ and latency (every summary is a provider call, priced and capped here), or offli
 never required: with nothing configured the compiler uses the extractive one.
 
 Each request is as-of: the head raw, the summaries before the span as recall pairs (within a
-recall budget, newest kept), the chunk raw (or, to merge, the summaries to merge), and the
+recall budget, newest kept; a stretch with no summary shown raw among them, cut to its newest
+messages when it does not fit whole), the chunk raw (or, to merge, the summaries to merge), and the
 instruction. It is made valid for the provider with the compiler's own rules (render.py).
 
 Admission: a request is priced (every token sent, separator turns and declared tools included,
@@ -45,7 +46,9 @@ from .compile import request_tokens
 from .render import IMAGE_PLACEHOLDER, OPENING, RECALL_PROMPT, _blocks, _resolve, _Turn
 from .requests import (
     PROMPT_VERSION,
+    RawStretch,
     Recalled,
+    RecallItem,
     SummaryFailure,
     SummaryRequest,
     SummaryResult,
@@ -80,6 +83,10 @@ MERGE = (
     "[CM] Write one memory that stands for the recalled memories {ids}, in about {target} "
     "tokens, keeping what a later reader needs. Answer with the memory text only."
 )
+RECALL_RAW = "[CM] Recall messages {first}-{last} as they were."
+"""Before a stretch with no summary, shown raw among the recall pairs ..."""
+RECALL_RAW_END = "[CM] End of messages {first}-{last}."
+"""... and after it, so the model sees where the stretch ends and what follows begins."""
 PROSE_RETRY = "Write it now as plain prose: no thinking aloud, no tool calls, only the memory."
 RETRY_LINES = (PROSE_RETRY,)
 """Lines the ladder may add to the instruction; admission makes room for the longest."""
@@ -186,8 +193,15 @@ def summary_messages(
                 role = "user" if message.role is Role.USER else "assistant"
                 turns.append(_Turn(role, content))
 
-    def recall(items: Sequence[Recalled]) -> None:
+    def recall(items: Sequence[RecallItem]) -> None:
         for item in items:
+            if isinstance(item, RawStretch):  # no summary of it: shown as it was
+                span = {"first": item.start, "last": item.end - 1}
+                turns.append(_Turn("user", [{"type": "text", "text": RECALL_RAW.format(**span)}]))
+                raw(item.messages)
+                end = RECALL_RAW_END.format(**span)
+                turns.append(_Turn("user", [{"type": "text", "text": end}]))
+                continue
             prompt = RECALL_PROMPT.format(id=item.id)
             turns.append(_Turn("user", [{"type": "text", "text": prompt}]))
             turns.append(_Turn("assistant", [{"type": "text", "text": item.text}], True))
@@ -271,7 +285,11 @@ class ModelSummariser:
 
     def instruction(self, request: SummaryRequest, retry_line: str = "") -> str:
         if request.task == "summarise":
-            since = f"memory {request.recalled[-1].id}" if request.recalled else "the opening"
+            last = request.recalled[-1] if request.recalled else None
+            if isinstance(last, RawStretch):
+                since = f"the recalled messages {last.start}-{last.end - 1}"
+            else:
+                since = f"memory {last.id}" if last is not None else "the opening"
             text = SUMMARISE.format(since=since, target=request.target_tokens)
         else:
             ids = ", ".join(s.id for s in request.summaries)
@@ -336,12 +354,18 @@ class ModelSummariser:
         """The request with as many recalled summaries (newest first, within the recall
         budget) as fit the window; None when it does not fit even with none."""
         recall_budget = int(self.options.window * self.options.recall_share)
-        kept: list[Recalled] = []
+        kept: list[RecallItem] = []
         used = 0
         for item in reversed(request.recalled):
-            used += count_text(item.text) + 16
-            if used > recall_budget:
+            cost = (item.cost if isinstance(item, RawStretch) else count_text(item.text)) + 16
+            if used + cost > recall_budget:
+                # A raw stretch keeps its newest messages that fit; nothing older goes in.
+                if isinstance(item, RawStretch):
+                    newest = item.newest(recall_budget - used - 16)
+                    if newest is not None:
+                        kept.append(newest)
                 break
+            used += cost
             kept.append(item)
         kept.reverse()
         while True:
