@@ -22,6 +22,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import orjson
 
@@ -246,6 +247,27 @@ class Forest:
                 )
         return out
 
+    def _expansion(
+        self,
+        log: ContextLog | None,
+        items: Sequence[Summary | tuple[int, int]],
+        before: int,
+    ) -> dict[str, Any]:
+        """The request fields that let the ladder expand the summary recalled last (see
+        `SummaryRequest.expansion`); none when the last recalled item is not a summary."""
+        shown = [i for i in items if (i.end if isinstance(i, Summary) else i[1]) <= before]
+        last = shown[-1] if shown else None
+        if not isinstance(last, Summary):
+            return {}
+        if last.level == 1:
+            expansion = self._recalled(log, [(last.start, last.end)], before)
+        else:
+            children = [self.by_id.get(c) for c in last.children]
+            if not children or any(c is None for c in children):
+                return {}
+            expansion = self._recalled(log, [c for c in children if c is not None], before)
+        return {"expansion": tuple(expansion), "expands": last.id} if expansion else {}
+
     def _head_end(self, start: int, given: int | None) -> int:
         if given is not None:
             return min(given, start)
@@ -315,6 +337,7 @@ class Forest:
             head=log.slice(0, head),
             recalled=self._recalled(log, recall, chunk.start),
             messages=messages,
+            **self._expansion(log, recall, chunk.start),
         )
         return self._write(request, (), asked)
 
@@ -362,6 +385,7 @@ class Forest:
             head=log.slice(0, head) if log is not None else (),
             recalled=self._recalled(log, recall, key[1]),
             summaries=[Recalled(n.id, n.text) for n in nodes],
+            **self._expansion(log, recall, key[1]),
         )
         return self._write(request, [n.id for n in nodes], asked)
 

@@ -20,7 +20,9 @@ request that cannot fit even so fails, and is logged, with its price part by par
 
 The ladder, when an answer is not a normal stop with text: a tool call is asked again with no
 tools declared (tool activity then spelled as text); an answer of thinking only is asked again
-for plain prose; then a smaller request (half the recalled summaries); then the chunk in halves,
+for plain prose; then the summary just before the chunk expanded (shown as what it stands for,
+one level down: its children, or its chunk raw); then a smaller request (half the recalled
+summaries); then one with no recall pairs at all; then the chunk in halves,
 each summarised on its own (the second recalls the first) and joined; finally a failure is
 returned, recorded with the keys that would make a retry worth it. Transient provider errors
 back off and retry without using a rung, up to `transient_retries`; past that, and when a call
@@ -449,13 +451,9 @@ class ModelSummariser:
         if _usable(response):
             return response.text.strip(), response.stop_reason
         reason = _describe(response)
-        if admitted.recalled:  # a smaller request: half the recalled summaries, newest kept
-            recalled = admitted.recalled
-            fewer = replace(
-                admitted, recalled=tuple(recalled[len(recalled) - len(recalled) // 2 :])
-            )
-            line = PROSE_RETRY if prose else ""
-            response = self._call(run, self.build(fewer, tools=tools, retry_line=line))
+        line = PROSE_RETRY if prose else ""
+        for variant in self._variants(admitted):
+            response = self._call(run, self.build(variant, tools=tools, retry_line=line))
             if _usable(response):
                 return response.text.strip(), response.stop_reason
             reason = _describe(response)
@@ -466,6 +464,26 @@ class ModelSummariser:
             except _Failed as exc:
                 reason = f"{reason}; split in halves: {exc}"
         raise _Failed(reason)
+
+    def _variants(self, admitted: SummaryRequest) -> list[SummaryRequest]:
+        """The rungs after a refusal, before the chunk is split, each a request admission
+        lets through: the summary recalled last expanded (shown as what it stands for, one
+        level down); half the recalled items, newest kept; no recall at all."""
+        out: list[SummaryRequest] = []
+        recalled = tuple(admitted.recalled)
+        last = recalled[-1] if recalled else None
+        if admitted.expansion and isinstance(last, Recalled) and last.id == admitted.expands:
+            expanded = replace(
+                admitted, recalled=(*recalled[:-1], *admitted.expansion), expansion=(), expands=""
+            )
+            fits = self.admit(expanded)
+            if fits is not None and fits.recalled != recalled:
+                out.append(fits)
+        if len(recalled) >= 2:
+            out.append(replace(admitted, recalled=recalled[len(recalled) - len(recalled) // 2 :]))
+        if recalled:
+            out.append(replace(admitted, recalled=()))
+        return out
 
     def _unfit(self, request: SummaryRequest) -> str:
         """Why admission refused a request that cannot be split: its price, part by part."""

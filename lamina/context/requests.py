@@ -96,6 +96,12 @@ class SummaryRequest:
     """summarise: the chunk's messages."""
     summaries: Sequence[Recalled] = ()
     """merge: the summaries to merge, in order."""
+    expansion: Sequence[RecallItem] = ()
+    """What the last recalled summary stands for, one level down (its children, or for a
+    level-1 summary its chunk's messages raw): the refusal ladder's first rung shows it in
+    that summary's place."""
+    expands: str = ""
+    """The id of the summary `expansion` stands for."""
 
 
 @dataclass(frozen=True, slots=True)
