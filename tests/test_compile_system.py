@@ -103,6 +103,14 @@ def test_a_large_system_prompt_is_counted_in_the_budget(
         Compiler(ExtractiveSummariser()).compile(huge, options, request_format)  # type: ignore[arg-type]
 
 
+def test_several_system_messages_are_joined_in_order_each_text_once() -> None:
+    first = {"role": "system", "content": "Rules:\n\nbe brief."}
+    second = {"role": "developer", "content": "Use British English."}
+    messages = read_message_list([first, *chat(1), second, first])
+    log = ContextLog.from_messages(messages)
+    assert log.system == "Rules:\n\nbe brief.\n\nUse British English." and len(log) == 2
+
+
 def test_messages_sent_over_the_wire_keep_their_system_prompt() -> None:
     # What the HTTP API and the MCP server read a message list with.
     anthropic = read_message_list([{"role": "system", "content": SYSTEM}, *chat(2)])

@@ -178,7 +178,8 @@ class ContextLog:
         known from before (see `from_messages`)."""
         if is_system_prompt(message):
             text = message.text.strip()
-            if text and text not in self.system.split(SYSTEM_JOIN):
+            joined = f"{SYSTEM_JOIN}{self.system}{SYSTEM_JOIN}"
+            if text and f"{SYSTEM_JOIN}{text}{SYSTEM_JOIN}" not in joined:  # the same text once
                 self.system = f"{self.system}{SYSTEM_JOIN}{text}" if self.system else text
             return False
         if not enters_log(message):
