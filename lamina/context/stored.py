@@ -14,10 +14,9 @@ The system prompt (not a log position) is kept with that state too, under `syste
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from ..bank.redact import Redactor
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..store.base import Store, StoredPin, StoredSummary
@@ -167,12 +166,14 @@ class StoredLog:
         self.refresh()
         return added
 
-    def _keep_system(self, messages: Sequence[Message]) -> None:
+    def _keep_system(self, messages: list[Message]) -> None:
         """The system prompt the messages give (`system_text`), redacted, becomes the log's and
         is stored with its state (not a log position: message numbers stay as they are);
         messages without one leave the stored one as it is."""
         text = system_text(messages)
         if text:
+            from ..bank.redact import Redactor  # stored text is redacted (invariant 9)
+
             text = Redactor().redact(text)[0]
         if not text or text == self.log.system:
             return
