@@ -456,10 +456,12 @@ def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report:
     for failure in forest.failures.values():
         state = "deferred to a later compile" if failure.deferred else "left raw"
         click.echo(
-            f"warning: no summary for messages {failure.start}-{failure.end} ({state}): "
+            f"warning: no summary for messages {failure.start}-{failure.end - 1} ({state}): "
             f"{failure.reason}",
             err=True,
         )
+    for warning in result.report.get("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
         emit_json({"request": result.request, "report": result.report})
         return

@@ -69,7 +69,8 @@ def pin(
 
     bank_name = bank or default_bank()
     listing = span is None and document is None
-    modes = [m for m, on in (("raw", raw), ("exact", level), ("max", max_level)) if on]
+    given = (("raw", raw), ("exact", level is not None), ("max", max_level is not None))
+    modes = [m for m, on in given if on]  # --max-level 0 is given (raw is allowed, no folding)
     if listing and (modes or name):
         raise InputError("give --messages or --document to pin (or nothing, to list the pins)")
     if not listing and span is not None and document is not None:
@@ -92,7 +93,8 @@ def pin(
                     raise InputError(f"--messages: {exc}") from None
                 first, last = start, end - 1
             default = f"messages-{first}-{last}" if span is not None else str(document)
-            new = Pin.given(name or default, mode, level or max_level or 0, first, last, document)
+            held = {"raw": 0, "exact": level, "max": max_level}[mode] or 0
+            new = Pin.given(name or default, mode, held, first, last, document)
             stored.pin(new)
         pins = stored.pins()
     finally:

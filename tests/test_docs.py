@@ -47,3 +47,19 @@ def test_public_api_is_pinned() -> None:
     }
     assert exported == set(lamina.__all__) - {"__version__"}
     assert all(hasattr(lamina, name) for name in lamina.__all__)
+
+
+def test_the_changelog_keeps_a_changelog_form_for_this_version() -> None:
+    import tomllib
+
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "version"
+    ]
+    releases = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", changelog, re.M)
+    assert releases[0] == ("Unreleased", "")
+    assert (version, releases[1][1]) == releases[1] and releases[1][1]
+    for name, _date in releases:
+        assert re.search(rf"^\[{re.escape(name)}\]: https://", changelog, re.M), name
+    sections = re.findall(r"^### (.+)$", changelog, re.M)
+    assert set(sections) <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}

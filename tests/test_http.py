@@ -163,6 +163,32 @@ def test_compile_endpoint_returns_a_valid_request(server: Server) -> None:
     assert unknown.status_code == 422
 
 
+def test_compiles_keep_the_system_prompt(server: Server) -> None:
+    conversation: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for n in range(30):
+        conversation.append({"role": "user", "content": f"question {n} " + "about caching " * 25})
+        conversation.append({"role": "assistant", "content": f"answer {n} " + "cache it " * 40})
+    body = {"messages": conversation, "budget": 4000, "reserve": 500}
+    out = server.call("POST", "/v1/compile", json=body).json()
+    assert out["request"]["system"][0]["text"] == "Be brief." and out["report"]["tokens"] <= 3500
+    body["request_format"] = "openai"
+    out = server.call("POST", "/v1/banks/alpha/logs/with-system/compile", json=body).json()
+    assert out["request"]["messages"][0] == {"role": "system", "content": "Be brief."}
+    again = server.call("POST", "/v1/banks/alpha/logs/with-system/compile", json={}).json()
+    assert again["request"]["system"][0]["text"] == "Be brief."
+    # Apart from the messages, as Anthropic's `system` field (a string or text blocks).
+    apart = {"messages": conversation[1:], "budget": 4000, "reserve": 500,
+             "system": [{"type": "text", "text": "Be terse."}]}  # fmt: skip
+    out = server.call("POST", "/v1/compile", json=apart).json()
+    assert out["request"]["system"][0]["text"] == "Be terse."
+    path = "/v1/banks/alpha/logs/with-system"
+    added = server.call("POST", f"{path}/messages", json={"messages": conversation[1:3],
+                                                          "system": "Be kind."})  # fmt: skip
+    assert added.status_code == 200, added.text
+    kind = server.call("POST", f"{path}/compile", json={"request_format": "openai"}).json()
+    assert kind["request"]["messages"][0] == {"role": "system", "content": "Be kind."}
+
+
 def test_limits_and_error_shapes(server: Server) -> None:
     big = server.call(
         "POST", "/v1/banks/alpha/retain", json={"document": "d", "text": "x" * 100_000}

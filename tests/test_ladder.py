@@ -3,13 +3,23 @@ the scripted fake; failures kept by the forest so the chunk stays raw, never dro
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from lamina.context import ContextLog
 from lamina.context.chunks import Chunk
 from lamina.context.forest import Forest
 from lamina.context.ladder import PROSE_RETRY, ModelOptions, ModelSummariser
-from lamina.context.requests import Recalled, SummaryFailure, SummaryRequest, SummaryResult
+from lamina.context.requests import (
+    RawStretch,
+    Recalled,
+    SummaryFailure,
+    SummaryRequest,
+    SummaryResult,
+)
 from lamina.llm import LLMError, LLMResponse, ScriptedLLM, TransientLLMError
 from lamina.llm.spend import InMemorySpendLedger
 from lamina.messages import Kind, Message, Role, TextBlock, ToolResultBlock, ToolUseBlock
@@ -69,6 +79,7 @@ TOOL_CALL = LLMResponse(text="", stop_reason="tool_use",
                         tool_calls=[{"id": "x", "name": "Read", "input": {}}])  # fmt: skip
 THINKING = LLMResponse(text="", stop_reason="end_turn", thinking="Let me think about it...")
 CUT_OFF = LLMResponse(text="The port is", stop_reason="max_tokens")
+REFUSED = LLMResponse(text="", stop_reason="refusal")
 
 
 def test_a_normal_answer_is_accepted_with_its_stop_reason_and_tokens() -> None:
@@ -112,13 +123,38 @@ def test_then_a_smaller_request_with_fewer_recalled_summaries() -> None:
     assert llm.requests[3].tools == () and PROSE_RETRY in smaller
 
 
+def test_after_a_refusal_the_summary_before_the_chunk_is_expanded() -> None:
+    # The summary recalled last (L1-3) stands for messages 0-1 (say): shown raw in its place.
+    expansion = (RawStretch(0, 2, (user(0, "Set up the server."), agent(1, TextBlock("On it."))),
+                            (8, 6)),)  # fmt: skip
+    llm = ScriptedLLM([REFUSED, "I read the config: port 8080."])
+    answer = summariser(llm).write(request(head=(), expansion=expansion, expands="L1-3"))
+    assert isinstance(answer, SummaryResult) and answer.text == "I read the config: port 8080."
+    first, expanded = str(llm.requests[0].messages), str(llm.requests[1].messages)
+    assert "memory 3" in first and "Set up the server." not in first
+    assert "memory 3" not in expanded and "Recall memory L1-3." not in expanded
+    assert "[CM] Recall messages 0-1 as they were." in expanded and "Set up the server." in expanded
+    assert expanded.count("Recall memory") == 3 and "Read config.toml." in expanded
+    assert "since the recalled messages 0-1, up to here" in expanded
+
+
+def test_then_fewer_recall_pairs_then_none_before_the_chunk_is_split() -> None:
+    llm = ScriptedLLM([REFUSED, REFUSED, "I read the config."])
+    answer = summariser(llm).write(request())
+    assert isinstance(answer, SummaryResult) and answer.text == "I read the config."
+    counts = [str(r.messages).count("Recall memory") for r in llm.requests]
+    assert counts == [4, 2, 0]  # no expansion known: straight to fewer, then none
+    assert "Read config.toml." in str(llm.requests[2].messages)
+    assert "since the opening" in str(llm.requests[2].messages)
+
+
 def test_then_the_chunk_in_halves_joined_and_recorded_as_split() -> None:
-    llm = ScriptedLLM([CUT_OFF, CUT_OFF, "First: I was asked to read it.", "Then: port 8080."])
+    llm = ScriptedLLM([CUT_OFF] * 3 + ["First: I was asked to read it.", "Then: port 8080."])
     answer = summariser(llm).write(request())
     assert isinstance(answer, SummaryResult)
     assert answer.text == "First: I was asked to read it.\n\nThen: port 8080."
-    assert answer.stop_reason == "split:end_turn,end_turn" and answer.calls == 4
-    first, second = str(llm.requests[2].messages), str(llm.requests[3].messages)
+    assert answer.stop_reason == "split:end_turn,end_turn" and answer.calls == 5
+    first, second = str(llm.requests[3].messages), str(llm.requests[4].messages)
     assert "Read config.toml." in first and "The port is 8080." not in first
     assert "The port is 8080." in second and "First: I was asked to read it." in second
 
@@ -263,3 +299,53 @@ def test_a_stored_log_keeps_permanent_failures_for_the_next_process(database: st
         assert state is not None and state["failures"] == []
     finally:
         store.close()
+
+
+def test_a_request_that_cannot_fit_fails_with_its_price_broken_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The chunk is one short message; the head is what does not fit.
+    head = tuple(user(i, f"spec part {i} " + "word " * 12_000) for i in range(4))
+    llm = ScriptedLLM(["never asked."])
+    model = summariser(llm)
+    chunk_only = request(head=(), messages=CHUNK[:1], recalled=())
+    wide = replace(request(head=head, messages=CHUNK[:1], recalled=RECALLED), end=3)
+    with caplog.at_level(logging.WARNING, logger="lamina.context.ladder"):
+        failure = model.write(wide)
+    assert isinstance(failure, SummaryFailure) and llm.requests == []
+    assert "a single message" not in failure.reason
+    price = model.price_parts(replace(wide, recalled=()))
+    assert price.total == model.price(replace(wide, recalled=())) > 32_000
+    assert price.head > 32_000 - 2_000 > model.price(chunk_only)
+    assert failure.reason == (
+        "the summary request for messages 2-2 cannot fit the window of 32000 tokens (nor be "
+        f"split further): admission priced it at {price.total} tokens: prompt {price.prompt} "
+        f"(head {price.head}, the span and the instructions {price.prompt - price.head}), "
+        f"recalled summaries 0, retry line {price.retry_line}, output allowance 2000"
+    )
+    assert failure.reason in caplog.text
+    parts = model.price_parts(request())
+    assert parts.recalled > 0 and parts.retry_line > 0 and parts.total == model.price(request())
+
+
+def test_the_forest_gives_the_ladder_what_the_last_recalled_summary_stands_for() -> None:
+    log = log_of(16)
+    llm = ScriptedLLM(["a.", "b.", "c.", "d.", "ab.", REFUSED, "after."])
+    forest = Forest(summariser(llm))
+    chunks = [Chunk(s, s + 2, log.span_tokens(s, s + 2), True) for s in range(2, 14, 2)]
+    nodes = [forest.level1(log, c, head_end=2) for c in chunks[:4]]
+    assert all(n is not None for n in nodes)
+    merged = forest.merge([n for n in nodes[:2] if n is not None], log, head_end=2)
+    assert merged is not None and merged.text == "ab."
+    # Recalled before 10-12: L1-6-8 ("c.") and L1-8-10 ("d.") after the merge: the last one
+    # (a level-1 summary) expands to its messages 8-9.
+    node = forest.level1(log, chunks[4], head_end=2)
+    assert node is not None and node.text == "after."
+    refused, expanded = str(llm.requests[-2].messages), str(llm.requests[-1].messages)
+    assert "d." in refused and "question 8 " not in refused
+    assert "[CM] Recall messages 8-9 as they were." in expanded and "question 8 " in expanded
+    assert "ab." in expanded and "c." in expanded
+    # A deeper summary expands to its children.
+    request_ = forest._expansion(log, forest.recall_before(6, 2), 6)
+    assert [i.id for i in request_["expansion"]] == [n.id for n in nodes[:2] if n is not None]
+    assert request_["expands"] == merged.id

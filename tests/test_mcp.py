@@ -229,7 +229,10 @@ async def log_session(home: Path, files: list[Path]) -> dict[str, Any]:
             "pin_log", {"log": "s", "pin": "f", "mode": "exact", "level": 1, "first": 2, "last": 9}
         )
         out["pin_neither"] = await call("pin_log", {"log": "s", "pin": "n", "mode": "raw"})
-        out["pinned_compile"] = payload(await call("compile_log", {"log": "s", "budget": 32_000}))
+        out["pinned_compile"] = payload(
+            await call("compile_log", {"log": "s", "budget": 32_000, "system": "Be brief."})
+        )
+        out["kept_system"] = payload(await call("compile_log", {"log": "s", "budget": 32_000}))
         out["unpinned"] = payload(await call("unpin_log", {"log": "s", "pin": "start"}))
         out["unpinned_again"] = await call("unpin_log", {"log": "s", "pin": "start"})
         out["deleted"] = payload(await call("delete_log", {"log": "s"}))
@@ -279,6 +282,8 @@ def test_mcp_log_tools_keep_a_log_across_calls(tmp_path: Path) -> None:
     assert out["pin_neither"].is_error and "'document'" in out["pin_neither"].content[0].text
     [held] = out["pinned_compile"]["report"]["pins"]
     assert held["name"] == "start" and held["shown_at_levels"] == [0]
+    for compiled_with_system in (out["pinned_compile"], out["kept_system"]):
+        assert compiled_with_system["request"]["system"][0]["text"] == "Be brief."
     assert out["unpinned"]["unpinned"] == "start" and out["unpinned_again"].is_error
     assert out["deleted"]["deleted"] is True and out["listed_after"]["logs"] == []
     assert out["deleted_again"].is_error

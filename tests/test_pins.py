@@ -22,6 +22,7 @@ from lamina.context import (
 )
 from lamina.context.forest import Summary
 from lamina.context.pins import Pin, PinConflictError, check_pins, parse_range
+from lamina.context.requests import SummaryFailure, SummaryRequest, SummaryResult
 from lamina.messages import Message
 from lamina.store import open_store
 
@@ -222,3 +223,84 @@ def test_pin_and_unpin_from_the_command_line(tmp_path: Path) -> None:
     gone = lamina("unpin", "s", "messages-10-12", "-b", "b", home=tmp_path)
     assert gone.returncode != 0 and "no pin" in gone.stderr
     assert read_transcript(str(EXAMPLE)).messages
+
+
+def test_max_level_0_from_the_command_line_is_a_pin(tmp_path: Path) -> None:
+    from .conftest import EXAMPLE
+
+    compiled = lamina("compile", str(EXAMPLE), "--bank", "b", "--log", "s", home=tmp_path)
+    assert compiled.returncode == 0, compiled.stderr
+    done = lamina("pin", "s", "-b", "b", "--messages", "10-12", "--max-level", "0", "--json",
+                  home=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [(p["mode"], p["level"]) for p in json.loads(done.stdout)["pins"]] == [("max", 0)]
+    exact = lamina("pin", "s", "-b", "b", "--messages", "30-31", "--level", "2", "--json",
+                   home=tmp_path)  # fmt: skip
+    assert exact.returncode == 0, exact.stderr
+    assert [(p["mode"], p["level"]) for p in json.loads(exact.stdout)["pins"]] == [
+        ("max", 0), ("exact", 2)
+    ]  # fmt: skip
+
+
+class RefusingSummariser(ExtractiveSummariser):
+    """The offline summariser, but no summary of anything in `log[start:end]`."""
+
+    def __init__(self, start: int, end: int) -> None:
+        super().__init__()
+        self.refused = (start, end)
+
+    def write(self, request: SummaryRequest) -> SummaryResult | SummaryFailure:  # type: ignore[override]
+        if request.start < self.refused[1] and self.refused[0] < request.end:
+            return SummaryFailure(request.task, request.level, request.start, request.end,
+                                  self.name, 0, 0, "the model refused")  # fmt: skip
+        return super().write(request)
+
+
+def test_an_exact_pin_whose_summary_cannot_be_written_says_so() -> None:
+    history = long_history(60, words=300)
+    log = ContextLog.from_messages(history)
+    pin = Pin("middle", "exact", 1, start=80, end=100)
+    result = Compiler(RefusingSummariser(80, 100)).compile(log, OPTIONS, pins=[pin])
+    assert validate_anthropic(result.request) == []
+    entry = result.report["pins"][0]
+    assert 0 in entry["shown_at_levels"]
+    assert entry["not_held"] and all(
+        why.startswith("shown raw: no level-1 summary of messages ") and "the model refused" in why
+        for why in entry["not_held"]
+    )
+    assert result.report["warnings"] == [
+        f"pin 'middle' (messages 80-99, at level 1) is not held: {why}" for why in entry["not_held"]
+    ]
+    held = Compiler(ExtractiveSummariser()).compile(log, OPTIONS, pins=[pin])
+    assert "not_held" not in held.report["pins"][0] and held.report["warnings"] == []
+
+
+def test_the_compile_command_warns_of_an_exact_pin_it_cannot_hold(tmp_path: Path) -> None:
+    from lamina.config import database_target
+    from lamina.readers import read_transcript
+
+    from .conftest import EXAMPLE
+
+    messages = read_transcript(str(EXAMPLE)).messages
+    log = ContextLog.from_messages(messages)
+    options = CompileOptions(budget=8_000, reserve=1_000)  # as the command's --budget 8000
+    chunk = Compiler(ExtractiveSummariser()).compile(log, options).frontier.chunks[1]
+    first, last = chunk.start, chunk.end - 1
+    store = open_store(database_target(tmp_path, env={"LAMINA_HOME": str(tmp_path)}))
+    try:
+        stored = StoredLog.open(store, "b", "s", ExtractiveSummariser())
+        stored.append(messages)
+        stored.pin(Pin.given("spec", "exact", 1, first, last))
+        # The offline summariser does not fail: record that it did, as a model's refusal is.
+        failure = SummaryFailure("summarise", 1, chunk.start, chunk.end, "extractive@1", 0, 0,
+                                 "refused")  # fmt: skip
+        store.save_frontier("b", "s", {"failures": [failure.to_json()]})  # type: ignore[list-item]
+    finally:
+        store.close()
+    compiled = lamina("compile", str(EXAMPLE), "--bank", "b", "--log", "s", "--budget", "8000",
+                      home=tmp_path)  # fmt: skip
+    assert compiled.returncode == 0, compiled.stderr
+    assert (
+        f"warning: pin 'spec' (messages {first}-{last}, at level 1) is not held: shown raw: "
+        f"no level-1 summary of messages {first}-{last}: refused"
+    ) in compiled.stderr

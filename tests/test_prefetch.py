@@ -96,12 +96,13 @@ def test_a_stored_log_prefetches_in_the_background_and_writes_each_span_once(
 
 
 def answer_unless(marker: str) -> Any:
-    """A model that summarises every request except those holding `marker`, which it
-    refuses (an empty answer with a normal stop)."""
+    """A model that summarises every request except those holding `marker` in what it is
+    asked to summarise (not in a stretch recalled raw before it), which it refuses (an empty
+    answer with a normal stop)."""
 
     def step(request: LLMRequest) -> LLMResponse:
         sent = json.dumps(list(request.messages))
-        if marker in sent:
+        if marker in sent.rsplit("[CM] End of messages ", 1)[-1]:
             return LLMResponse(text="", stop_reason="refusal", input_tokens=100)
         return LLMResponse(
             text=f"I went through {sent.count('question')} questions about caching.",

@@ -75,6 +75,38 @@ def test_cap_covers_labels_and_separators_and_drops_oldest_whole_entries(cap: in
     assert q.truncated == (len(lines) < len(everything))
 
 
+def test_an_entry_that_does_not_fit_is_shortened_keeping_its_start_not_dropped() -> None:
+    reply = "The retry limit is 5 attempts with jittered backoff. " + "Details follow. " * 200
+    messages = chat(("what did we decide about retries?", reply))
+    q = compose_recall_query(messages, "and the timeout?", QueryOptions(max_chars=800))
+    assert q.truncated and len(q.query) <= 800
+    assert len(q.query) > 700, "the room left is used, not thrown away"
+    lines = q.query.split("\n")
+    assert lines[0].startswith("assistant: The retry limit is 5 attempts with jittered backoff.")
+    assert lines[0].endswith("…") and lines[-1] == "user: and the timeout?"
+    assert q.turns == 1 and len(q.context) == 1
+    # Newer entries that fit stay whole; the one that does not is shortened; older ones go.
+    messages = chat(("first question", reply), ("second question", "short answer"))
+    q = compose_recall_query(messages, "next?", QueryOptions(max_chars=400))
+    lines = q.query.split("\n")
+    assert lines[1:] == ["user: second question", "assistant: short answer", "user: next?"]
+    assert lines[0].startswith("assistant: The retry limit") and len(q.query) <= 400
+    assert "first question" not in q.query and q.turns == 2
+
+
+def test_too_little_room_drops_the_entry_rather_than_keep_a_stub() -> None:
+    messages = chat(("q", "x" * 500))
+    q = compose_recall_query(messages, "p" * 60, QueryOptions(max_chars=100))
+    assert q.query == "user: " + "p" * 60 and q.truncated
+
+
+@needs_shared
+def test_a_long_reply_no_longer_leaves_a_shared_sessions_query_as_the_bare_prompt() -> None:
+    q = recall_query_for_file(str(CLAUDE_CODE / "ccviewer-fe5e1c67.jsonl"))
+    assert q.context, "the newest context is kept, shortened"
+    assert 700 < q.chars <= 800  # was 57: the prompt alone
+
+
 def test_a_prompt_over_the_cap_alone_is_cut_keeping_both_ends() -> None:
     long_prompt = "START " + "x" * 3000 + " END"
     q = compose_recall_query(chat(("a", "b")), long_prompt, QueryOptions(max_chars=200))

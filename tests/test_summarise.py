@@ -353,3 +353,89 @@ def test_openai_spells_tool_blocks_its_own_way() -> None:
     from lamina.context.validate import validate_openai
 
     assert validate_openai({"messages": openai_messages("Be brief.", messages)}) == []
+
+
+# A stretch with no summary (pinned raw, or refused) is shown raw among the recall pairs, and the
+# recall goes on past it.
+
+
+def recalls(request: LLMRequest) -> list[str]:
+    """The recall prompts of a request, in order: `L1-...` for a summary, `messages a-b` for a
+    stretch shown raw."""
+    out = []
+    for message in request.messages:
+        for block in message["content"]:
+            text = str(block.get("text", ""))
+            for line in text.split("\n"):
+                if line.startswith("[CM] Recall memory "):
+                    out.append(line.removeprefix("[CM] Recall memory ").rstrip("."))
+                elif line.startswith("[CM] Recall messages "):
+                    out.append("messages " + line.split()[3])
+    return out
+
+
+@pytest.mark.parametrize("gap", ["pinned raw", "refused"])
+def test_a_stretch_with_no_summary_is_recalled_raw_and_the_recall_goes_on(gap: str) -> None:
+    from lamina.context import CompileOptions, Compiler, Pin
+    from lamina.llm import LLMResponse
+
+    log = numbered_log(400)
+    options = CompileOptions(budget=12_000, reserve=1_000, head_tokens=200, chunk_max=600)
+    chunks = Compiler(ExtractiveSummariser()).compile(log, options).frontier.chunks
+    hole = chunks[12]  # the stretch with no summary
+    after = chunks[13]
+
+    def last_words(chunk: Chunk) -> str:
+        return log.messages[chunk.end - 1].text.split(" about")[0].split(" with")[0] + " "
+
+    def asks_for(request: LLMRequest, chunk: Chunk) -> bool:
+        """Whether the request is for the chunk: the chunk's last message comes right before
+        the instruction."""
+        return last_words(chunk) in str(request.messages[-2:])
+
+    def asking(chunk: Chunk) -> LLMRequest:
+        return next(r for r in llm.requests if asks_for(r, chunk))
+
+    def answer(request: LLMRequest) -> LLMResponse:
+        if gap == "refused" and asks_for(request, hole):
+            return LLMResponse("", "max_tokens")
+        return LLMResponse(f"memory {len(llm.requests)}", "end_turn")
+
+    llm = ScriptedLLM([answer] * 400)
+    pins = [Pin("spec", "raw", start=hole.start, end=hole.end)] if gap == "pinned raw" else []
+    model = ModelSummariser(llm, ModelOptions(window=32_000, split_depth=0))
+    result = Compiler(model).compile(log, options, pins=pins)
+    assert validate_anthropic(result.request) == []
+
+    request_after = asking(after)
+    shown = recalls(request_after)
+    # Every earlier chunk is recalled: 12 summaries, then the stretch as it was.
+    assert shown[-1] == f"messages {hole.start}-{hole.end - 1}"
+    assert [s.split("-")[1] for s in shown[:-1]] == [str(c.start) for c in chunks[:12]]
+    sent = str(request_after.messages)
+    for i in range(hole.start, hole.end):
+        assert f"{'question' if i % 2 == 0 else 'answer'} {i} " in sent
+    assert f"since the recalled messages {hole.start}-{hole.end - 1}, up to here" in sent
+    assert sent.index(f"[CM] End of messages {hole.start}-{hole.end - 1}.") < sent.index(
+        last_words(after)
+    )
+    assert validate_anthropic({"messages": list(request_after.messages)}) == []
+    # Later requests still recall what came before the stretch.
+    assert recalls(asking(chunks[15]))[0].split("-")[1] == str(chunks[0].start)
+
+
+def test_admission_keeps_the_newest_messages_of_a_raw_stretch_it_cannot_hold_whole() -> None:
+    from lamina.context.requests import RawStretch
+
+    stretch_messages = tuple(user(6 + i, f"step {i} " + "word " * 200) for i in range(10))
+    stretch = RawStretch(6, 16, stretch_messages, tuple(210 for _ in stretch_messages))
+    req = SummaryRequest("summarise", 1, 16, 18, 100, head=HEAD, recalled=(*EARLIER, stretch),
+                         messages=(user(16, "and now?"), agent(17, TextBlock("done"))))  # fmt: skip
+    model = ModelSummariser(ScriptedLLM([]), ModelOptions(window=4_000, max_tokens=300))
+    admitted = model.admit(req)
+    assert admitted is not None
+    assert len(admitted.recalled) == 1  # the older summary goes: the recall stops at the cut
+    kept = admitted.recalled[0]
+    assert isinstance(kept, RawStretch) and kept.end == 16 and 6 < kept.start < 16
+    assert sum(kept.tokens) + 16 <= 1_000 < sum(kept.tokens) + 210 + 16
+    assert model.price(admitted) <= 4_000

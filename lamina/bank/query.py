@@ -9,9 +9,12 @@ message, oldest first, each labelled with its role:
 
 `context_turns` counts the turns *before* the latest prompt; the prompt itself is never one of
 them and never appears twice (a transcript that already holds it is not read twice). The whole
-string, labels and newlines included, is capped at `max_chars`: whole context entries are dropped,
-oldest first; the prompt is kept, and cut only when it alone is over the cap (its beginning and its
-end are kept, joined by " … ", since a pasted log often carries the question at either end).
+string, labels and newlines included, is capped at `max_chars`: the newest context entries are
+kept whole while they fit, and the one that does not fit is shortened to the room left (its
+beginning kept, where a reply or a question usually says what it is about, ending in "…"), so one
+long reply never leaves the query as the bare prompt; older entries are dropped. The prompt is
+kept, and cut only when it alone is over the cap (its beginning and its end are kept, joined by
+" … ", since a pasted log often carries the question at either end).
 The work is bounded: the transcript is walked backwards and the walk stops once N turns are
 gathered or the cap is reached, so a huge transcript costs no more than a small one.
 """
@@ -29,6 +32,10 @@ from ..readers.claude_code import read_tail
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 
 __all__ = ["QueryOptions", "RecallQuery", "compose_recall_query", "recall_query_for_file"]
+
+MIN_SHORTENED = 40
+"""A context entry that does not fit is shortened to the room left when that holds at least
+this many characters of it (less says too little to help recall)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +76,8 @@ class RecallQuery:
     turns: int
     """Conversational turns of context the kept entries come from (the prompt not counted)."""
     truncated: bool
-    """True when the cap cut the context short (older entries were dropped) or cut the prompt."""
+    """True when the cap cut the context short (the oldest entry kept shortened, older ones
+    dropped) or cut the prompt."""
     reached_start: bool = False
     """True when the walk ran out of transcript before it had what it wanted (callers reading a
     file from its end use this to know they must read further back)."""
@@ -131,6 +139,10 @@ def compose_recall_query(
                 cost = len(entry.render()) + 1
                 if cost > budget:
                     truncated = True  # the cap drops the oldest entries: stop gathering
+                    room = budget - (len(entry.render()) - len(text)) - 1
+                    if room >= MIN_SHORTENED:  # this one shortened to the room left
+                        kept.append(ContextEntry(message.role, _start(text, room), message.id))
+                        kept_in_turn = True
                     break
                 kept.append(entry)
                 kept_in_turn = True
@@ -147,6 +159,18 @@ def compose_recall_query(
     reached_start = i < 0 and not truncated and turns_seen < opts.context_turns
     query = "\n".join(lines)
     return RecallQuery(query, prompt_text, tuple(kept), turns_kept, truncated, reached_start)
+
+
+def _start(text: str, limit: int) -> str:
+    """The beginning of `text` within `limit` characters, cut at a word where one is near,
+    ending in "…"."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit * 3 // 4:
+        head = head[:space]
+    return head.rstrip() + "…"
 
 
 def _cut(text: str, limit: int) -> str:

@@ -2,13 +2,15 @@
 
     log = ContextLog.from_messages(read_transcript("session.jsonl").messages)
     result = Compiler(ExtractiveSummariser()).compile(log, CompileOptions(budget=32_000))
-    result.request   # {"messages": [...]} for the Anthropic Messages API
+    result.request   # {"system": [...], "messages": [...]} for the Anthropic Messages API
     result.report    # what is raw, what is folded to which level, tokens per part
 
 With `compile(log, options, request_format="openai")` the request is for OpenAI Chat
 Completions instead: the same turns, spelled the OpenAI way, within the same budget.
 
-Every message of the log is in the request raw or through a summary that covers it; if the
+The log's system prompt (`ContextLog.system`) is sent as the provider expects it (Anthropic's
+`system` field with a cache breakpoint, OpenAI's leading `system` message), counted in the
+budget. Every message of the log is in the request raw or through a summary that covers it; if the
 budget cannot be met even with everything folded, `OverBudgetError` says by how much.
 """
 
@@ -171,7 +173,9 @@ class Compiler:
             frontier = choose_frontier(
                 log, self.forest, options, self.previous, limit, pins, self.ready_first
             )
-            request = render(request_format, log, frontier, options.largest_message)
+            request = render(
+                request_format, log, frontier, options.largest_message, log.system or None
+            )
             tokens = request_tokens(request)
             if tokens <= options.available:
                 break
@@ -187,6 +191,7 @@ class Compiler:
         self.previous = frontier
         _check_coverage(log, frontier)
         levels = Counter(i.level for i in frontier.items if isinstance(i, Summary))
+        pinned = _pins_report(frontier, pins)
         raw_chunks = [i for i in frontier.items if not isinstance(i, Summary)]
         report = {
             "budget": options.budget,
@@ -194,6 +199,7 @@ class Compiler:
             "tokens": tokens,
             "log_messages": len(log),
             "log_tokens": sum(log.tokens),
+            "system": {"tokens": log.system_tokens},
             "head": {"messages": frontier.head_end,
                      "tokens": log.span_tokens(0, frontier.head_end)},
             "raw_chunks": len(raw_chunks),
@@ -206,7 +212,8 @@ class Compiler:
             "summaries_written": self.forest.written - written_before,
             "summariser": _summariser_report(self.forest, spent_before),
             "changed": _changes(before, frontier),
-            "pins": _pins_report(frontier, pins),
+            "pins": pinned,
+            "warnings": _warnings(pinned),
             "compile_ms": round((time.perf_counter() - started) * 1000, 2),
         }  # fmt: skip
         return CompileResult(request, frontier, tokens, report)
@@ -272,15 +279,34 @@ def _pins_report(frontier: Frontier, pins: Sequence[Pin]) -> list[Any]:
                     levels.add(item.level if isinstance(item, Summary) else 0)
             if start < frontier.head_end or end > frontier.tail_start:
                 levels.add(0)
-        out.append(
-            {
-                "name": pin.name,
-                "pin": pin.describe(),
-                "messages": [[s, e - 1] for s, e in held],
-                "shown_at_levels": sorted(levels),
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": pin.name,
+            "pin": pin.describe(),
+            "messages": [[s, e - 1] for s, e in held],
+            "shown_at_levels": sorted(levels),
+        }
+        unheld = _unheld(frontier, pin, held)
+        if unheld:
+            entry["not_held"] = unheld
+        out.append(entry)
     return out
+
+
+def _unheld(frontier: Frontier, pin: Pin, held: Sequence[tuple[int, int]]) -> list[str]:
+    """Why an exact pin's messages are shown raw instead of at its level, if they are."""
+    if pin.mode != "exact":
+        return []
+    return [
+        f"shown raw: {why}"
+        for start, end, _level, why in frontier.unheld
+        if any(s < end and start < e for s, e in held)
+    ]
+
+
+def _warnings(pins_report: Sequence[dict[str, Any]]) -> list[str]:
+    """What a reader of the request should know that it does not show: pins not held."""
+    return [f"{entry['pin']} is not held: {why}" for entry in pins_report
+            for why in entry.get("not_held", [])]  # fmt: skip
 
 
 def _check_coverage(log: ContextLog, frontier: Frontier) -> None:

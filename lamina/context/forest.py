@@ -4,12 +4,14 @@ A level-1 summary stands for one chunk of the log, a level-k+1 summary for sever
 level-k summaries. Summaries are never edited or deleted: a later compile that needs the same
 span reuses what was written, and one loaded from a store is never paid for again.
 
-Each request is as-of (requests.py): the head, the summaries just before the span (recalled),
-and the span itself. A summariser may fail to write one (ladder.py): `level1` and `merge` then
-return None and keep the failure in `failures`, so the frontier leaves the chunk raw or covered
-by its neighbours. A permanent failure is not retried while the summariser's keys (name, window,
-prompt version) stay the same; a deferred one (transient errors, a spend cap) after
-`retry_deferred_after` seconds, or in a new process. `spend` counts calls, tokens and failures.
+Each request is as-of (requests.py): the head, the summaries just before the span (recalled;
+a stretch with none, pinned raw or refused, is recalled as its raw messages and the recall goes
+on past it), and the span itself. A summariser may fail to write one (ladder.py): `level1` and
+`merge` then return None and keep the failure in `failures`, so the frontier leaves the chunk
+raw or covered by its neighbours. A permanent failure is not retried while the summariser's keys
+(name, window, prompt version) stay the same; a deferred one (transient errors, a spend cap)
+after `retry_deferred_after` seconds, or in a new process. `spend` counts calls, tokens and
+failures.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import orjson
 
@@ -26,7 +30,14 @@ from ..messages import message_to_json
 from ..tokens import count_text
 from .chunks import Chunk
 from .log import ContextLog
-from .requests import Recalled, SummaryFailure, SummaryRequest, SummaryResult
+from .requests import (
+    RawStretch,
+    Recalled,
+    RecallItem,
+    SummaryFailure,
+    SummaryRequest,
+    SummaryResult,
+)
 from .summarise import Summariser, write_summary
 
 __all__ = ["STOP_COMPLETE", "Forest", "SummariserSpend", "Summary", "retry_keys"]
@@ -187,22 +198,75 @@ class Forest:
         """The failures worth keeping across processes (deferred ones are retried anyway)."""
         return [f for f in self.failures.values() if not f.deferred]
 
-    def recall_before(self, start: int, head_end: int) -> list[Summary]:
-        """The summaries just before `start`, oldest first: walking back from `start`, the
-        deepest summary ending where the walk stands, until the head or a gap."""
+    def recall_before(self, start: int, head_end: int) -> list[Summary | tuple[int, int]]:
+        """What comes just before `start`, oldest first: walking back from `start` to the
+        head, the deepest summary ending where the walk stands, or, where none ends there (a
+        stretch pinned raw, refused by the summariser, not folded yet), that stretch as a raw
+        span `(start, end)` back to where the nearest summary ends. The walk goes on past
+        such a stretch: a gap never hides what came before it."""
         ending: dict[int, Summary] = {}
         for node in self.nodes.values():
+            if node.end > start:
+                continue
             best = ending.get(node.end)
             if best is None or node.level > best.level:
                 ending[node.end] = node
-        chain: list[Summary] = []
+        ends = sorted(e for e in ending if e > head_end)
+        chain: list[Summary | tuple[int, int]] = []
         at = start
-        while at > head_end and at in ending:
-            node = ending[at]
-            chain.append(node)
-            at = node.start
+        while at > head_end:
+            found = ending.get(at)
+            if found is not None and found.start >= head_end:
+                chain.append(found)
+                at = found.start
+                continue
+            below = bisect_left(ends, at)
+            gap_start = ends[below - 1] if below else head_end
+            chain.append((gap_start, at))
+            at = gap_start
         chain.reverse()
         return chain
+
+    def _recalled(
+        self,
+        log: ContextLog | None,
+        items: Sequence[Summary | tuple[int, int]],
+        before: int,
+    ) -> list[RecallItem]:
+        out: list[RecallItem] = []
+        for item in items:
+            if isinstance(item, Summary):
+                if item.end <= before:
+                    out.append(Recalled(item.id, item.text))
+            elif log is not None and item[1] <= before:
+                start, end = item
+                out.append(
+                    RawStretch(
+                        start, end, tuple(log.slice(start, end)), tuple(log.shown[start:end])
+                    )
+                )
+        return out
+
+    def _expansion(
+        self,
+        log: ContextLog | None,
+        items: Sequence[Summary | tuple[int, int]],
+        before: int,
+    ) -> dict[str, Any]:
+        """The request fields that let the ladder expand the summary recalled last (see
+        `SummaryRequest.expansion`); none when the last recalled item is not a summary."""
+        shown = [i for i in items if (i.end if isinstance(i, Summary) else i[1]) <= before]
+        last = shown[-1] if shown else None
+        if not isinstance(last, Summary):
+            return {}
+        if last.level == 1:
+            expansion = self._recalled(log, [(last.start, last.end)], before)
+        else:
+            children = [self.by_id.get(c) for c in last.children]
+            if not children or any(c is None for c in children):
+                return {}
+            expansion = self._recalled(log, [c for c in children if c is not None], before)
+        return {"expansion": tuple(expansion), "expands": last.id} if expansion else {}
 
     def _head_end(self, start: int, given: int | None) -> int:
         if given is not None:
@@ -234,11 +298,11 @@ class Forest:
         chunk: Chunk,
         *,
         head_end: int | None = None,
-        recall: Sequence[Summary] | None = None,
+        recall: Sequence[Summary | tuple[int, int]] | None = None,
     ) -> Summary | None:
         """The chunk's summary (written now if it was not before), or None when none could
         be written (see `failures`). `head_end`: where the log's head ends; `recall`: the
-        summaries shown before the chunk (default: the deepest chain just before it)."""
+        summaries (and raw spans) shown before the chunk (default: `recall_before`)."""
         found = self.nodes.get((1, chunk.start, chunk.end))
         if found is not None:
             return found
@@ -250,7 +314,7 @@ class Forest:
         log: ContextLog,
         chunk: Chunk,
         head_end: int | None,
-        recall: Sequence[Summary] | None,
+        recall: Sequence[Summary | tuple[int, int]] | None,
     ) -> Summary | None:
         found = self.nodes.get((1, chunk.start, chunk.end))
         if found is not None:
@@ -271,8 +335,9 @@ class Forest:
             end=chunk.end,
             target_tokens=target,
             head=log.slice(0, head),
-            recalled=[Recalled(n.id, n.text) for n in recall if n.end <= chunk.start],
+            recalled=self._recalled(log, recall, chunk.start),
             messages=messages,
+            **self._expansion(log, recall, chunk.start),
         )
         return self._write(request, (), asked)
 
@@ -282,7 +347,7 @@ class Forest:
         log: ContextLog | None = None,
         *,
         head_end: int | None = None,
-        recall: Sequence[Summary] | None = None,
+        recall: Sequence[Summary | tuple[int, int]] | None = None,
     ) -> Summary | None:
         """One summary a level deeper for consecutive `nodes`, or None when none could be
         written. `log` gives the head (default: the log of the last `level1`)."""
@@ -297,7 +362,7 @@ class Forest:
         nodes: Sequence[Summary],
         log: ContextLog | None,
         head_end: int | None,
-        recall: Sequence[Summary] | None,
+        recall: Sequence[Summary | tuple[int, int]] | None,
     ) -> Summary | None:
         level = nodes[0].level + 1
         key = (level, nodes[0].start, nodes[-1].end)
@@ -318,8 +383,9 @@ class Forest:
             end=key[2],
             target_tokens=target,
             head=log.slice(0, head) if log is not None else (),
-            recalled=[Recalled(n.id, n.text) for n in recall if n.end <= key[1]],
+            recalled=self._recalled(log, recall, key[1]),
             summaries=[Recalled(n.id, n.text) for n in nodes],
+            **self._expansion(log, recall, key[1]),
         )
         return self._write(request, [n.id for n in nodes], asked)
 

@@ -115,6 +115,9 @@ class Frontier:
     chunk_target: int = 0
     pinned: tuple[tuple[Pin, int, int], ...] = ()
     """The stretches the pins held, as `(pin, start, end)` (`pin_spans`)."""
+    unheld: tuple[tuple[int, int, int, str], ...] = ()
+    """Runs of chunks an exact pin holds at a level whose summary could not be written, shown
+    raw instead, as `(start, end, level, why)`."""
 
 
 class _Plan:
@@ -249,9 +252,11 @@ def _hold_exact(
     complete: Sequence[Chunk],
     fan_in: int,
     head: int,
+    unheld: list[tuple[int, int, int, str]],
 ) -> tuple[list[tuple[int, int] | Summary], int]:
     """Fold the chunks pinned at an exact level to that level now (within each pinned run of
-    chunks, `fan_in` at a time); returns the items and how many summaries were shown anew."""
+    chunks, `fan_in` at a time); returns the items and how many summaries were shown anew.
+    A run whose summary could not be written stays raw and is added to `unheld`."""
     if not holds.active or not any(holds.low):
         return items, 0
     out: list[tuple[int, int] | Summary] = []
@@ -283,8 +288,9 @@ def _hold_exact(
             continue
         chunks = [complete[c] for c in chunk_ids]
         nodes = _build_level(log, forest, chunks, level, fan_in, head)
-        if nodes is None:  # the summariser could not write it: shown raw, never dropped
+        if isinstance(nodes, str):  # the summariser could not write it: shown raw, never dropped
             out.extend(items[index:run_end])
+            unheld.append((chunks[0].start, chunks[-1].end, level, nodes))
         else:
             out.extend(nodes)
             shown += len(nodes)
@@ -299,24 +305,32 @@ def _build_level(
     level: int,
     fan_in: int,
     head: int,
-) -> list[Summary] | None:
-    """Summaries of `level` over `chunks`, merging `fan_in` at a time; None when the
-    summariser could not write one of them."""
+) -> list[Summary] | str:
+    """Summaries of `level` over `chunks`, merging `fan_in` at a time; when the summariser
+    could not write one of them, why (which summary, and the failure's reason)."""
     nodes: list[Summary] = []
     for chunk in chunks:
         node = forest.level1(log, chunk, head_end=head)
         if node is None:
-            return None
+            return _why(forest, 1, chunk.start, chunk.end)
         nodes.append(node)
     for _ in range(1, level):
-        merged = [
-            forest.merge(nodes[i : i + fan_in], log, head_end=head)
-            for i in range(0, len(nodes), fan_in)
-        ]
-        if any(m is None for m in merged):
-            return None
-        nodes = [m for m in merged if m is not None]
+        merged: list[Summary] = []
+        for i in range(0, len(nodes), fan_in):
+            group = nodes[i : i + fan_in]
+            node = forest.merge(group, log, head_end=head)
+            if node is None:
+                return _why(forest, group[0].level + 1, group[0].start, group[-1].end)
+            merged.append(node)
+        nodes = merged
     return nodes
+
+
+def _why(forest: Forest, level: int, start: int, end: int) -> str:
+    failure = forest.failures.get((level, start, end))
+    reason = f": {failure.reason}" if failure is not None and failure.reason else ""
+    deferred = " (deferred to a later compile)" if failure is not None and failure.deferred else ""
+    return f"no level-{level} summary of messages {start}-{end - 1}{deferred}{reason}"
 
 
 def choose_frontier(
@@ -361,12 +375,15 @@ def choose_frontier(
     holds = _Holds(complete, spans)
     items = _reuse(complete, previous)
     folded = 0
+    unheld: list[tuple[int, int, int, str]] = []
     if holds.active:
         items = _unfold(items, holds, complete)
-        items, folded = _hold_exact(log, forest, items, holds, complete, options.fan_in, head)
+        items, folded = _hold_exact(
+            log, forest, items, holds, complete, options.fan_in, head, unheld
+        )
     by_start = {c.start: c for c in complete}
     head_tokens = plan.span(0, head)
-    fixed = head_tokens + plan.span(open_start, len(log))
+    fixed = log.system_tokens + head_tokens + plan.span(open_start, len(log))
     cost = fixed + sum(plan.item(i) for i in items)
     stuck: set[int] = set()
     """Starts of chunks and runs the summariser could not write a summary for."""
@@ -450,7 +467,8 @@ def choose_frontier(
         raise OverBudgetError(
             f"the request needs {needs} tokens with everything folded, {cost - avail} over the "
             f"{options.available} available (budget {options.budget} minus reserve "
-            f"{options.reserve}); the head and the newest messages, kept raw, alone take {fixed}"
+            f"{options.reserve}); the {'system prompt, the ' if log.system else ''}head and the "
+            f"newest messages, kept raw, alone take {fixed}"
             + _pinned_note(plan, items, holds, stuck)
         )
     # Raw chunks after the last summary belong to the tail.
@@ -472,6 +490,7 @@ def choose_frontier(
         tuple(complete),
         chunk_target,
         tuple(spans),
+        tuple(unheld),
     )
 
 

@@ -9,16 +9,20 @@ and latency (every summary is a provider call, priced and capped here), or offli
 never required: with nothing configured the compiler uses the extractive one.
 
 Each request is as-of: the head raw, the summaries before the span as recall pairs (within a
-recall budget, newest kept), the chunk raw (or, to merge, the summaries to merge), and the
+recall budget, newest kept; a stretch with no summary shown raw among them, cut to its newest
+messages when it does not fit whole), the chunk raw (or, to merge, the summaries to merge), and the
 instruction. It is made valid for the provider with the compiler's own rules (render.py).
 
 Admission: a request is priced (every token sent, separator turns and declared tools included,
 with the longest retry line the ladder may add, plus the output allowance) and sent only if that
-fits `window`; otherwise the oldest recalled summaries are dropped, then the chunk is split.
+fits `window`; otherwise the oldest recalled summaries are dropped, then the chunk is split. A
+request that cannot fit even so fails, and is logged, with its price part by part (`Price`).
 
 The ladder, when an answer is not a normal stop with text: a tool call is asked again with no
 tools declared (tool activity then spelled as text); an answer of thinking only is asked again
-for plain prose; then a smaller request (half the recalled summaries); then the chunk in halves,
+for plain prose; then the summary just before the chunk expanded (shown as what it stands for,
+one level down: its children, or its chunk raw); then a smaller request (half the recalled
+summaries); then one with no recall pairs at all; then the chunk in halves,
 each summarised on its own (the second recalls the first) and joined; finally a failure is
 returned, recorded with the keys that would make a retry worth it. Transient provider errors
 back off and retry without using a rung, up to `transient_retries`; past that, and when a call
@@ -28,6 +32,7 @@ would go over a spend cap (it is then not sent), the failure is deferred: retrie
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,7 +48,9 @@ from .compile import request_tokens
 from .render import IMAGE_PLACEHOLDER, OPENING, RECALL_PROMPT, _blocks, _resolve, _Turn
 from .requests import (
     PROMPT_VERSION,
+    RawStretch,
     Recalled,
+    RecallItem,
     SummaryFailure,
     SummaryRequest,
     SummaryResult,
@@ -54,10 +61,13 @@ __all__ = [
     "SYSTEM_PROMPT",
     "ModelOptions",
     "ModelSummariser",
+    "Price",
     "declared_tools",
     "summary_messages",
 ]
 
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = (
     "You keep the memory of a long conversation between a user and an AI agent. When asked, "
@@ -75,6 +85,10 @@ MERGE = (
     "[CM] Write one memory that stands for the recalled memories {ids}, in about {target} "
     "tokens, keeping what a later reader needs. Answer with the memory text only."
 )
+RECALL_RAW = "[CM] Recall messages {first}-{last} as they were."
+"""Before a stretch with no summary, shown raw among the recall pairs ..."""
+RECALL_RAW_END = "[CM] End of messages {first}-{last}."
+"""... and after it, so the model sees where the stretch ends and what follows begins."""
 PROSE_RETRY = "Write it now as plain prose: no thinking aloud, no tool calls, only the memory."
 RETRY_LINES = (PROSE_RETRY,)
 """Lines the ladder may add to the instruction; admission makes room for the longest."""
@@ -97,6 +111,32 @@ class ModelOptions:
     """How many times the ladder may halve a chunk."""
     tokens_per_hour: int | None = None
     tokens_per_day: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """What admission charges for a request, part by part (tokens)."""
+
+    prompt: int
+    """Everything sent bar the recalled summaries and the retry line: the system prompt and the
+    instruction, the head, and the chunk (or the summaries to merge)."""
+    head: int
+    """The part of `prompt` the head takes."""
+    recalled: int
+    retry_line: int
+    output: int
+    """The output allowance (`max_tokens`)."""
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.recalled + self.retry_line + self.output
+
+    def describe(self) -> str:
+        return (
+            f"{self.total} tokens: prompt {self.prompt} (head {self.head}, the span and the "
+            f"instructions {self.prompt - self.head}), recalled summaries {self.recalled}, "
+            f"retry line {self.retry_line}, output allowance {self.output}"
+        )
 
 
 class _Deferred(Exception):
@@ -155,8 +195,15 @@ def summary_messages(
                 role = "user" if message.role is Role.USER else "assistant"
                 turns.append(_Turn(role, content))
 
-    def recall(items: Sequence[Recalled]) -> None:
+    def recall(items: Sequence[RecallItem]) -> None:
         for item in items:
+            if isinstance(item, RawStretch):  # no summary of it: shown as it was
+                span = {"first": item.start, "last": item.end - 1}
+                turns.append(_Turn("user", [{"type": "text", "text": RECALL_RAW.format(**span)}]))
+                raw(item.messages)
+                end = RECALL_RAW_END.format(**span)
+                turns.append(_Turn("user", [{"type": "text", "text": end}]))
+                continue
             prompt = RECALL_PROMPT.format(id=item.id)
             turns.append(_Turn("user", [{"type": "text", "text": prompt}]))
             turns.append(_Turn("assistant", [{"type": "text", "text": item.text}], True))
@@ -240,7 +287,11 @@ class ModelSummariser:
 
     def instruction(self, request: SummaryRequest, retry_line: str = "") -> str:
         if request.task == "summarise":
-            since = f"memory {request.recalled[-1].id}" if request.recalled else "the opening"
+            last = request.recalled[-1] if request.recalled else None
+            if isinstance(last, RawStretch):
+                since = f"the recalled messages {last.start}-{last.end - 1}"
+            else:
+                since = f"memory {last.id}" if last is not None else "the opening"
             text = SUMMARISE.format(since=since, target=request.target_tokens)
         else:
             ids = ", ".join(s.id for s in request.summaries)
@@ -273,24 +324,50 @@ class ModelSummariser:
             tokens += count_text(orjson.dumps(list(request.tools)).decode())
         return tokens
 
+    def _sent_max(self, request: SummaryRequest, line: str) -> int:
+        """The larger of the request's two forms (tools declared, or spelled as text)."""
+        forms = [self.build(request, tools=t, retry_line=line) for t in (True, False)]
+        return max(self.sent_tokens(f) for f in forms)
+
     def price(self, request: SummaryRequest, *, with_retry_line: bool = True) -> int:
         """What admission charges for `request`: the larger of its two forms (tools declared,
         or spelled as text), with the longest retry line the ladder may add, plus the output
         allowance."""
         line = max(RETRY_LINES, key=count_text) if with_retry_line else ""
-        forms = [self.build(request, tools=t, retry_line=line) for t in (True, False)]
-        return max(self.sent_tokens(f) for f in forms) + self.options.max_tokens
+        return self._sent_max(request, line) + self.options.max_tokens
+
+    def price_parts(self, request: SummaryRequest) -> Price:
+        """`price(request)` broken down: what the prompt, the recalled summaries, the retry
+        line and the output allowance each take (`Price.total` is the price)."""
+        bare = replace(request, recalled=())
+        prompt = self._sent_max(bare, "")
+        recalled = self._sent_max(request, "")
+        with_line = self._sent_max(request, max(RETRY_LINES, key=count_text))
+        headless = self._sent_max(replace(bare, head=()), "")
+        return Price(
+            prompt=prompt,
+            head=prompt - headless,
+            recalled=recalled - prompt,
+            retry_line=with_line - recalled,
+            output=self.options.max_tokens,
+        )
 
     def admit(self, request: SummaryRequest) -> SummaryRequest | None:
         """The request with as many recalled summaries (newest first, within the recall
         budget) as fit the window; None when it does not fit even with none."""
         recall_budget = int(self.options.window * self.options.recall_share)
-        kept: list[Recalled] = []
+        kept: list[RecallItem] = []
         used = 0
         for item in reversed(request.recalled):
-            used += count_text(item.text) + 16
-            if used > recall_budget:
+            cost = (item.cost if isinstance(item, RawStretch) else count_text(item.text)) + 16
+            if used + cost > recall_budget:
+                # A raw stretch keeps its newest messages that fit; nothing older goes in.
+                if isinstance(item, RawStretch):
+                    newest = item.newest(recall_budget - used - 16)
+                    if newest is not None:
+                        kept.append(newest)
                 break
+            used += cost
             kept.append(item)
         kept.reverse()
         while True:
@@ -366,20 +443,17 @@ class ModelSummariser:
         if admitted is None:
             halves = _halves(request)
             if halves is None:
-                raise _Failed(f"a single message of {request.start}-{request.end} is larger "
-                              f"than the window of {self.options.window} tokens")  # fmt: skip
+                reason = self._unfit(replace(request, recalled=()))
+                logger.warning("%s: %s", self.name, reason)
+                raise _Failed(reason)
             return self._split(run, request, halves, depth)
         response, tools, prose = self._ask(run, admitted)
         if _usable(response):
             return response.text.strip(), response.stop_reason
         reason = _describe(response)
-        if admitted.recalled:  # a smaller request: half the recalled summaries, newest kept
-            recalled = admitted.recalled
-            fewer = replace(
-                admitted, recalled=tuple(recalled[len(recalled) - len(recalled) // 2 :])
-            )
-            line = PROSE_RETRY if prose else ""
-            response = self._call(run, self.build(fewer, tools=tools, retry_line=line))
+        line = PROSE_RETRY if prose else ""
+        for variant in self._variants(admitted):
+            response = self._call(run, self.build(variant, tools=tools, retry_line=line))
             if _usable(response):
                 return response.text.strip(), response.stop_reason
             reason = _describe(response)
@@ -390,6 +464,35 @@ class ModelSummariser:
             except _Failed as exc:
                 reason = f"{reason}; split in halves: {exc}"
         raise _Failed(reason)
+
+    def _variants(self, admitted: SummaryRequest) -> list[SummaryRequest]:
+        """The rungs after a refusal, before the chunk is split, each a request admission
+        lets through: the summary recalled last expanded (shown as what it stands for, one
+        level down); half the recalled items, newest kept; no recall at all."""
+        out: list[SummaryRequest] = []
+        recalled = tuple(admitted.recalled)
+        last = recalled[-1] if recalled else None
+        if admitted.expansion and isinstance(last, Recalled) and last.id == admitted.expands:
+            expanded = replace(
+                admitted, recalled=(*recalled[:-1], *admitted.expansion), expansion=(), expands=""
+            )
+            fits = self.admit(expanded)
+            if fits is not None and fits.recalled != recalled:
+                out.append(fits)
+        if len(recalled) >= 2:
+            out.append(replace(admitted, recalled=recalled[len(recalled) - len(recalled) // 2 :]))
+        if recalled:
+            out.append(replace(admitted, recalled=()))
+        return out
+
+    def _unfit(self, request: SummaryRequest) -> str:
+        """Why admission refused a request that cannot be split: its price, part by part."""
+        span = f"messages {request.start}-{request.end - 1}"
+        what = "summary" if request.task == "summarise" else f"level-{request.level} merge"
+        return (
+            f"the {what} request for {span} cannot fit the window of {self.options.window} tokens "
+            f"(nor be split further): admission priced it at {self.price_parts(request).describe()}"
+        )
 
     def _split(
         self,

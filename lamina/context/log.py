@@ -5,6 +5,10 @@ shown, that is user and assistant messages, including the host's meta records an
 summaries, and excluding subagents' sidechain messages, progress, snapshots, queue operations,
 titles, system notices and unknown records. Thinking blocks stay in the log (they are part of
 the record) and are dropped when a request is rendered.
+
+The system prompt (an OpenAI `system` or `developer` message, an Anthropic `system` field: kind
+INSTRUCTIONS) is not a log position; the log keeps its text beside the messages (`system`), and
+every compile sends it where the provider expects it, counted in the budget.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, default_coun
 
 __all__ = [
     "COUNTING_VERSION",
+    "SYSTEM_JOIN",
     "ContextLog",
     "MessageCounts",
     "counts_key",
     "enters_log",
+    "is_system_prompt",
     "shown_tokens",
+    "system_text",
     "uncut_tokens",
 ]
 
@@ -58,6 +65,26 @@ _LEFT_OUT = frozenset(
         Kind.INSTRUCTIONS,
     }
 )
+
+
+SYSTEM_JOIN = "\n\n"
+"""Between the texts of several system messages, joined into one system prompt."""
+
+
+def is_system_prompt(message: Message) -> bool:
+    """Whether a message is (part of) the system prompt rather than a turn of the log."""
+    return message.role is Role.SYSTEM and message.kind is Kind.INSTRUCTIONS
+
+
+def system_text(messages: Iterable[Message]) -> str:
+    """The system prompt the messages give: the text of each system message, in order, the
+    same text once."""
+    texts: list[str] = []
+    for message in messages:
+        text = message.text.strip()
+        if is_system_prompt(message) and text and text not in texts:
+            texts.append(text)
+    return SYSTEM_JOIN.join(texts)
 
 
 def counts_key(counter: TokenCounter) -> str:
@@ -120,6 +147,8 @@ class ContextLog:
     left out). The frontier plans with these."""
     uncut: list[int] = field(default_factory=list)
     """The part of `shown` a cut leaves whole (`uncut_tokens`)."""
+    system: str = ""
+    """The system prompt ("" when none was given): not a log position, sent by every compile."""
 
     @classmethod
     def from_messages(
@@ -144,8 +173,15 @@ class ContextLog:
         return list(zip(self.tokens[start:], self.shown[start:], self.uncut[start:], strict=True))
 
     def append(self, message: Message, counts: MessageCounts | None = None) -> bool:
-        """Add a message if it enters the log; returns whether it did. `counts`: its counts
-        as known from before (see `from_messages`)."""
+        """Add a message if it enters the log; returns whether it did. A system message adds
+        its text to the system prompt instead (see `system_text`). `counts`: its counts as
+        known from before (see `from_messages`)."""
+        if is_system_prompt(message):
+            text = message.text.strip()
+            joined = f"{SYSTEM_JOIN}{self.system}{SYSTEM_JOIN}"
+            if text and f"{SYSTEM_JOIN}{text}{SYSTEM_JOIN}" not in joined:  # the same text once
+                self.system = f"{self.system}{SYSTEM_JOIN}{text}" if self.system else text
+            return False
         if not enters_log(message):
             return False
         if counts is not None:
@@ -171,8 +207,18 @@ class ContextLog:
     def snapshot(self) -> ContextLog:
         """A copy that later appends to this log leave as it is (for a background reader)."""
         return ContextLog(
-            self.counter, self.messages[:], self.tokens[:], self.shown[:], self.uncut[:]
+            self.counter,
+            self.messages[:],
+            self.tokens[:],
+            self.shown[:],
+            self.uncut[:],
+            self.system,
         )
+
+    @property
+    def system_tokens(self) -> int:
+        """What the system prompt costs in a request (0 with none)."""
+        return self.counter.count(self.system) + MESSAGE_OVERHEAD if self.system else 0
 
     def __len__(self) -> int:
         return len(self.messages)

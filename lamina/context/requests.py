@@ -16,6 +16,8 @@ from ..messages import Message
 
 __all__ = [
     "PROMPT_VERSION",
+    "RawStretch",
+    "RecallItem",
     "Recalled",
     "SummaryFailure",
     "SummaryRequest",
@@ -39,6 +41,44 @@ class Recalled:
 
 
 @dataclass(frozen=True, slots=True)
+class RawStretch:
+    """A stretch of the log with no summary to recall (pinned raw, refused by the summariser,
+    not folded yet), shown as its messages among the recall pairs, so the recall goes on past
+    it instead of stopping there."""
+
+    start: int
+    end: int
+    messages: Sequence[Message]
+    tokens: Sequence[int]
+    """What each message costs as shown (`ContextLog.shown`), for admission."""
+
+    @property
+    def id(self) -> str:
+        return f"messages {self.start}-{self.end - 1}"
+
+    @property
+    def cost(self) -> int:
+        return sum(self.tokens)
+
+    def newest(self, tokens: int) -> RawStretch | None:
+        """The stretch cut to its newest messages within `tokens` (None when not even one
+        fits)."""
+        kept, used = len(self.messages), 0
+        while kept > 0 and used + self.tokens[kept - 1] <= tokens:
+            used += self.tokens[kept - 1]
+            kept -= 1
+        if kept == len(self.messages):
+            return None
+        return RawStretch(
+            self.start + kept, self.end, tuple(self.messages[kept:]), tuple(self.tokens[kept:])
+        )
+
+
+RecallItem = Recalled | RawStretch
+"""What a request recalls before its span: a summary, or a stretch shown raw."""
+
+
+@dataclass(frozen=True, slots=True)
 class SummaryRequest:
     task: Task
     level: int
@@ -49,12 +89,19 @@ class SummaryRequest:
     target_tokens: int
     head: Sequence[Message] = ()
     """The opening messages of the log, raw."""
-    recalled: Sequence[Recalled] = ()
-    """Summaries of what came between the head and `start`, oldest first."""
+    recalled: Sequence[RecallItem] = ()
+    """What came between the head and `start`, oldest first: summaries, and the stretches
+    with none shown raw."""
     messages: Sequence[Message] = ()
     """summarise: the chunk's messages."""
     summaries: Sequence[Recalled] = ()
     """merge: the summaries to merge, in order."""
+    expansion: Sequence[RecallItem] = ()
+    """What the last recalled summary stands for, one level down (its children, or for a
+    level-1 summary its chunk's messages raw): the refusal ladder's first rung shows it in
+    that summary's place."""
+    expands: str = ""
+    """The id of the summary `expansion` stands for."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ compile, so a compile in a new process neither summarises again what was summari
 nor changes the request's prefix when nothing requires it. New summaries are stored as soon as
 they are written; the frontier after each compile, with the summariser's permanent failures
 (under `failures`), so a new process does not ask again for what failed with the same keys.
+The system prompt (not a log position) is kept with that state too, under `system`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .chunks import Chunk
 from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier
-from .log import ContextLog, counts_key, enters_log
+from .log import ContextLog, counts_key, enters_log, system_text
 from .pins import Pin, PinMode, check_pins
 from .render import RequestFormat
 from .requests import SummaryFailure
@@ -136,6 +137,8 @@ class StoredLog:
         known = [_summary(s) for s in store.load_summaries(bank, log_id)]
         state = store.load_frontier(bank, log_id)
         self._state_seen: dict[str, JSONValue] | None = state
+        system = (state or {}).get("system")
+        self.log.system = system if isinstance(system, str) else ""
         failures = _failures(state)
         forest = Forest(summariser, known, on_write=self._save_summary, failures=failures)
         previous = None if state is None else frontier_from_json(state, forest, len(self.log))
@@ -161,7 +164,10 @@ class StoredLog:
 
     def append(self, messages: Iterable[Message]) -> int:
         """Store and add the messages that enter the log (`enters_log`) and are not in it yet
-        (by id); returns how many were added."""
+        (by id); returns how many were added. System messages among them replace the stored
+        system prompt (`_keep_system`)."""
+        messages = list(messages)
+        self._keep_system(messages)
         new: list[Message] = []
         for message in messages:
             if enters_log(message) and message.id not in self._ids:
@@ -170,6 +176,23 @@ class StoredLog:
         added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
         self.refresh()
         return added
+
+    def _keep_system(self, messages: list[Message]) -> None:
+        """The system prompt the messages give (`system_text`), redacted, becomes the log's and
+        is stored with its state (not a log position: message numbers stay as they are);
+        messages without one leave the stored one as it is."""
+        text = system_text(messages)
+        if text:
+            from ..bank.redact import Redactor  # stored text is redacted (invariant 9)
+
+            text = Redactor().redact(text)[0]
+        if not text or text == self.log.system:
+            return
+        self.log.system = text
+        state = dict(self.store.load_frontier(self.bank, self.id) or {})
+        state["system"] = text
+        self.store.save_frontier(self.bank, self.id, state)
+        self._state_seen = state
 
     def refresh(self) -> int:
         """Read what other processes appended since; returns how many messages that was."""
@@ -254,6 +277,8 @@ class StoredLog:
 
     def _state(self, frontier: Frontier) -> dict[str, JSONValue]:
         state = frontier_to_json(frontier)
+        if self.log.system:
+            state["system"] = self.log.system
         state["failures"] = [f.to_json() for f in self.compiler.forest.permanent_failures()]
         return state
 

@@ -8,13 +8,13 @@
     POST   /v1/banks/{bank}/recall               query, budget, limit, documents, tags, since..
     POST   /v1/banks/{bank}/retain               document, messages or text, format, tags, async
     GET    /v1/operations/{id}                   an asynchronous retain's state and result
-    POST   /v1/compile                           messages, budget, reserve, request_format
+    POST   /v1/compile                           messages, system, budget, reserve, request_format
                                                  -> request (Anthropic or OpenAI), report
     GET    /v1/banks/{bank}/logs                 context logs: id, messages, tokens,
                                                  summaries, updated
     GET    /v1/banks/{bank}/logs/{log}           one log: summaries by level, last frontier
-    POST   /v1/banks/{bank}/logs/{log}/messages  messages, format -> how many were added
-    POST   /v1/banks/{bank}/logs/{log}/compile   budget, reserve, request_format, messages
+    POST   /v1/banks/{bank}/logs/{log}/messages  messages, system, format -> how many were added
+    POST   /v1/banks/{bank}/logs/{log}/compile   budget, reserve, request_format, messages, system
                                                  -> request, report; summaries and frontier
                                                  kept for the next compile
     DELETE /v1/banks/{bank}/logs/{log}           delete a log, its summaries and frontier
@@ -151,6 +151,9 @@ def _with_id(document: str, message: Any) -> Any:
 class CompileBody(BaseModel):
     messages: list[Any] = Field(min_length=1)
     """The conversation, in the Anthropic or OpenAI shape (or Claude Code records)."""
+    system: str | list[dict[str, Any]] | None = None
+    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
+    message among them does the same."""
     format: Literal["anthropic", "openai", "claude-code"] | None = None
     budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
     reserve: int = Field(default=4_000, ge=0)
@@ -161,6 +164,9 @@ class CompileBody(BaseModel):
 class AppendBody(BaseModel):
     messages: list[Any] = Field(min_length=1)
     """Messages in the Anthropic or OpenAI shape (or Claude Code records), as for /v1/compile."""
+    system: str | list[dict[str, Any]] | None = None
+    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
+    message among them does the same."""
     format: Literal["anthropic", "openai", "claude-code"] | None = None
 
 
@@ -170,6 +176,9 @@ class LogCompileBody(BaseModel):
     request_format: RequestFormat = "anthropic"
     messages: list[Any] | None = None
     """Messages to append before compiling (optional)."""
+    system: str | list[dict[str, Any]] | None = None
+    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
+    message among them does the same."""
     format: Literal["anthropic", "openai", "claude-code"] | None = None
 
 
@@ -404,7 +413,8 @@ def create_app(
     def compile_request(body: CompileBody, auth: Auth) -> dict[str, Any]:
         if body.budget - body.reserve < 500:
             raise InputError("budget minus reserve must leave at least 500 tokens")
-        log = ContextLog.from_messages(read_message_list(body.messages, body.format))
+        given = read_message_list(body.messages, body.format, system=body.system)
+        log = ContextLog.from_messages(given)
         options = CompileOptions(budget=body.budget, reserve=body.reserve)
         result = Compiler(summariser).compile(log, options, body.request_format)
         return {"request": result.request, "report": result.report}
@@ -421,7 +431,7 @@ def create_app(
     @app.post("/v1/banks/{bank}/logs/{log}/messages")
     def append_to_log(bank: str, log: str, body: AppendBody, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank, must_exist=False)
-        messages = read_message_list(body.messages, body.format, ids_from=log)
+        messages = read_message_list(body.messages, body.format, ids_from=log, system=body.system)
         with open_logs.use(name, log) as stored:
             added = stored.append(messages)
             held = len(stored.log)
@@ -434,9 +444,10 @@ def create_app(
         if problem is not None:
             raise _invalid("reserve", problem)
         messages: list[LogMessage] = []
-        if body.messages:
+        if body.messages or body.system:
             name = bank_for(auth, bank, must_exist=False)
-            messages = read_message_list(body.messages, body.format, ids_from=log)
+            messages = read_message_list(body.messages or [], body.format, ids_from=log,
+                                         system=body.system)  # fmt: skip
         else:
             name = bank_for(auth, bank)
             find_log(store, name, log)

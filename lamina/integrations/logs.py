@@ -36,7 +36,7 @@ from ..context.pins import pin_json
 from ..context.stored import StoredLog
 from ..context.summarise import Summariser
 from ..errors import NotFoundError
-from ..messages import Message
+from ..messages import Kind, Message, Role, TextBlock
 from ..readers import read_messages
 from ..readers.base import bound_depth
 from ..store.base import ContextLogInfo, Store
@@ -50,6 +50,7 @@ __all__ = [
     "log_summariser",
     "log_summary",
     "read_message_list",
+    "with_system",
 ]
 
 MIN_AVAILABLE = 500
@@ -130,12 +131,38 @@ def _with_ids(scope: str, messages: Sequence[Any]) -> list[Any]:
     return out
 
 
+def with_system(messages: list[Message], system: Any, scope: str = "") -> list[Message]:
+    """`messages` led by a system prompt sent apart from them (Anthropic's `system` field: a
+    string or a list of text blocks), as the system message the readers would make of it; its
+    id comes from its text, scoped by `scope`. The context log keeps it as its system prompt."""
+    if isinstance(system, list):
+        system = "\n\n".join(
+            str(b.get("text", ""))
+            for b in system
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    if not isinstance(system, str) or not system.strip():
+        return messages
+    digest = hashlib.sha1(f"{scope}\x00system\x00{system}".encode()).hexdigest()[:24]
+    prompt = Message(id=f"s_{digest}", role=Role.SYSTEM, blocks=(TextBlock(system),),
+                     kind=Kind.INSTRUCTIONS)  # fmt: skip
+    return [prompt, *messages]
+
+
 def read_message_list(
-    messages: Sequence[Any], format: str | None = None, *, ids_from: str | None = None
+    messages: Sequence[Any],
+    format: str | None = None,
+    *,
+    ids_from: str | None = None,
+    system: Any = None,
 ) -> list[Message]:
     """Messages sent as JSON (Anthropic or OpenAI shape, or Claude Code records) read with the
     transcript readers, `format` detected when None. With `ids_from`, messages without an id get
-    one from their content, scoped by that string (see the module's doc)."""
+    one from their content, scoped by that string (see the module's doc). `system`: a system
+    prompt sent beside the messages (see `with_system`)."""
+    if system is not None:
+        return with_system(read_message_list(messages, format, ids_from=ids_from), system,
+                           ids_from or "")  # fmt: skip
     if not messages:
         return []
     messages = [bound_depth(m) for m in messages]
@@ -203,7 +230,7 @@ def _frontier_shape(
 ) -> dict[str, Any] | None:
     """How many of the log's `length` messages the stored frontier kept raw (head, raw spans,
     recent tail) and how many it folded into which summaries."""
-    if frontier is None:
+    if frontier is None or "items" not in frontier:  # not compiled yet (a system prompt only)
         return None
     head, tail = int(frontier.get("head_end", 0)), int(frontier.get("tail_start", 0))
     middle_raw = 0

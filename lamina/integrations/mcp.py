@@ -49,6 +49,7 @@ from .logs import (
     log_summariser,
     log_summary,
     read_message_list,
+    with_system,
 )
 from .mcp_stdio import INSTRUCTIONS
 
@@ -263,7 +264,8 @@ def build_server(
             "Append messages to a context log kept in a bank (created on first use): "
             "`messages` in the Anthropic or OpenAI shape (or Claude Code records), or `path`, a "
             "transcript file. Messages the log holds already are skipped, so sending the whole "
-            "conversation again adds only what is new. Returns how many were added."
+            "conversation again adds only what is new. `system`: a system prompt sent apart "
+            "(a system message among `messages` does the same). Returns how many were added."
         )
     )
     @_tool_errors
@@ -273,12 +275,14 @@ def build_server(
         path: str | None = None,
         format: str | None = None,
         bank: str | None = None,
+        system: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         name = pick(bank, ctx)
         new = log_messages(log, messages, path, format, ctx)
         if not new:
             raise InputError("give 'messages' (a non-empty list) or 'path'")
+        new = with_system(new, system, log)
         with open_logs.use(name, log) as stored:
             added = stored.append(new)
             held = len(stored.log)
@@ -291,7 +295,8 @@ def build_server(
             "Anthropic Messages request, or with request_format 'openai' an OpenAI Chat "
             "Completions one), optionally appending `messages` or a transcript `path` first. "
             "Summaries and the chosen layout are kept, so the next compile summarises only "
-            "what is new and keeps the request's prefix. Returns the request and a report."
+            "what is new and keeps the request's prefix. `system`: a system prompt sent "
+            "apart, kept with the log. Returns the request and a report."
         )
     )
     @_tool_errors
@@ -304,6 +309,7 @@ def build_server(
         path: str | None = None,
         format: str | None = None,
         bank: str | None = None,
+        system: str | None = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
         if budget < 1_000:
@@ -317,6 +323,7 @@ def build_server(
         if not new:
             find_log(memory.store, name, log)
         options = CompileOptions(budget=budget, reserve=reserve)
+        new = with_system(new, system, log)
         with open_logs.use(name, log) as stored:
             stored.append(new)
             if not len(stored.log):
