@@ -183,9 +183,7 @@ class StoredLog:
         messages without one leave the stored one as it is."""
         text = system_text(messages)
         if text:
-            from ..bank.redact import Redactor  # stored text is redacted (invariant 9)
-
-            text = Redactor().redact(text)[0]
+            text = self.redactor.redact(text)[0]  # stored text is redacted (invariant 9)
         if not text or text == self.log.system:
             return
         self.log.system = text
