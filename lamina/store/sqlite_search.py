@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -42,8 +42,8 @@ from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
 
 __all__ = ["SQLiteSearch"]
 
-_RECENT_SECONDS = 2.0
-"""How long a lexical search's lists may serve the scoring that follows it."""
+_MEMO_SIZE = 8
+"""BM25 sums kept per store (see `_scored`)."""
 _VERIFY_BATCH = 256
 """Dense candidates checked against the database at a time."""
 
@@ -64,6 +64,7 @@ class _BankInfo:
     ready: bool
     vector_epoch: int
     created_at: str
+    generation: int
 
 
 class SQLiteSearch:
@@ -83,13 +84,15 @@ class SQLiteSearch:
     @staticmethod
     def _bank_info(conn: sqlite3.Connection, bank: str) -> _BankInfo | None:
         row = conn.execute(
-            "SELECT id, live_memories, total_terms, search_ready, vector_epoch, created_at"
-            " FROM banks WHERE name = ?",
+            "SELECT id, live_memories, total_terms, search_ready, vector_epoch, created_at,"
+            " generation FROM banks WHERE name = ?",
             (bank,),
         ).fetchone()
         if row is None:
             return None
-        return _BankInfo(int(row[0]), int(row[1]), int(row[2]), bool(row[3]), int(row[4]), row[5])
+        return _BankInfo(
+            int(row[0]), int(row[1]), int(row[2]), bool(row[3]), int(row[4]), row[5], int(row[6])
+        )
 
     def searchable(self, bank: str) -> bool:
         """Whether the bank's postings are complete (banks retained before they existed are
@@ -206,12 +209,36 @@ class SQLiteSearch:
             if began:
                 conn.execute("COMMIT")
 
-    def _recent(self) -> threading.local:
-        """What this thread's last lexical search read (used once, by lexical_scores)."""
-        recent: threading.local | None = self.__dict__.get("_recent_search")
-        if recent is None:
-            recent = self.__dict__.setdefault("_recent_search", threading.local())
-        return recent
+    def _scored(
+        self, conn: sqlite3.Connection, bank: str, terms: Sequence[str]
+    ) -> tuple[_BankInfo, npt.NDArray[np.int64], npt.NDArray[np.float64]] | None:
+        """Every memory holding a query term and its BM25 score. The last few are kept, by
+        the bank's generation (which every write to its memories changes): a recall scores
+        the other channels' finds with the sums its lexical search made, and the hook's full
+        recall reuses its lexical-only one's."""
+        memo: OrderedDict[tuple[Any, ...], tuple[Any, ...]]
+        memo = self.__dict__.setdefault("_bm25_memo", OrderedDict())
+        lock: threading.Lock = self.__dict__.setdefault("_bm25_lock", threading.Lock())
+        info = self._bank_info(conn, bank)
+        if info is None:
+            return None
+        # A bank deleted and made again restarts its generation: its id and birth tell them apart.
+        key = (bank, info.id, info.created_at, info.generation, tuple(sorted(terms)))
+        with lock:
+            held = memo.get(key)
+            if held is not None:
+                memo.move_to_end(key)
+                return held[0], held[1], held[2]
+        found = self._lists(conn, bank, terms)
+        if found is None:
+            return None
+        info, lists = found
+        seqs, scores = bm25(lists, terms, info.live, info.total_terms)
+        with lock:
+            memo[(*key[:3], info.generation, key[4])] = (info, seqs, scores)
+            while len(memo) > _MEMO_SIZE:
+                memo.popitem(last=False)
+        return info, seqs, scores
 
     def term_counts(self, bank: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         found = self._lists(self.conn, bank, terms)
@@ -224,12 +251,10 @@ class SQLiteSearch:
         self, bank: str, terms: Sequence[str], depth: int, where: SearchFilter
     ) -> list[tuple[int, float]]:
         conn = self.conn
-        found = self._lists(conn, bank, terms) if terms and depth > 0 else None
+        found = self._scored(conn, bank, terms) if terms and depth > 0 else None
         if found is None:
             return []
-        info, lists = found
-        seqs, scores = bm25(lists, terms, info.live, info.total_terms)
-        self._recent().search = (bank, tuple(terms), (seqs, scores), time.monotonic())
+        info, seqs, scores = found
         keep = self._passes(conn, info, where, seqs)
         if keep is not None:
             seqs, scores = seqs[keep], scores[keep]
@@ -272,22 +297,10 @@ class SQLiteSearch:
     ) -> dict[int, float]:
         if not seqs or not terms:
             return {}
-        # A recall scores the other channels' finds right after its lexical search, in the
-        # same thread, for the same terms: what that search read serves again (the same
-        # snapshot, so the same scores it gave).
-        last = self._recent().__dict__.pop("search", None)
-        if (
-            last is not None
-            and last[:2] == (bank, tuple(terms))
-            and time.monotonic() - last[3] < _RECENT_SECONDS
-        ):
-            scored, scores = last[2]
-        else:
-            found = self._lists(self.conn, bank, terms)
-            if found is None:
-                return {}
-            info, lists = found
-            scored, scores = bm25(lists, terms, info.live, info.total_terms)
+        found = self._scored(self.conn, bank, terms)
+        if found is None:
+            return {}
+        _info, scored, scores = found
         wanted = np.unique(np.asarray(seqs, dtype=np.int64))
         at = np.searchsorted(scored, wanted)
         at = np.minimum(at, max(len(scored) - 1, 0))
