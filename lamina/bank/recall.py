@@ -171,6 +171,21 @@ def memory_tokens(memory: Memory) -> int:
     return memory.tokens if memory.tokens is not None else count_text(memory.text)
 
 
+PIECE_MARGIN = 1.15
+"""Margin on the tokens of a piece of a memory estimated from its characters."""
+
+
+def piece_tokens(memory: Memory, tokens: int) -> Callable[[str], int]:
+    """Tokens of pieces of a memory (for shortening it): estimated from the memory's own
+    count, its tokens per character plus PIECE_MARGIN, rounded up, so the prompt path never
+    loads a tokenizer to shorten one; counted exactly for memories stored without a count
+    (the tokenizer is loaded for those anyway)."""
+    if memory.tokens is None or not memory.text:
+        return count_text
+    per_char = PIECE_MARGIN * tokens / len(memory.text)
+    return lambda text: math.ceil(len(text) * per_char) + 1
+
+
 def entity_scale(size: int) -> float:
     """What one shared entity named by a single memory scores (BM25 at average length): the
     entity channel's scores are divided by this rather than min-max normalised, so that
@@ -403,9 +418,12 @@ def _assemble(
         shortened = False
         if used + tokens > options.budget:
             left = options.budget - used
-            short = shorten(memory.text, query, left) if left >= _MIN_SHORTENED_TOKENS else None
+            count = piece_tokens(memory, tokens)
+            short = (
+                shorten(memory.text, query, left, count) if left >= _MIN_SHORTENED_TOKENS else None
+            )
             if short is not None:
-                memory, tokens, shortened = replace(memory, text=short), count_text(short), True
+                memory, tokens, shortened = replace(memory, text=short), count(short), True
             else:
                 skipped += 1
                 if skipped >= _MAX_SKIPPED or left < _MIN_USEFUL_TOKENS:

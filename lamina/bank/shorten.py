@@ -11,9 +11,13 @@ The work is proportional to the memory's length, and runs only for memories that
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..tokens import count_text
 from .lexical import tokenize
+
+Counter = Callable[[str], int]
+"""Tokens of a text."""
 
 __all__ = ["shorten"]
 
@@ -57,20 +61,20 @@ def _render(pieces: list[tuple[str, str]], chosen: list[int]) -> str:
     return "\n".join(lines)
 
 
-def _cut_words(piece: str, terms: set[str], limit: int) -> str:
+def _cut_words(piece: str, terms: set[str], limit: int, count: Counter) -> str:
     """A piece too long on its own: its words around the first query term, within `limit`."""
     words = piece.split(" ")
     hit = next((i for i, w in enumerate(words) if set(tokenize(w)) & terms), 0)
     start = max(0, hit - 8)
     end = start + 1
-    while end < len(words) and count_text(" ".join(words[start : end + 1])) <= limit:
+    while end < len(words) and count(" ".join(words[start : end + 1])) <= limit:
         end += 1
     return " ".join(words[start:end])
 
 
-def shorten(text: str, query: str, limit: int) -> str | None:
-    """`text` cut to at most `limit` tokens around what `query` asks (None when nothing of it
-    fits or the query shares no term with it)."""
+def shorten(text: str, query: str, limit: int, count: Counter = count_text) -> str | None:
+    """`text` cut to at most `limit` tokens (as `count` counts them) around what `query` asks
+    (None when nothing of it fits or the query shares no term with it)."""
     if limit <= len(_GAP):
         return None
     terms = set(tokenize(query))
@@ -83,13 +87,13 @@ def shorten(text: str, query: str, limit: int) -> str | None:
     best = max(range(len(pieces)), key=lambda i: (scores[i], -i))
     if scores[best] <= 0:
         return None
-    room = limit - 2 * count_text(_GAP) - 2
-    costs = [count_text(f"{label}: {p}") + 1 for label, p in pieces]
+    room = limit - 2 * count(_GAP) - 2
+    costs = [count(f"{label}: {p}") + 1 for label, p in pieces]
     if costs[best] > room:
         label, piece = pieces[best]
-        cut = _cut_words(piece, terms, room - count_text(f"{label}: ") - 1)
+        cut = _cut_words(piece, terms, room - count(f"{label}: ") - 1, count)
         text_out = _render([(label, cut)], [0])
-        return f"{_GAP}\n{text_out}\n{_GAP}" if count_text(text_out) < limit else None
+        return f"{_GAP}\n{text_out}\n{_GAP}" if count(text_out) < limit else None
     chosen = [best]
     used = costs[best]
     low, high = best - 1, best + 1
@@ -113,7 +117,7 @@ def shorten(text: str, query: str, limit: int) -> str | None:
             low -= 1
     chosen.sort()
     out = _render(pieces, chosen)
-    while count_text(out) > limit and len(chosen) > 1:
+    while count(out) > limit and len(chosen) > 1:
         chosen.remove(max(chosen, key=lambda i: abs(i - best)))
         out = _render(pieces, chosen)
-    return out if count_text(out) <= limit else None
+    return out if count(out) <= limit else None
