@@ -402,3 +402,30 @@ def test_a_server_keeps_what_it_read_and_still_sees_every_change(tmp_path: Path)
     same()
     writer.close()
     server.close()
+
+
+@pytest.mark.skipif(
+    not (Path(__file__).parent.parent.parent / "shared" / "data" / "claude-code").is_dir(),
+    reason="../shared/data/claude-code absent",
+)
+def test_shortened_memories_never_hold_more_tokens_than_reported(tmp_path: Path) -> None:
+    # Recall estimates a shortened memory's tokens from the memory's own count; on real
+    # sessions and many budgets the estimate must not fall below the real count.
+    from lamina.tokens import count_text
+
+    data = Path(__file__).parent.parent.parent / "shared" / "data" / "claude-code"
+    bank = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+    for path in sorted(data.glob("*.jsonl")):
+        if ".subagent-" not in path.name:
+            bank.retain_file(path, "proj")
+    seen = 0
+    for query in ("why did the test fail", "which file holds the config", "what was decided"):
+        for budget in (60, 150, 300, 700):
+            result = bank.recall(query, "proj", RecallOptions(budget=budget))
+            assert result.tokens <= budget
+            for hit in result.hits:
+                if hit.shortened:
+                    seen += 1
+                    assert count_text(hit.text) <= hit.tokens, (query, budget)
+    assert seen
+    bank.close()

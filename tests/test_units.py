@@ -192,6 +192,8 @@ def test_a_memory_larger_than_the_budget_comes_back_shortened_around_the_query(
     result = bank.recall("what retry limit did we set?", "proj", RecallOptions(budget=200))
     [hit] = result.hits
     assert hit.shortened and hit.tokens <= 200 and result.tokens <= 200
+    # Its tokens are estimated (no tokenizer on the prompt path), never below the real count.
+    assert count_text(hit.text) <= hit.tokens
     assert "retry limit to 7" in hit.text
     assert hit.as_dict()["shortened"] is True
 
