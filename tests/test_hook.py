@@ -283,3 +283,39 @@ def test_shared_sessions_replayed_prompt_by_prompt(tmp_path: Path) -> None:
     assert all("lamina_memories" not in r.memory.text for r in store.iter_memories("proj"))
     log = (home / "logs" / "hooks.log").read_text()
     assert not failures(log), failures(log)
+
+
+def test_the_retain_worker_never_runs_code_from_the_project(tmp_path: Path) -> None:
+    # The agent works in a repository that holds a `lamina/` package of its own: the Stop
+    # hook's detached worker must run the installed Lamina, not that one.
+    project = tmp_path / "project"
+    fake = project / "lamina"
+    fake.mkdir(parents=True)
+    marker = tmp_path / "executed"
+    code = f"open({str(marker)!r}, 'w').write('the project ran')\n"
+    (fake / "__init__.py").write_text(code)
+    (fake / "__main__.py").write_text(code)
+    home = tmp_path / "home"
+    transcript = tmp_path / "session.jsonl"
+    example = Path(__file__).parent.parent / "examples" / "session.jsonl"
+    transcript.write_text(example.read_text(encoding="utf-8"), encoding="utf-8")
+    script = Path(sys.executable).parent / "lamina"
+    command = [str(script)] if script.exists() else [sys.executable, "-P", "-m", "lamina"]
+    payload = {
+        "hook_event_name": "Stop",
+        "session_id": SESSION,
+        "transcript_path": str(transcript),
+        "cwd": str(project),
+    }
+    stopped = subprocess.run(
+        [*command, "hook"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env={**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "proj"},
+        timeout=60,
+    )
+    assert stopped.returncode == 0
+    assert wait_for_records(home, 1) >= 1  # the installed worker retained the session
+    assert not marker.exists()

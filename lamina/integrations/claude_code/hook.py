@@ -208,13 +208,17 @@ def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
     if not Path(transcript).is_file():
         raise FileNotFoundError(f"{transcript}: no such transcript")
     bank = hook_bank(payload, home)
+    # Only the installed Lamina may run: `-P` keeps the working directory (the project the
+    # agent works in, which may hold a `lamina/` folder of its own) off sys.path, and the
+    # worker starts from a neutral directory (design invariant 10).
     subprocess.Popen(
-        [sys.executable, "-m", "lamina", "--home", str(home), "hook-worker",
-         "--transcript", transcript, "--session", document, "--bank", bank, "--event", event,
-         *extra],
+        [sys.executable, "-P", "-m", "lamina", "--home", str(Path(home).resolve()),
+         "hook-worker", "--transcript", str(Path(transcript).resolve()), "--session",
+         document, "--bank", bank, "--event", event, *extra],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd="/",
         start_new_session=True,
         close_fds=True,
     )  # fmt: skip
