@@ -429,3 +429,27 @@ def test_shortened_memories_never_hold_more_tokens_than_reported(tmp_path: Path)
                     assert count_text(hit.text) <= hit.tokens, (query, budget)
     assert seen
     bank.close()
+
+
+def test_bm25_sums_the_same_whether_seqs_are_dense_or_sparse() -> None:
+    from lamina.store.sqlite_postings import Postings, bm25
+
+    rng = np.random.default_rng(4)
+
+    def lists(spread: int) -> dict[str, Postings]:
+        out = {}
+        for term in ("a", "b", "c"):
+            seqs = np.unique(rng.integers(0, 5000, 1500)) * spread
+            out[term] = Postings(
+                seqs.astype(np.int64),
+                rng.integers(1, 4, len(seqs)).astype(np.float64),
+                rng.integers(5, 60, len(seqs)).astype(np.float64),
+            )
+        return out
+
+    dense = lists(1)
+    sparse = {t: Postings(p.seqs * 100_000, p.tfs, p.lengths) for t, p in dense.items()}
+    seqs_d, scores_d = bm25(dense, ["a", "b", "b", "c"], 6000, 180_000)
+    seqs_s, scores_s = bm25(sparse, ["a", "b", "b", "c"], 6000, 180_000)
+    assert np.array_equal(seqs_d * 100_000, seqs_s)
+    assert scores_d == pytest.approx(scores_s, rel=1e-12)

@@ -250,6 +250,13 @@ def bm25(
         weight = counts[term] * idf(live, len(p))
         parts.append(weight * p.tfs * (k1 + 1) / (p.tfs + k1 * (1 - b + b * p.lengths / avgdl)))
     scores = np.concatenate(parts)
+    low, high = int(seqs.min()), int(seqs.max())
+    if high - low < max(4 * len(seqs), 1 << 20):
+        # Summed straight into a table over the seq range: no sort (seqs are dense enough).
+        summed = np.bincount(seqs - low, weights=scores, minlength=high - low + 1)
+        held = np.bincount(seqs - low, minlength=high - low + 1) > 0
+        at = np.flatnonzero(held)
+        return at.astype(np.int64) + low, summed[at].astype(np.float64)
     order = np.argsort(seqs, kind="stable")
     seqs, scores = seqs[order], scores[order]
     starts = np.flatnonzero(np.r_[True, seqs[1:] != seqs[:-1]])
