@@ -276,21 +276,24 @@ class SQLiteSearch:
         """Which of `seqs` the filter lets through (None: all)."""
         if where.empty or not len(seqs):
             return None
+        excluded, chosen = self._filtered(conn, info, where)
+        if chosen is not None:
+            return np.isin(seqs, chosen)
+        return ~np.isin(seqs, excluded)
+
+    def _filtered(
+        self, conn: sqlite3.Connection, info: _BankInfo, where: SearchFilter
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+        """A non-empty filter as (the seqs it leaves out, None) when it only excludes
+        documents, else (nothing, the live seqs it lets through)."""
         excluded = self._excluded(conn, info.id, where)
         if excluded is not None:
-            return ~np.isin(seqs, excluded)
+            return excluded, None
         sql, params = self._filter_sql(info.id, where)
-        chosen = np.array(
-            [
-                r[0]
-                for r in conn.execute(
-                    f"SELECT m.seq FROM memories m WHERE m.bank_id = ? AND {sql}",
-                    [info.id, *params],
-                )
-            ],
-            dtype=np.int64,
+        rows = conn.execute(
+            f"SELECT m.seq FROM memories m WHERE m.bank_id = ? AND {sql}", [info.id, *params]
         )
-        return np.isin(seqs, chosen)
+        return np.empty(0, dtype=np.int64), np.array([r[0] for r in rows], dtype=np.int64)
 
     def lexical_scores(
         self, bank: str, terms: Sequence[str], seqs: Sequence[int]
@@ -414,23 +417,12 @@ class SQLiteSearch:
             return []
         seqs, scores = found
         keep = np.ones(len(seqs), dtype=bool)
-        allowed: set[int] | None = None
+        allowed: set[int] | None = None  # live seqs the filter chose: no check needed
         if not where.empty:
-            excluded = self._excluded(conn, info.id, where)
-            if excluded is not None:
+            excluded, chosen = self._filtered(conn, info, where)
+            if chosen is None:
                 keep &= ~np.isin(seqs, excluded)
             else:
-                sql, params = self._filter_sql(info.id, where)
-                chosen = np.array(
-                    [
-                        r[0]
-                        for r in conn.execute(
-                            f"SELECT m.seq FROM memories m WHERE m.bank_id = ? AND {sql}",
-                            [info.id, *params],
-                        )
-                    ],
-                    dtype=np.int64,
-                )
                 keep &= np.isin(seqs, chosen)
                 allowed = set(chosen.tolist())
         candidates = np.flatnonzero(keep)

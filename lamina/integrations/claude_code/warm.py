@@ -41,11 +41,11 @@ from ...errors import InputError
 from .hook import HookLog
 from .prompt import PromptRequest, answer_prompt
 from .warm_client import (
-    MAX_MESSAGE,
     PROTOCOL,
     SOCKET_PATH_LIMIT,
     WarmUnavailable,
     ask,
+    read_line,
     run_dir,
     socket_path,
 )
@@ -259,20 +259,10 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 
 def _read_request(conn: socket.socket) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ValueError("the request ended before its newline")
-        end = chunk.find(b"\n")
-        if end >= 0:
-            parts.append(chunk[:end])
-            return b"".join(parts)
-        parts.append(chunk)
-        size += len(chunk)
-        if size > MAX_MESSAGE:
-            raise ValueError(f"the request is longer than {MAX_MESSAGE} bytes")
+    try:
+        return read_line(conn)
+    except EOFError:
+        raise ValueError("the request ended before its newline") from None
 
 
 # -- managing a server from the command line and the hook --------------------------------------

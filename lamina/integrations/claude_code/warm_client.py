@@ -93,7 +93,11 @@ def ask(home: Path, request: dict[str, Any], timeout: float, version: str) -> di
             raise WarmUnavailable(f"cannot connect to the warm server: {exc}") from None
         try:
             sock.sendall(line)
-            answer = _read_line(sock, deadline)
+            answer = read_line(sock, deadline)
+        except EOFError:
+            raise WarmUnavailable("warm server closed the connection without an answer") from None
+        except ValueError:
+            raise WarmUnavailable("warm server answer too large") from None
         except TimeoutError:
             raise WarmUnavailable(f"warm server did not answer within {timeout:.2f}s") from None
         except (ConnectionResetError, BrokenPipeError):
@@ -121,17 +125,21 @@ def ask(home: Path, request: dict[str, Any], timeout: float, version: str) -> di
     return data
 
 
-def _read_line(sock: socket.socket, deadline: float) -> bytes:
+def read_line(sock: socket.socket, deadline: float | None = None) -> bytes:
+    """One newline-ended message (without its newline), the protocol's unit both ways.
+    Raises EOFError when the peer closes first, ValueError past MAX_MESSAGE bytes and
+    TimeoutError past `deadline` (a time.monotonic() instant; None: the socket's timeout)."""
     parts: list[bytes] = []
     size = 0
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        sock.settimeout(left)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
         chunk = sock.recv(65536)
         if not chunk:
-            raise WarmUnavailable("warm server closed the connection without an answer")
+            raise EOFError("the message ended before its newline")
         end = chunk.find(b"\n")
         if end >= 0:
             parts.append(chunk[:end])
@@ -139,4 +147,4 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
         parts.append(chunk)
         size += len(chunk)
         if size > MAX_MESSAGE:
-            raise WarmUnavailable("warm server answer too large")
+            raise ValueError(f"the message is longer than {MAX_MESSAGE} bytes")
