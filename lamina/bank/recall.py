@@ -502,12 +502,19 @@ def recall_from_store(
     depth = options.depth
     terms = tokenize(query)
     ranges = query_ranges(query, options)
-    vector = embedder.embed_query(query) if embedder is not None and query.strip() else None
     entities = query_entities(query, options)
     workers = _executor()
+
+    def embed_and_search(
+        model: Embedder,
+    ) -> tuple[npt.NDArray[np.float32], list[tuple[int, float]]]:
+        # The query is embedded on a search thread, while this one reads the postings.
+        embedded = model.embed_query(query)
+        return embedded, store.dense_search(bank, embedded, depth, where, model.name)
+
     dense_job = (
-        workers.submit(store.dense_search, bank, vector, depth, where, embedder.name)
-        if vector is not None and embedder is not None
+        workers.submit(embed_and_search, embedder)
+        if embedder is not None and query.strip()
         else None
     )
     entity_job = (
@@ -524,8 +531,9 @@ def recall_from_store(
         named, ranking, size = entity_job.result()
         if ranking:
             found["entities"] = ranking
+    vector: npt.NDArray[np.float32] | None = None
     if dense_job is not None:
-        found["dense"] = dense_job.result()
+        vector, found["dense"] = dense_job.result()
     if time_job is not None:
         found["time"] = time_job.result()
     pool = sorted({seq for ranking in found.values() for seq, _score in ranking})
