@@ -6,8 +6,10 @@
     result = bank.recall("which database did we pick?", "my-project")
     print(result.block())                          # a <lamina_memories> block for a prompt
 
-It holds a store, an embedder (loaded lazily, on the first embed) and one in-process index per
-bank, refreshed from the store when another process changed it.
+It holds a store and an embedder (loaded lazily, on the first embed). Both stores search in
+the database (`SearchStore`), so recall reads only what its query needs; an in-process index
+per bank (`BankIndex`) serves only SQLite banks not yet indexed for that (retained by an
+earlier version, until their next retain) and `:memory:` stores.
 """
 
 from __future__ import annotations
