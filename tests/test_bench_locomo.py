@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lamina.bench.locomo import HALVES, Tally, TurnsBM25, half_of, within_tokens
+from lamina.bench.locomo import HALVES, Tally, TurnsBM25, half_of, lead, within_tokens
 from lamina.readers.locomo import read_locomo_samples
 
 from .conftest import LOCOMO, needs_shared
@@ -38,3 +38,17 @@ def test_the_plain_baseline_ranks_single_turns_by_their_words() -> None:
     best = next(m for m in sample.messages if m.id == ranked[0][0][0])
     assert "support group" in best.text.lower()
     assert bm25.rank("zzzz qqqq", 5) == []
+
+
+def test_the_lead_over_each_baseline_is_given_overall_and_per_half() -> None:
+    def figures(x: float) -> dict[str, float]:
+        return {"turn_any@10": x, "turn_all@10": x, "turn_any@1000t": x, "turn_all@1000t": x}
+
+    def run(x: float, y: float) -> dict[str, object]:
+        return {**figures(x), "halves": {"a": figures(x), "b": figures(y)}}
+
+    found = lead({"lamina": run(0.8, 0.7), "bm25": run(0.75, 0.7)})
+    assert set(found) == {"bm25"}
+    assert found["bm25"]["overall"]["turn_any@10"] == 5.0
+    assert found["bm25"]["a"]["turn_all@1000t"] == 5.0
+    assert found["bm25"]["b"]["turn_any@10"] == 0.0

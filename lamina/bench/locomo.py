@@ -228,6 +228,29 @@ def evaluate(
         }
     if latencies and "lamina" in out:
         out["lamina"]["recall_ms"] = percentiles(latencies)
+    if "lamina" in out:
+        out["lamina"]["lead"] = lead(out)
+    return out
+
+
+LEAD_FIGURES = ("turn_any@10", "turn_all@10", "turn_any@1000t", "turn_all@1000t")
+
+
+def lead(results: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """Lamina's lead over each baseline run (in points: hundredths), overall and per half,
+    on the figures the issue's targets name."""
+    ours = results["lamina"]
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for baseline in ("bm25", BASELINE):
+        if baseline not in results:
+            continue
+        theirs = results[baseline]
+        parts = {"overall": (ours, theirs)}
+        parts.update({h: (ours["halves"][h], theirs["halves"][h]) for h in ours["halves"]})
+        out[baseline] = {
+            part: {f: round(100 * (a[f] - b[f]), 2) for f in LEAD_FIGURES}
+            for part, (a, b) in parts.items()
+        }
     return out
 
 
