@@ -2,15 +2,15 @@
 
 Channels rank the bank's memories independently: **dense** (cosine between the query's and the
 memories' vectors; the query embedded with the names most memories say, a conversation's
-participants, as "they": see `without_common`), **lexical** (BM25), when the query names a time ("last May", "two weeks
-ago", "in 2023"), **time** (closeness to that time, resolved against `RecallOptions.now`), and
-when it names entities (lamina.bank.entities: names, identifiers, paths), **entities** (BM25 of
-the entities query and memory share, each entity one term). Their scores are fused (CombSUM
-over min-max normalised scores by default, the entity channel's divided by `entity_scale`
-instead; weighted reciprocal-rank fusion on request). Near-duplicates collapse (a result
-most of whose records better results already show is dropped), and the budget is filled in rank
-order. Every result carries its score and, per channel, its rank and raw score, so a user can
-see why it was recalled.
+participants, as "they": see `without_common`), **lexical** (BM25), when the query names a time
+("last May", "two weeks ago", "in 2023"), **time** (closeness to that time, resolved against
+`RecallOptions.now`), and when it names entities (lamina.bank.entities: names, identifiers,
+paths), **entities** (BM25 of the entities query and memory share, each entity one term). Their
+scores are fused (CombSUM over min-max normalised scores by default, the entity channel's
+divided by `entity_scale` instead; weighted reciprocal-rank fusion on request). Near-duplicates
+collapse (a result most of whose records better results already show is dropped), and the
+budget is filled in rank order. Every result carries its score and, per channel, its rank and
+raw score, so a user can see why it was recalled.
 """
 
 from __future__ import annotations
