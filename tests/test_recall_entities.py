@@ -8,10 +8,13 @@ import pytest
 
 from lamina.bank.bank import MemoryBank
 from lamina.bank.entities import extract_entities
-from lamina.bank.recall import RecallOptions
+from lamina.bank.index import BankIndex
+from lamina.bank.model import Vector
+from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store, without_common
 from lamina.embed import HashEmbedder
 from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.store import open_store
+from lamina.store.search import SearchStore
 
 # A coding session: one exchange names each identifier, between two about other things; others
 # use the identifier's words loosely and often, so that words alone rank them first.
@@ -196,6 +199,63 @@ def test_reindex_entities_brings_an_old_bank_up_to_date(bank: MemoryBank) -> Non
 def test_an_entity_most_memories_name_is_left_out(database: str) -> None:
     """A name said in most memories (a speaker's) tells none apart: the entity channel skips
     it, the same on both stores, and still reads the query's rarer entities."""
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages(walks(), "walks", "walks")
+    common = bank.recall("where did Caroline walk?", "walks")
+    assert common.hits and all("entities" not in h.channels for h in common.hits)
+    rare = bank.recall("where did Caroline walk with Oscar?", "walks")
+    named = [h for h in rare.hits if "entities" in h.channels]
+    assert "Oscar" in rare.hits[0].text and named
+    assert all("Oscar" in h.text for h in named)
+    bank.close()
+
+
+def test_the_dense_query_says_they_for_a_name_most_memories_name() -> None:
+    counts = {"\x01caroline": 100, "\x01oscar": 3}
+    df = lambda term: counts.get(term, 0)  # noqa: E731
+    found = without_common(
+        "When did Caroline's dog meet caroline and Oscar?", ["caroline", "oscar"], df, 120
+    )
+    assert found == "When did their dog meet they and Oscar?"
+    assert (
+        without_common("Where did Carolines go?", ["caroline"], df, 120)
+        == "Where did Carolines go?"
+    )
+    assert (
+        without_common("Where did Caroline go?", ["caroline"], df, 10_000)
+        == "Where did Caroline go?"
+    )
+
+
+class Recording(HashEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> Vector:
+        self.queries.append(text)
+        return super().embed_query(text)
+
+
+def test_both_recall_paths_embed_the_query_without_the_common_name(database: str) -> None:
+    store = open_store(database)
+    embedder = Recording()
+    MemoryBank(store, embedder).retain_messages(walks(), "walks", "walks")
+    assert isinstance(store, SearchStore)
+    index = BankIndex("walks")
+    index.refresh(store)
+    query = "where did Caroline's dog Oscar walk?"
+    embedder.queries.clear()
+    want = recall_from_index(index, query, embedder, RecallOptions())
+    got = recall_from_store(store, "walks", query, embedder, RecallOptions())
+    assert embedder.queries == ["where did their dog Oscar walk?"] * 2
+    # The same top 10 (deeper, memories of equal text tie and may come in another order).
+    assert [h.memory.id for h in got.hits[:10]] == [h.memory.id for h in want.hits[:10]]
+    assert [round(h.score, 5) for h in got.hits] == [round(h.score, 5) for h in want.hits]
+    store.close()
+
+
+def walks() -> list[Message]:
     when = datetime(2026, 4, 2, 9, tzinfo=UTC)
     messages: list[Message] = []
     for n in range(120):
@@ -214,12 +274,4 @@ def test_an_entity_most_memories_name_is_left_out(database: str) -> None:
                     session_id="walks",
                 )
             )
-    bank = MemoryBank(open_store(database), HashEmbedder())
-    bank.retain_messages(messages, "walks", "walks")
-    common = bank.recall("where did Caroline walk?", "walks")
-    assert common.hits and all("entities" not in h.channels for h in common.hits)
-    rare = bank.recall("where did Caroline walk with Oscar?", "walks")
-    named = [h for h in rare.hits if "entities" in h.channels]
-    assert "Oscar" in rare.hits[0].text and named
-    assert all("Oscar" in h.text for h in named)
-    bank.close()
+    return messages

@@ -5,20 +5,27 @@ categories 1-4 with at least one valid evidence id, recall runs and its ranked m
 expanded into dialog turns: a memory spanning several turns contributes them in order, with
 turns already seen skipped, and the top k are the first k turns of that expansion. A question
 scores any@k when at least one evidence turn is in its top k and all@k when every one is;
-session level does the same with the sessions of those turns. Scores are micro-averaged over
-questions, per category and overall. The generated fields (`observation`, `session_summary`,
-`event_summary`) are never read. The baselines rank the same units with one channel each;
-`rrf` is Lamina with reciprocal-rank fusion instead of its default CombSUM, to show what the
-fusion choice is worth.
+session level does the same with the sessions of those turns. `any@1000t` and `all@1000t` (and
+at 2,000) do the same for the turns of the memories returned within that many tokens of text
+(ranked memories taken in order, one that no longer fits passed over, as recall fills a budget;
+nothing shortened). Scores are micro-averaged over questions, per category, overall and per
+half of the conversations (`halves`: conv-26/30 and conv-41/42/43; a change counts only when it
+helps on both, tuned on one and read on the other). The generated fields (`observation`,
+`session_summary`, `event_summary`) are never read. The baselines rank the same units with one
+channel each; `rrf` is Lamina with reciprocal-rank fusion instead of its default CombSUM, to
+show what the fusion choice is worth. `turns-bm25` is the plain baseline: BM25 over single
+dialog turns ("speaker: text", lowercased words, no stemming), outside Lamina altogether.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import statistics
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,17 +38,28 @@ from ..errors import InputError
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
+from ..tokens import count_text
 from .common import emit, percentiles, shared_data_dir
 
 __all__ = ["evaluate", "locomo_bench"]
 
 KS = (5, 10, 20)
+TOKEN_BUDGETS = (1_000, 2_000)
 CATEGORIES = (1, 2, 3, 4)
+HALVES: dict[str, frozenset[str]] = {
+    "conv-26+30": frozenset({"conv-26", "conv-30"}),
+    "conv-41+42+43": frozenset({"conv-41", "conv-42", "conv-43"}),
+}
+"""The split-half check: each half's figures, to tune on one and read on the other."""
+BASELINE = "turns-bm25"
+_LIMIT = 100
+"""Memories ranked per question: enough to fill the largest token budget."""
 VARIANTS: dict[str, dict[str, Any]] = {
     "lamina": {},
     "bm25": {"channel_weights": {"lexical": 1.0, "dense": 0.0, "time": 0.0}},
     "dense": {"channel_weights": {"dense": 1.0, "lexical": 0.0, "time": 0.0}},
     "rrf": {"fusion": "rrf"},
+    "turns-bm25": {},
 }
 
 
@@ -60,14 +78,91 @@ def expand(record_lists: Sequence[Sequence[str]], sample_id: str) -> list[str]:
     return list(seen)
 
 
+def within_tokens(
+    ranked: Sequence[tuple[Sequence[str], int]], sample_id: str, budget: int
+) -> set[str]:
+    """Dialog ids of the ranked memories (records, tokens) returned within `budget` tokens:
+    taken in order, one that no longer fits passed over."""
+    used = 0
+    chosen: list[Sequence[str]] = []
+    for records, tokens in ranked:
+        if used + tokens <= budget:
+            used += tokens
+            chosen.append(records)
+    return set(expand(chosen, sample_id))
+
+
+def half_of(sample_id: str) -> str | None:
+    return next((name for name, ids in HALVES.items() if sample_id in ids), None)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class TurnsBM25:
+    """The plain baseline: BM25 (k1 1.2, b 0.75) over one conversation's single dialog turns,
+    as "speaker: text", lowercased words, no stemming and no stop words."""
+
+    def __init__(self, sample: LocomoSample) -> None:
+        self.ids: list[str] = []
+        self.tokens: list[int] = []
+        self.tf: list[dict[str, int]] = []
+        df: dict[str, int] = defaultdict(int)
+        for message in sample.messages:
+            text = f"{message.speaker}: {message.text}"
+            self.ids.append(message.id)
+            self.tokens.append(count_text(text))
+            counts: dict[str, int] = defaultdict(int)
+            for word in _WORD.findall(text.lower()):
+                counts[word] += 1
+            self.tf.append(counts)
+            for word in counts:
+                df[word] += 1
+        n = len(self.tf)
+        self.lengths = [sum(c.values()) for c in self.tf]
+        self.avg = sum(self.lengths) / n if n else 1.0
+        self.idf = {w: math.log(1 + (n - d + 0.5) / (d + 0.5)) for w, d in df.items()}
+
+    def rank(self, query: str, limit: int) -> list[tuple[Sequence[str], int]]:
+        """The best `limit` turns for `query` as (records, tokens), best first."""
+        words = _WORD.findall(query.lower())
+        scored: list[tuple[float, int]] = []
+        for i, counts in enumerate(self.tf):
+            score = 0.0
+            norm = 1.2 * (0.25 + 0.75 * self.lengths[i] / self.avg)
+            for word in words:
+                f = counts.get(word, 0)
+                if f:
+                    score += self.idf[word] * f * 2.2 / (f + norm)
+            if score > 0:
+                scored.append((-score, i))
+        scored.sort()
+        return [((self.ids[i],), self.tokens[i]) for _score, i in scored[:limit]]
+
+
 class Tally:
     def __init__(self) -> None:
         self.hits: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.count: dict[str, int] = defaultdict(int)
 
-    def add(self, category: int, ranked: Sequence[str], evidence: Sequence[str]) -> None:
-        for key in ("overall", f"category_{category}"):
+    def add(
+        self,
+        category: int,
+        ranked: Sequence[str],
+        evidence: Sequence[str],
+        budgeted: Mapping[int, set[str]] | None = None,
+        half: str | None = None,
+    ) -> None:
+        """One question: `ranked` its dialog ids in order, `budgeted` those returned within
+        each token budget."""
+        keys = ["overall", f"category_{category}"]
+        if half is not None:
+            keys.append(f"half_{half}")
+        for key in keys:
             self.count[key] += 1
+            for budget, found in (budgeted or {}).items():
+                self.hits[key][f"turn_any@{budget}t"] += any(e in found for e in evidence)
+                self.hits[key][f"turn_all@{budget}t"] += all(e in found for e in evidence)
             for k in KS:
                 top = ranked[:k]
                 tops = set(top)
@@ -95,19 +190,32 @@ def evaluate(
     questions = [
         (s, q) for s in samples for q in s.questions if q.category in CATEGORIES and q.evidence
     ]
+    baselines = {s.sample_id: TurnsBM25(s) for s in samples} if BASELINE in variants else {}
     with Progress("recall", total=len(questions) * len(variants), unit="q") as progress:
         done = 0
         for sample, question in questions:
             for variant in variants:
-                options = RecallOptions(
-                    budget=1_000_000, limit=40, now=_now(sample), **VARIANTS[variant]
+                returned: list[tuple[Sequence[str], int]]
+                if variant == BASELINE:
+                    returned = baselines[sample.sample_id].rank(question.question, _LIMIT)
+                else:
+                    options = RecallOptions(
+                        budget=1_000_000, limit=_LIMIT, now=_now(sample), **VARIANTS[variant]
+                    )
+                    started = time.perf_counter()
+                    result = bank.recall(question.question, _bank_name(sample), options)
+                    if variant == "lamina":
+                        latencies.append((time.perf_counter() - started) * 1000)
+                    returned = [(h.memory.record_ids, h.tokens) for h in result.hits]
+                ranked = expand([records for records, _tokens in returned], sample.sample_id)
+                budgeted = {b: within_tokens(returned, sample.sample_id, b) for b in TOKEN_BUDGETS}
+                tallies[variant].add(
+                    question.category,
+                    ranked,
+                    question.evidence,
+                    budgeted,
+                    half_of(sample.sample_id),
                 )
-                started = time.perf_counter()
-                result = bank.recall(question.question, _bank_name(sample), options)
-                if variant == "lamina":
-                    latencies.append((time.perf_counter() - started) * 1000)
-                ranked = expand([h.memory.record_ids for h in result.hits], sample.sample_id)
-                tallies[variant].add(question.category, ranked, question.evidence)
                 done += 1
                 progress.update(done)
     out: dict[str, Any] = {}
@@ -115,10 +223,34 @@ def evaluate(
         scores = tallies[variant].scores()
         out[variant] = {
             **scores["overall"],
-            "by_category": {k: v for k, v in scores.items() if k != "overall"},
+            "by_category": {k: v for k, v in scores.items() if k.startswith("category_")},
+            "halves": {k[5:]: v for k, v in scores.items() if k.startswith("half_")},
         }
     if latencies and "lamina" in out:
         out["lamina"]["recall_ms"] = percentiles(latencies)
+    if "lamina" in out:
+        out["lamina"]["lead"] = lead(out)
+    return out
+
+
+LEAD_FIGURES = ("turn_any@10", "turn_all@10", "turn_any@1000t", "turn_all@1000t")
+
+
+def lead(results: Mapping[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
+    """Lamina's lead over each baseline run (in points: hundredths), overall and per half,
+    on the figures the issue's targets name."""
+    ours = results["lamina"]
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for baseline in ("bm25", BASELINE):
+        if baseline not in results:
+            continue
+        theirs = results[baseline]
+        parts = {"overall": (ours, theirs)}
+        parts.update({h: (ours["halves"][h], theirs["halves"][h]) for h in ours["halves"]})
+        out[baseline] = {
+            part: {f: round(100 * (a[f] - b[f]), 2) for f in LEAD_FIGURES}
+            for part, (a, b) in parts.items()
+        }
     return out
 
 

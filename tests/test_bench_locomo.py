@@ -1,0 +1,54 @@
+"""`lamina bench locomo`: the plain baseline, the token budgets and the split halves."""
+
+from __future__ import annotations
+
+from lamina.bench.locomo import HALVES, Tally, TurnsBM25, half_of, lead, within_tokens
+from lamina.readers.locomo import read_locomo_samples
+
+from .conftest import LOCOMO, needs_shared
+
+
+def test_a_memory_that_no_longer_fits_is_passed_over_not_the_rest() -> None:
+    ranked = [(("s:D1:1", "s:D1:2"), 600), (("s:D1:3",), 500), (("s:D1:4",), 300)]
+    assert within_tokens(ranked, "s", 1_000) == {"D1:1", "D1:2", "D1:4"}
+    assert within_tokens(ranked, "s", 2_000) == {"D1:1", "D1:2", "D1:3", "D1:4"}
+    assert within_tokens(ranked, "s", 100) == set()
+
+
+def test_the_halves_split_the_dev_conversations_and_are_tallied_apart() -> None:
+    assert not HALVES["conv-26+30"] & HALVES["conv-41+42+43"]
+    assert half_of("conv-42") == "conv-41+42+43"
+    assert half_of("conv-99") is None
+    tally = Tally()
+    tally.add(1, ["D1:1"], ["D1:1"], {1_000: {"D1:1"}}, "conv-26+30")
+    tally.add(1, ["D1:2"], ["D1:1"], {1_000: set()}, "conv-41+42+43")
+    scores = tally.scores()
+    assert scores["overall"]["turn_any@10"] == 0.5
+    assert scores["half_conv-26+30"]["turn_any@1000t"] == 1.0
+    assert scores["half_conv-41+42+43"]["turn_all@1000t"] == 0.0
+
+
+@needs_shared
+def test_the_plain_baseline_ranks_single_turns_by_their_words() -> None:
+    sample = next(s for s in read_locomo_samples(str(LOCOMO)) if s.sample_id == "conv-26")
+    bm25 = TurnsBM25(sample)
+    ranked = bm25.rank("Caroline LGBTQ support group", 5)
+    assert len(ranked) == 5
+    assert all(len(records) == 1 and tokens > 0 for records, tokens in ranked)
+    best = next(m for m in sample.messages if m.id == ranked[0][0][0])
+    assert "support group" in best.text.lower()
+    assert bm25.rank("zzzz qqqq", 5) == []
+
+
+def test_the_lead_over_each_baseline_is_given_overall_and_per_half() -> None:
+    def figures(x: float) -> dict[str, float]:
+        return {"turn_any@10": x, "turn_all@10": x, "turn_any@1000t": x, "turn_all@1000t": x}
+
+    def run(x: float, y: float) -> dict[str, object]:
+        return {**figures(x), "halves": {"a": figures(x), "b": figures(y)}}
+
+    found = lead({"lamina": run(0.8, 0.7), "bm25": run(0.75, 0.7)})
+    assert set(found) == {"bm25"}
+    assert found["bm25"]["overall"]["turn_any@10"] == 5.0
+    assert found["bm25"]["a"]["turn_all@1000t"] == 5.0
+    assert found["bm25"]["b"]["turn_any@10"] == 0.0
