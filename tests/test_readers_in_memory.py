@@ -14,6 +14,8 @@ import pytest
 import lamina
 from lamina.errors import InputError, UnknownFormatError
 from lamina.messages import Message, Role, TextBlock, ToolResultBlock, ToolUseBlock
+from lamina.readers.base import bound_depth
+from lamina.readers.values import plain_values
 
 from .conftest import EXAMPLE
 from .test_readers_messages import ANTHROPIC_SESSION, OPENAI_SESSION
@@ -134,15 +136,19 @@ def test_a_bad_record_is_a_warning_and_the_rest_is_read() -> None:
     assert "unknown role 'robot'" in str(seen[1])
 
 
-def test_deep_nesting_is_bounded_in_a_copy_only() -> None:
+@pytest.mark.parametrize("depth", [60, 100, 5000])
+def test_deep_nesting_is_bounded_in_a_copy_only(depth: int) -> None:
     deep: Any = "bottom"
-    for _ in range(100):
-        deep = {"d": deep}
+    for _ in range(depth):
+        deep = {"d": [deep]}
     data = [{"role": "user", "content": [{"type": "text", "text": "x", "extra": deep}]}]
-    before = copy.deepcopy(data)
+    before = copy.deepcopy(data) if depth < 500 else None
     (message,) = lamina.read_message_list(data, format="anthropic").messages
     assert message.blocks[0] == TextBlock("x")
-    assert data == before
+    if before is not None:
+        assert data == before
+        # Bounded exactly as a file's line is.
+        assert plain_values(data) == [bound_depth(copy.deepcopy(data[0]))]
 
 
 def test_wrong_input_is_one_clear_error() -> None:

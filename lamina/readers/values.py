@@ -29,7 +29,7 @@ from ..errors import InputError, ReadWarning, UnknownFormatError
 from ..messages import Message
 from .anthropic import MessageRecord, RecordContext, expand_container, is_container
 from .anthropic import message_from_record as anthropic_message
-from .base import HEAD_BYTES, Line, WarningSink, bound_depth, get_reader, json_text
+from .base import HEAD_BYTES, MAX_DEPTH, Line, WarningSink, get_reader, json_text
 
 __all__ = ["DEFAULT_SOURCE", "plain_values", "read_message_values"]
 
@@ -39,15 +39,29 @@ DEFAULT_SOURCE = "messages"
 
 def _plain(value: Any) -> Any:
     """A JSON-like copy of `value`: SDK models dumped as their JSON fields (None left out),
-    tuples as lists; nothing of the caller's is shared or changed."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
-        value = dump(mode="json", exclude_none=True)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+    tuples as lists, containers nested deeper than `MAX_DEPTH` kept as their JSON text (as
+    `bound_depth` does for a file's line); nothing of the caller's is shared or changed. No
+    recursion: a hostile depth costs time in proportion to its size, never a stack overflow."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, int]] = [(root, 0, value, 1)]
+    while stack:
+        parent, key, item, depth = stack.pop()
+        dump = getattr(item, "model_dump", None)
+        if callable(dump) and not isinstance(item, type):
+            item = dump(mode="json", exclude_none=True)
+        if isinstance(item, Mapping | list | tuple) and depth > MAX_DEPTH:
+            parent[key] = json_text(dict(item) if isinstance(item, Mapping) else item)
+        elif isinstance(item, Mapping):
+            out: dict[str, Any] = {str(k): None for k in item}
+            parent[key] = out
+            stack.extend((out, str(k), v, depth + 1) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            seq: list[Any] = [None] * len(item)
+            parent[key] = seq
+            stack.extend((seq, i, v, depth + 1) for i, v in enumerate(item))
+        else:
+            parent[key] = item
+    return root[0]
 
 
 def plain_values(data: Any) -> list[Any]:
@@ -55,9 +69,11 @@ def plain_values(data: Any) -> list[Any]:
     each message of a list, or the one object (`{"messages": ...}` or a single message)."""
     if isinstance(data, str | bytes):
         raise InputError("give a list of messages (or an object with 'messages'), not a string")
-    plain = _plain(data)
-    values = plain if isinstance(plain, list) else [plain]
-    return [bound_depth(v) for v in values]
+    dump = getattr(data, "model_dump", None)
+    if callable(dump) and not isinstance(data, type):
+        data = dump(mode="json", exclude_none=True)
+    values = data if isinstance(data, list | tuple) else [data]
+    return [_plain(v) for v in values]
 
 
 def _head(values: list[Any]) -> bytes:
