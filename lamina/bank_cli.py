@@ -377,14 +377,21 @@ def reindex(
 @bank_option
 @click.option("--output", "-o", default="-", help="File to write (default: stdout).")
 @click.option("--no-embeddings", is_flag=True, help="Leave vectors out (recomputed on import).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="With -o FILE: print what was written as JSON."
+)
 @click.pass_context
-def export_command(ctx: click.Context, bank: str | None, output: str, no_embeddings: bool) -> None:
+def export_command(
+    ctx: click.Context, bank: str | None, output: str, no_embeddings: bool, as_json: bool
+) -> None:
     """Write a bank as JSON Lines: documents, cursors, records, memories (and vectors).
 
     Example: lamina export --bank my-project -o my-project.jsonl
     """
     from .bank.transfer import export_bank
 
+    if as_json and output == "-":
+        raise InputError("--json needs -o FILE (the export itself goes to stdout otherwise)")
     name = bank or default_bank()
     memory_bank = _open(ctx)
     require_bank(memory_bank, name)  # before the output file is opened: no empty file left
@@ -394,10 +401,16 @@ def export_command(ctx: click.Context, bank: str | None, output: str, no_embeddi
             sys.stdout.buffer.write(line)
         sys.stdout.flush()
         return
+    written = size = 0
     with Path(output).open("wb") as handle:
         for line in lines:
             handle.write(line)
-    click.echo(f"exported {name} to {output}", err=True)
+            written += 1
+            size += len(line)
+    if as_json:
+        emit_json({"bank": name, "output": output, "lines": written, "bytes": size})
+    else:
+        click.echo(f"exported {name} to {output}", err=True)
 
 
 @click.command("import")
