@@ -1,9 +1,31 @@
 """Lamina: memory for LLM agents.
 
-Read transcripts into one message model (`read_transcript`), find their conversational turns
-(`iter_turns`, `last_turns`), compose the recall query for the next prompt
-(`compose_recall_query`), and format or strip memory blocks (`format_memory_block`,
-`strip_tagged_blocks`).
+    import lamina
+
+    bank = lamina.MemoryBank.open()                    # the data directory's SQLite database
+    transcript = lamina.read_message_list(messages)    # an OpenAI or Anthropic message list
+    bank.retain_messages(transcript.messages, "my-project", "session-1")
+    result = bank.recall("which database did we pick?", "my-project")
+    print(result.block())                              # a <lamina_memories> block for a prompt
+
+    log = lamina.ContextLog.from_messages(transcript.messages)
+    compiled = lamina.Compiler(lamina.ExtractiveSummariser()).compile(
+        log, lamina.CompileOptions(budget=32_000)
+    )
+    compiled.request                                   # fits the budget, old turns folded
+
+What is here, by stage:
+
+- reading: `read_transcript` (a file), `read_message_list` (a list in memory), `read_messages`,
+  `detect_format`, `register_reader`, `Reader`, `Transcript`, and the message model (`Message`,
+  `Role`, `Kind`, the blocks);
+- turns and recall queries: `iter_turns`, `last_turns`, `conversational_text`,
+  `compose_recall_query`; memory blocks: `format_memory_block`, `strip_tagged_blocks`;
+- memory banks: `MemoryBank` with `RetainOptions`/`RetainReport`, `RecallOptions`/`RecallResult`/
+  `RecallHit`, and the records it returns (`Bank`, `BankStats`, `Document`, `Memory`);
+- the context compiler: `Compiler`, `CompileOptions`, `CompileResult`, `ContextLog`, `StoredLog`,
+  `Pin`, `Summariser` (a protocol) and the offline `ExtractiveSummariser`; `Embedder` (a protocol);
+- errors: `LaminaError` is the root of all of them (see `lamina.errors` for the tree).
 
 The names are imported on first use (PEP 562), so that `import lamina` -- which every `lamina`
 command and hook pays for -- costs next to nothing until one of them is asked for.
@@ -13,11 +35,38 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from .bank.query import QueryOptions, RecallQuery, compose_recall_query, recall_query_for_file
+    from .bank.bank import MemoryBank
+    from .bank.model import (
+        Bank,
+        BankStats,
+        Document,
+        Memory,
+    )
+    from .bank.query import (
+        QueryOptions,
+        RecallQuery,
+        compose_recall_query,
+        recall_query_for_file,
+    )
+    from .bank.recall import (
+        RecallHit,
+        RecallOptions,
+        RecallResult,
+    )
+    from .bank.retain import RetainOptions, RetainReport
+    from .context.compile import Compiler, CompileResult
+    from .context.frontier import CompileOptions, OverBudgetError
+    from .context.log import ContextLog
+    from .context.pins import Pin
+    from .context.stored import StoredLog
+    from .context.summarise import ExtractiveSummariser, Summariser
+    from .embed import Embedder
     from .errors import (
+        AccessError,
         ConfigError,
         InputError,
         LaminaError,
+        NotFoundError,
         ReadError,
         ReadWarning,
         StoreError,
@@ -40,11 +89,16 @@ if _typing.TYPE_CHECKING:
         Reader,
         Transcript,
         detect_format,
+        read_message_list,
         read_messages,
         read_transcript,
         register_reader,
     )
-    from .tags import format_memory_block, inject_memory_block, strip_tagged_blocks
+    from .tags import (
+        format_memory_block,
+        inject_memory_block,
+        strip_tagged_blocks,
+    )
     from .tokens import count_message, count_text
     from .turns import (
         ChannelTool,
@@ -57,13 +111,35 @@ if _typing.TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
+    "MemoryBank": ".bank.bank",
+    "Bank": ".bank.model",
+    "BankStats": ".bank.model",
+    "Document": ".bank.model",
+    "Memory": ".bank.model",
     "QueryOptions": ".bank.query",
     "RecallQuery": ".bank.query",
     "compose_recall_query": ".bank.query",
     "recall_query_for_file": ".bank.query",
+    "RecallHit": ".bank.recall",
+    "RecallOptions": ".bank.recall",
+    "RecallResult": ".bank.recall",
+    "RetainOptions": ".bank.retain",
+    "RetainReport": ".bank.retain",
+    "CompileResult": ".context.compile",
+    "Compiler": ".context.compile",
+    "CompileOptions": ".context.frontier",
+    "OverBudgetError": ".context.frontier",
+    "ContextLog": ".context.log",
+    "Pin": ".context.pins",
+    "StoredLog": ".context.stored",
+    "ExtractiveSummariser": ".context.summarise",
+    "Summariser": ".context.summarise",
+    "Embedder": ".embed",
+    "AccessError": ".errors",
     "ConfigError": ".errors",
     "InputError": ".errors",
     "LaminaError": ".errors",
+    "NotFoundError": ".errors",
     "ReadError": ".errors",
     "ReadWarning": ".errors",
     "StoreError": ".errors",
@@ -82,6 +158,7 @@ _EXPORTS: dict[str, str] = {
     "Reader": ".readers",
     "Transcript": ".readers",
     "detect_format": ".readers",
+    "read_message_list": ".readers",
     "read_messages": ".readers",
     "read_transcript": ".readers",
     "register_reader": ".readers",
@@ -117,22 +194,44 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessError",
+    "Bank",
+    "BankStats",
     "Block",
     "ChannelTool",
+    "CompileOptions",
+    "CompileResult",
+    "Compiler",
     "ConfigError",
+    "ContextLog",
+    "Document",
+    "Embedder",
+    "ExtractiveSummariser",
     "ImageBlock",
     "InputError",
     "Kind",
     "LaminaError",
+    "Memory",
+    "MemoryBank",
     "Message",
+    "NotFoundError",
+    "OverBudgetError",
+    "Pin",
     "QueryOptions",
     "ReadError",
     "ReadWarning",
     "Reader",
+    "RecallHit",
+    "RecallOptions",
     "RecallQuery",
+    "RecallResult",
+    "RetainOptions",
+    "RetainReport",
     "Role",
     "Source",
     "StoreError",
+    "StoredLog",
+    "Summariser",
     "TextBlock",
     "ThinkingBlock",
     "ToolResultBlock",
@@ -153,6 +252,7 @@ __all__ = [
     "is_turn_start",
     "iter_turns",
     "last_turns",
+    "read_message_list",
     "read_messages",
     "read_transcript",
     "recall_query_for_file",

@@ -10,7 +10,7 @@ import click
 import orjson
 
 from .cli_common import emit_json, json_option, open_bank
-from .errors import InputError
+from .errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
     from .context import CompileResult, RequestFormat
@@ -29,8 +29,9 @@ def _scope(project: bool, user: bool) -> str:
 @click.argument("target", type=click.Choice(["claude-code"]))
 @click.option("--project", is_flag=True, help="This project's .claude/settings.json.")
 @click.option("--user", is_flag=True, help="Your ~/.claude/settings.json (the default).")
+@json_option
 @click.pass_context
-def install(ctx: click.Context, target: str, project: bool, user: bool) -> None:
+def install(ctx: click.Context, target: str, project: bool, user: bool, as_json: bool) -> None:
     """Add Lamina's hooks to Claude Code's settings, keeping everything else there.
 
     Example: lamina install claude-code --user
@@ -45,15 +46,19 @@ def install(ctx: click.Context, target: str, project: bool, user: bool) -> None:
         click.echo("warning: --home is not written into a project's settings; set LAMINA_HOME "
                    "or `home` in the config file instead", err=True)  # fmt: skip
     path = do_install(scope, command=hook_command(home) if scope == "user" else None)
+    from .integrations.claude_code.detect import installation_warnings, plugin_state
+    from .integrations.claude_code.install import installed_scopes
+
+    warnings = installation_warnings(plugin_state(), installed_scopes(), [])
+    if as_json:
+        emit_json({"target": target, "scope": scope, "settings": str(path),
+                   "installed": True, "warnings": list(warnings)})  # fmt: skip
+        return
     click.echo(f"installed Lamina's hooks for {target} in {path}")
     click.echo("new Claude Code sessions now recall before each prompt and retain after each turn")
     if scope == "project":
         click.echo("they run `lamina` from PATH: each teammate installs Lamina once")
-    from .integrations.claude_code.detect import installation_warnings, plugin_state
-    from .integrations.claude_code.install import installed_scopes
-
-    plugin = plugin_state()
-    for warning in installation_warnings(plugin, installed_scopes(), []):
+    for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
 
 
@@ -61,14 +66,19 @@ def install(ctx: click.Context, target: str, project: bool, user: bool) -> None:
 @click.argument("target", type=click.Choice(["claude-code"]))
 @click.option("--project", is_flag=True, help="This project's .claude/settings.json.")
 @click.option("--user", is_flag=True, help="Your ~/.claude/settings.json (the default).")
-def uninstall(target: str, project: bool, user: bool) -> None:
+@json_option
+def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
     """Remove Lamina's hooks from Claude Code's settings (nothing else is touched).
 
     Example: lamina uninstall claude-code --user
     """
     from .integrations.claude_code.install import uninstall as do_uninstall
 
-    path, changed = do_uninstall(_scope(project, user))
+    scope = _scope(project, user)
+    path, changed = do_uninstall(scope)
+    if as_json:
+        emit_json({"target": target, "scope": scope, "settings": str(path), "removed": changed})
+        return
     click.echo(f"removed Lamina's hooks from {path}" if changed else f"no Lamina hooks in {path}")
 
 
@@ -267,7 +277,8 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
     gate = Gate.at_start(memory.store, host)
-    click.echo(f"lamina serve on {host}:{port}: {gate.describe()}", err=True)
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"lamina serve: listening on http://{shown}:{port} ({gate.describe()})", err=True)
     uvicorn.run(create_app(memory=memory, max_body=max_body, gate=gate), host=host, port=port,
                 log_level="warning")  # fmt: skip
 
@@ -320,13 +331,20 @@ def keys_list(ctx: click.Context, as_json: bool) -> None:
 
 @keys.command("revoke")
 @click.argument("name")
+@json_option
 @click.pass_context
-def keys_revoke(ctx: click.Context, name: str) -> None:
-    """Delete a key; requests with it fail from now on."""
+def keys_revoke(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Delete a key; requests with it fail from now on.
+
+    Example: lamina keys revoke ci-agent
+    """
 
     if not open_bank(ctx).store.delete_api_key(name):
-        raise InputError(f"no API key named {name!r}")
-    click.echo(f"revoked {name}")
+        raise NotFoundError(f"no API key named {name!r} (see `lamina keys list`)")
+    if as_json:
+        emit_json({"name": name, "revoked": True})
+    else:
+        click.echo(f"revoked {name}")
 
 
 @click.command("compile")

@@ -18,9 +18,17 @@ import orjson
 from .bank.bank import MemoryBank
 from .bank.recall import RecallOptions
 from .bank.retain import RetainOptions
-from .cli_common import bank_option, emit_json, json_option, open_bank
+from .cli_common import (
+    bank_option,
+    confirm_or_yes,
+    emit_json,
+    json_option,
+    open_bank,
+    require_bank,
+    require_documents,
+)
 from .config import default_bank
-from .errors import InputError
+from .errors import InputError, NotFoundError
 from .progress import Progress
 
 __all__ = ["register"]
@@ -183,8 +191,7 @@ def recall(
         until=_date(until, "--until"),
     )
     memory_bank = _open(ctx)
-    if memory_bank.store.get_bank(name) is None:
-        raise InputError(f"no bank named {name!r} (see `lamina banks`)")
+    require_documents(memory_bank, name, documents)
     result = memory_bank.recall(query, name, options)
     if as_json:
         emit_json({"bank": name, **result.as_dict()})
@@ -250,7 +257,8 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
     Example: lamina documents --bank my-project
     """
     name = bank or default_bank()
-    docs = _open(ctx).documents(name)
+    memory_bank = _open(ctx)
+    docs = memory_bank.documents(require_bank(memory_bank, name))
     if as_json:
         emit_json(
             {
@@ -278,7 +286,8 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
 @click.argument("document", required=False)
 @bank_option
 @click.option("--memory", "memory_id", default=None, help="Forget one memory by id instead.")
-@click.option("--all-of-bank", is_flag=True, help="Delete the whole bank.")
+@click.option("--all-of-bank", is_flag=True, help="Delete the whole bank (asks first).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all-of-bank).")
 @json_option
 @click.pass_context
 def forget(
@@ -287,9 +296,12 @@ def forget(
     bank: str | None,
     memory_id: str | None,
     all_of_bank: bool,
+    yes: bool,
     as_json: bool,
 ) -> None:
     """Forget a document (its memories and records), one memory, or a whole bank.
+
+    A name that does not exist is an error (exit 2), not a silent no-op.
 
     Example: lamina forget 7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17 --bank my-project
     """
@@ -298,16 +310,22 @@ def forget(
         raise InputError("give exactly one of: DOCUMENT, --memory ID, --all-of-bank")
     name = bank or default_bank()
     memory_bank = _open(ctx)
+    require_bank(memory_bank, name)
     if all_of_bank:
+        stats = memory_bank.stats(name)
+        confirm_or_yes(
+            f"delete bank {name!r} ({stats.documents:,} documents, {stats.memories:,} memories)?",
+            yes=yes,
+            as_json=as_json,
+        )
         result: dict[str, Any] = {"bank": name, "deleted_bank": memory_bank.delete_bank(name)}
     elif memory_id is not None:
-        result = {
-            "bank": name,
-            "memory": memory_id,
-            "forgotten": memory_bank.forget_memory(name, memory_id),
-        }
+        if not memory_bank.forget_memory(name, memory_id):
+            raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
+        result = {"bank": name, "memory": memory_id, "forgotten": True}
     else:
         assert document is not None
+        require_documents(memory_bank, name, [document])
         result = {
             "bank": name,
             "document": document,
@@ -339,7 +357,7 @@ def reindex(
     """
     name = bank or default_bank()
     memory_bank = _open(ctx)
-    done = memory_bank.reindex(name, force=force)
+    done = memory_bank.reindex(require_bank(memory_bank, name), force=force)
     result: dict[str, object] = {
         "bank": name,
         "embedded": done,
@@ -359,25 +377,40 @@ def reindex(
 @bank_option
 @click.option("--output", "-o", default="-", help="File to write (default: stdout).")
 @click.option("--no-embeddings", is_flag=True, help="Leave vectors out (recomputed on import).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="With -o FILE: print what was written as JSON."
+)
 @click.pass_context
-def export_command(ctx: click.Context, bank: str | None, output: str, no_embeddings: bool) -> None:
+def export_command(
+    ctx: click.Context, bank: str | None, output: str, no_embeddings: bool, as_json: bool
+) -> None:
     """Write a bank as JSON Lines: documents, cursors, records, memories (and vectors).
 
     Example: lamina export --bank my-project -o my-project.jsonl
     """
     from .bank.transfer import export_bank
 
+    if as_json and output == "-":
+        raise InputError("--json needs -o FILE (the export itself goes to stdout otherwise)")
     name = bank or default_bank()
-    lines = export_bank(_open(ctx).store, name, with_embeddings=not no_embeddings)
+    memory_bank = _open(ctx)
+    require_bank(memory_bank, name)  # before the output file is opened: no empty file left
+    lines = export_bank(memory_bank.store, name, with_embeddings=not no_embeddings)
     if output == "-":
         for line in lines:
             sys.stdout.buffer.write(line)
         sys.stdout.flush()
         return
+    written = size = 0
     with Path(output).open("wb") as handle:
         for line in lines:
             handle.write(line)
-    click.echo(f"exported {name} to {output}", err=True)
+            written += 1
+            size += len(line)
+    if as_json:
+        emit_json({"bank": name, "output": output, "lines": written, "bytes": size})
+    else:
+        click.echo(f"exported {name} to {output}", err=True)
 
 
 @click.command("import")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,7 +13,15 @@ if TYPE_CHECKING:
     from .bank.bank import MemoryBank
     from .bank.retain import RetainOptions
 
-__all__ = ["bank_option", "emit_json", "json_option", "open_bank"]
+__all__ = [
+    "bank_option",
+    "confirm_or_yes",
+    "emit_json",
+    "json_option",
+    "open_bank",
+    "require_bank",
+    "require_documents",
+]
 
 
 def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -> MemoryBank:
@@ -28,6 +36,40 @@ def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -
     for path in exposed() if exposed is not None else ():
         click.echo(f"warning: {path} is readable by other users; chmod go-rwx it", err=True)
     return bank
+
+
+def require_bank(bank: MemoryBank, name: str) -> str:
+    """`name` if the bank exists; `NotFoundError` (exit 2, one line) if it does not, so that a
+    mistyped name fails instead of acting on an empty bank."""
+    from .errors import NotFoundError
+
+    if bank.store.get_bank(name) is None:
+        raise NotFoundError(f"no bank named {name!r} (see `lamina banks`)")
+    return name
+
+
+def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> None:
+    """`NotFoundError` naming the first of `documents` the bank `name` does not hold."""
+    from .errors import NotFoundError
+
+    require_bank(bank, name)
+    for document in documents:
+        if bank.store.get_document(name, document) is None:
+            raise NotFoundError(
+                f"no document {document!r} in bank {name!r} (see `lamina documents`)"
+            )
+
+
+def confirm_or_yes(question: str, *, yes: bool, as_json: bool) -> None:
+    """Ask `question` on the terminal unless `--yes` was given; a no aborts (exit 130). With
+    `--json` nobody is there to answer, so `--yes` is required."""
+    from .errors import InputError
+
+    if yes:
+        return
+    if as_json:
+        raise InputError("--json needs --yes (there is no one to confirm)")
+    click.confirm(question, abort=True, err=True)
 
 
 def emit_json(value: Any) -> None:

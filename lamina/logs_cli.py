@@ -11,10 +11,9 @@ from typing import Any
 
 import click
 
-from .cli_common import bank_option, emit_json, json_option, open_bank
+from .cli_common import bank_option, confirm_or_yes, emit_json, json_option, open_bank
 from .config import default_bank
 from .context.pins import Pin
-from .errors import InputError
 from .integrations.logs import describe_log, find_log, log_summary
 
 __all__ = ["logs", "register"]
@@ -120,15 +119,12 @@ def logs_delete(ctx: click.Context, log: str, bank: str | None, yes: bool, as_js
     memory = open_bank(ctx)
     try:
         info = find_log(memory.store, name, log)
-        if not yes:
-            if as_json:
-                raise InputError("--json needs --yes (there is no one to confirm)")
-            click.confirm(
-                f"delete log {log!r} of bank {name!r} ({info.messages:,} messages, "
-                f"{info.summaries:,} summaries)?",
-                abort=True,
-                err=True,
-            )
+        confirm_or_yes(
+            f"delete log {log!r} of bank {name!r} ({info.messages:,} messages, "
+            f"{info.summaries:,} summaries)?",
+            yes=yes,
+            as_json=as_json,
+        )
         deleted = memory.store.delete_log(name, log)
     finally:
         memory.close()

@@ -6,8 +6,9 @@ import click
 
 from .cli_common import emit_json, json_option
 from .config import database_target
+from .errors import NotFoundError
 from .progress import Progress
-from .store import describe_target, open_store
+from .store import describe_target, open_store, sqlite_path
 
 __all__ = ["register"]
 
@@ -64,6 +65,10 @@ def copy_command(
 
     if source == target:
         raise click.BadParameter("source and target are the same database", param_hint="--to")
+    source_file = sqlite_path(source)
+    if source_file is not None and not source_file.is_file():
+        # Opening it would create an empty database and copy nothing, successfully.
+        raise NotFoundError(f"{describe_target(source)}: no such database file (--from)")
     src, dst = open_store(source), open_store(target)
     bars: dict[str, Progress] = {}
 

@@ -4,7 +4,11 @@ the public API is what `__all__` says."""
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import click
 
@@ -63,3 +67,25 @@ def test_the_changelog_keeps_a_changelog_form_for_this_version() -> None:
         assert re.search(rf"^\[{re.escape(name)}\]: https://", changelog, re.M), name
     sections = re.findall(r"^### (.+)$", changelog, re.M)
     assert set(sections) <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
+
+
+def test_the_readme_python_example_runs(tmp_path: Path) -> None:
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    code = re.findall(r"```python\n(.+?)\n```", section, re.S)[0]
+    env = {**os.environ, "LAMINA_HOME": str(tmp_path / "home")}
+    for key in ("LAMINA_DATABASE_URL", "LAMINA_CONFIG", "LAMINA_SUMMARISER"):
+        env.pop(key, None)
+    script = tmp_path / "example.py"
+    script.write_text(code, encoding="utf-8")
+    command = [sys.executable, str(script)]
+    runs = [
+        subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        for _ in range(2)
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    first, again = (run.stdout.splitlines() for run in runs)
+    assert first[0].startswith("retained ") and again[0] == "unchanged 0"
+    assert "PostgreSQL" in runs[0].stdout  # recalled
+    assert re.fullmatch(r"\d+ tokens, 6 messages", first[-1])  # compiled
+    assert (tmp_path / "home").is_dir()

@@ -48,6 +48,25 @@ def check_bank_name(name: str) -> str:
 
 
 class MemoryBank:
+    """Retain transcripts into named banks and recall from them, on one store.
+
+        bank = MemoryBank.open()                     # or MemoryBank.open(database_url=...)
+        messages = read_message_list([{"role": "user", "content": "We chose Postgres."}])
+        bank.retain_messages(messages.messages, "my-project", "session-1")
+        hits = bank.recall("which database?", "my-project", RecallOptions(budget=500)).hits
+        bank.close()
+
+    A bank name is any short string (one per user, project or agent); a bank exists once
+    something is retained into it. Within a bank, each retained source is a document with a
+    caller-chosen id; retaining the same document again adds only what is new. Methods that take
+    a bank or document name do not check that it exists (`banks()` and `documents()` list them);
+    `forget_document` and `forget_memory` say how much they removed.
+
+    `MemoryBank(store, embedder)` builds one on a store of your own (`lamina.store.open_store`)
+    and an embedder of your own (the `Embedder` protocol); the default embedder is a small local
+    model, loaded on the first embed.
+    """
+
     def __init__(
         self,
         store: Store,
@@ -86,16 +105,19 @@ class MemoryBank:
 
     @property
     def embedder(self) -> Embedder:
+        """The embedder memories are embedded with (the bundled model unless one was given)."""
         if self._embedder is None:
             self._embedder = default_embedder()
         return self._embedder
 
     def close(self) -> None:
+        """Close the store (a database connection); the bank is not usable afterwards."""
         self.store.close()
 
     # -- retain ----------------------------------------------------------------------------
     @property
     def retain_options(self) -> RetainOptions:
+        """How retain splits, redacts and embeds (`RetainOptions`); settable."""
         if self._retain_options is None:
             from .retain import RetainOptions
 
@@ -139,6 +161,16 @@ class MemoryBank:
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> RetainReport:
+        """Retain a transcript file into `bank`; what was retained before is skipped.
+
+            report = bank.retain_file("session.jsonl", "my-project")
+            report.status, report.memories_added
+
+        `format` is detected when None (`lamina formats` lists them); `document` defaults to
+        an id from the file (a Claude Code session's id, else the file's name). `tags` and
+        `metadata` are kept with the document; recall can filter on tags. A file read before
+        is read again only from where the last retain stopped (Claude Code transcripts) or
+        compared whole (other formats)."""
         self.prepare(check_bank_name(bank))
         return self._retainer().retain_file(
             str(path),
@@ -158,6 +190,13 @@ class MemoryBank:
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> RetainReport:
+        """Retain messages held in memory as the document `document` of `bank`.
+
+            transcript = read_message_list(openai_messages, format="openai")
+            bank.retain_messages(transcript.messages, "my-project", "chat-42")
+
+        Pass the whole conversation each time: messages already retained (by id) cost only a
+        lookup, so a growing conversation is retained by calling this after every turn."""
         self.prepare(check_bank_name(bank))
         return self._retainer().retain_messages(
             messages, check_bank_name(bank), document, tags=tags, metadata=self._clean(metadata)
@@ -175,6 +214,8 @@ class MemoryBank:
 
     # -- recall ----------------------------------------------------------------------------
     def index(self, bank: str) -> BankIndex:
+        """The in-process search index of `bank`, brought up to date with the store (banks
+        whose store searches in the database do not need one to recall)."""
         with self._lock:
             index = self._indexes.get(bank)
             if index is None:
@@ -185,8 +226,16 @@ class MemoryBank:
     def recall(
         self, query: str, bank: str, options: RecallOptions | None = None, *, dense: bool = True
     ) -> RecallResult:
-        """The best memories for `query`. With `dense=False` the query is not embedded and the
-        dense channel is left out (the hook's answer when the model is not ready in time)."""
+        """The best memories for `query` in `bank` that fit `options.budget` tokens.
+
+            result = bank.recall("which database did we pick?", "my-project")
+            for hit in result.hits:
+                print(hit.score, hit.memory.text)
+            prompt = result.block() + "\n\n" + user_prompt   # a <lamina_memories> block
+
+        `RecallOptions` narrows it to documents, tags or a time range. With `dense=False` the
+        query is not embedded and the dense channel is left out (the hook's answer when the
+        model is not ready in time)."""
         options = options or RecallOptions()
         if isinstance(self.store, SearchStore) and self.store.searchable(bank):
             # The database searches; nothing of the bank is loaded into this process.
@@ -207,26 +256,33 @@ class MemoryBank:
 
     # -- banks and documents ---------------------------------------------------------------
     def banks(self) -> list[Bank]:
+        """Every bank of the store, with its document and memory counts."""
         return self.store.list_banks()
 
     def stats(self, bank: str) -> BankStats:
+        """Counts and sizes of one bank (zeros for a bank that does not exist)."""
         return self.store.bank_stats(bank)
 
     def documents(self, bank: str) -> list[Document]:
+        """The documents retained into `bank` (empty for a bank that does not exist)."""
         return self.store.list_documents(bank)
 
     def forget_document(self, bank: str, document: str) -> int:
+        """Remove a document and its memories; how many memories went (0: no such document)."""
         return self.store.delete_document(bank, document)
 
     def forget_memory(self, bank: str, memory_id: str) -> bool:
+        """Remove one memory by id; False when there was none."""
         return self.store.delete_memory(bank, memory_id)
 
     def delete_bank(self, bank: str) -> bool:
+        """Remove a bank with all its documents, memories and logs; False when there was none."""
         with self._lock:
             self._indexes.pop(bank, None)
         return self.store.delete_bank(bank)
 
     def memories(self, bank: str, *, with_embeddings: bool = True) -> Iterator[Memory]:
+        """Every memory of `bank`, streamed (an export reads them this way)."""
         for row in self.store.iter_memories(bank, with_embeddings=with_embeddings):
             yield row.memory
 

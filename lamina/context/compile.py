@@ -91,6 +91,10 @@ def _block_tokens(block: dict[str, Any]) -> int:
 
 @dataclass
 class CompileResult:
+    """What `Compiler.compile` returns: `request` (the `messages`, and for Anthropic the
+    `system` field, to send as they are), the chosen `frontier`, its `tokens`, and a `report`
+    of what is raw and what is folded to which level."""
+
     request: dict[str, Any]
     frontier: Frontier
     tokens: int
@@ -98,6 +102,20 @@ class CompileResult:
 
 
 class Compiler:
+    """Compiles a context log into a provider request that fits a token budget.
+
+        log = ContextLog.from_messages(read_message_list(messages).messages)
+        compiler = Compiler(ExtractiveSummariser())        # or a model-backed Summariser
+        result = compiler.compile(log, CompileOptions(budget=32_000, reserve=4_000))
+        client.messages.create(model=..., max_tokens=4_000, **result.request)
+
+    Old stretches of the log are folded into summaries (written once, kept in `forest`) and
+    shown as recall pairs; the newest turns stay raw. Keep one compiler per conversation and
+    call `compile` again as the log grows: the previous choice of folds is kept while it still
+    fits, so the start of the request stays the same and the provider's prompt cache keeps
+    hitting. `StoredLog` does the same with the log and its summaries kept in a store.
+    """
+
     def __init__(
         self,
         summariser: Summariser,

@@ -21,12 +21,10 @@ Claude Code records carry their own ids; send the lines of one streamed response
 from __future__ import annotations
 
 import hashlib
-import tempfile
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -37,8 +35,7 @@ from ..context.stored import StoredLog
 from ..context.summarise import Summariser
 from ..errors import NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
-from ..readers import read_messages
-from ..readers.base import bound_depth
+from ..readers.values import plain_values, read_message_values
 from ..store.base import ContextLogInfo, Store
 
 __all__ = [
@@ -165,13 +162,10 @@ def read_message_list(
                            ids_from or "")  # fmt: skip
     if not messages:
         return []
-    messages = [bound_depth(m) for m in messages]
+    values = plain_values(list(messages))
     if ids_from is not None and format != "claude-code":
-        messages = _with_ids(ids_from, messages)
-    with tempfile.TemporaryDirectory(prefix="lamina-messages-") as tmp:
-        path = Path(tmp) / "messages.jsonl"
-        path.write_bytes(b"\n".join(orjson.dumps(m) for m in messages) + b"\n")
-        return list(read_messages(str(path), format=format))
+        values = _with_ids(ids_from, values)
+    return read_message_values(values, format=format)[1]
 
 
 def check_budget(budget: int, reserve: int) -> str | None:

@@ -2,12 +2,15 @@
 
 Built-in formats: `claude-code` (JSONL session transcripts), `anthropic` and `openai` (message
 lists as JSON or JSONL), `locomo` (LoCoMo conversations). Add a format with `register_reader`.
+A message list held in memory (a Python list, or SDK objects) is read with
+`read_message_list`, no file needed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import ReadWarning, UnknownFormatError
 from ..messages import Message
@@ -23,8 +26,10 @@ from .base import (
 __all__ = [
     "Reader",
     "Transcript",
+    "best_reader",
     "detect_format",
     "get_reader",
+    "read_message_list",
     "read_messages",
     "read_transcript",
     "register_reader",
@@ -45,13 +50,8 @@ def _looks_binary(head: bytes) -> bool:
     return text.count("\ufffd") > max(8, len(text) // 20)
 
 
-def detect_format(path: str) -> Reader:
-    """The registered reader most confident about this file; UnknownFormatError if none is."""
-    head = read_head(path)
-    if not head.strip():
-        raise UnknownFormatError(path, "file is empty")
-    if _looks_binary(head):
-        raise UnknownFormatError(path, "binary data, not a transcript")
+def best_reader(head: bytes, path: str) -> Reader | None:
+    """The registered reader most confident about a source starting with `head`, if any is."""
     best: tuple[float, Reader] | None = None
     for reader in registered_readers().values():
         try:
@@ -62,12 +62,23 @@ def detect_format(path: str) -> Reader:
             continue  # a third-party sniffer must not break detection of every file
         if score > 0 and (best is None or score > best[0]):
             best = (score, reader)
-    if best is None:
+    return None if best is None else best[1]
+
+
+def detect_format(path: str) -> Reader:
+    """The registered reader most confident about this file; UnknownFormatError if none is."""
+    head = read_head(path)
+    if not head.strip():
+        raise UnknownFormatError(path, "file is empty")
+    if _looks_binary(head):
+        raise UnknownFormatError(path, "binary data, not a transcript")
+    found = best_reader(head, path)
+    if found is None:
         known = ", ".join(sorted(registered_readers()))
         raise UnknownFormatError(
             path, f"not a transcript format Lamina knows (pass --format; known: {known})"
         )
-    return best[1]
+    return found
 
 
 def _collect(sink: list[ReadWarning]) -> WarningSink:
@@ -112,3 +123,31 @@ def read_transcript(
 
     messages = list(reader.read(path, warn))
     return Transcript(path, reader.name, messages, warnings)
+
+
+def read_message_list(
+    data: Any,
+    *,
+    format: str | None = None,
+    on_warning: Callable[[ReadWarning], None] | None = None,
+) -> Transcript:
+    """A message list held in memory, read like a transcript file: no temporary file.
+
+        transcript = read_message_list(messages, format="openai")   # or "anthropic", or None
+
+    `data` is a list of messages in the Anthropic or OpenAI shape (or Claude Code records), or
+    an object with `messages` (and Anthropic's `system`); SDK objects (an OpenAI
+    `ChatCompletionMessage`, an Anthropic response's content blocks) may stand for any part of
+    it. `format` is detected as for a file when None. The transcript's `path` is `"messages"`;
+    messages without an id of their own get `messages:<index>`."""
+    from .values import DEFAULT_SOURCE, read_message_values
+
+    warnings: list[ReadWarning] = []
+
+    def warn(w: ReadWarning) -> None:
+        warnings.append(w)
+        if on_warning is not None:
+            on_warning(w)
+
+    name, messages = read_message_values(data, format=format, warn=warn)
+    return Transcript(DEFAULT_SOURCE, name, messages, warnings)

@@ -49,7 +49,10 @@ __all__ = [
     "ListSniff",
     "MessageRecord",
     "RecordContext",
+    "expand_container",
+    "is_container",
     "iter_message_records",
+    "message_from_record",
     "message_role",
     "read_anthropic",
     "score_message_list",
@@ -261,6 +264,14 @@ def _message(ctx: RecordContext, record: MessageRecord) -> Message | None:
         records=(value,),
     )
     return message if role is Role.SYSTEM else replace(message, kind=classify(message))
+
+
+expand_container = _expand
+"""The records of a `{"system": ..., "messages": [...]}` object, numbered from an index."""
+is_container = _is_container
+"""True for a `{"messages": [...]}` object (not a message itself)."""
+message_from_record = _message
+"""The Anthropic-shaped message of one record (None, with a warning, when it is not one)."""
 
 
 def read_anthropic(path: str, warn: WarningSink) -> Iterator[Message]:

@@ -47,6 +47,7 @@ __all__ = [
     "ClaudeCodeReader",
     "Session",
     "Subagent",
+    "claude_code_builder",
     "find_subagent_files",
     "read_claude_code",
     "read_session",
@@ -340,6 +341,12 @@ def _may_interleave(record: Mapping[str, Any]) -> bool:
 
 def _with_kind(message: Message, kind: Kind) -> Message:
     return message if message.kind is kind else replace(message, kind=kind)
+
+
+def claude_code_builder(path: str, warn: WarningSink) -> _Builder:
+    """What turns Claude Code records into messages line by line (`.feed(line)`, then
+    `.flush()` for the message still open at the end)."""
+    return _Builder(path, warn, None)
 
 
 def read_claude_code(

@@ -56,7 +56,7 @@ from .anthropic import (
 )
 from .base import WarningSink, bound_depth
 
-__all__ = ["OpenAIReader", "read_openai"]
+__all__ = ["OpenAIReader", "openai_builder", "read_openai"]
 
 _ROLES = {
     "system": Role.SYSTEM,
@@ -194,6 +194,12 @@ class _Builder:
             records=({"system": record.value} if record.system_field else value,),
         )
         return message if role is Role.SYSTEM else replace(message, kind=classify(message))
+
+
+def openai_builder(path: str, warn: WarningSink) -> _Builder:
+    """What turns the records of one OpenAI message list into messages, record by record
+    (`.message(record)`), pairing legacy function calls with their results."""
+    return _Builder(path, warn)
 
 
 def read_openai(path: str, warn: WarningSink) -> Iterator[Message]:

@@ -1,0 +1,130 @@
+"""A wrong name on the command line is a one-line error with a documented exit code, never a
+silent success: each command x wrong input, run as a user runs it, on a real SQLite bank."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lamina import MemoryBank, read_message_list
+from lamina.embed import HashEmbedder
+
+NO_BANK = "error: no bank named 'nope' (see `lamina banks`)"
+NO_DOCUMENT = "error: no document 'nope' in bank 'proj' (see `lamina documents`)"
+
+
+def seed(home: Path, *texts: str) -> str:
+    """Bank `proj` with document `chat` holding `texts` as alternating turns; a memory's id."""
+    roles = ["user", "assistant"]
+    data = [{"role": roles[i % 2], "content": t} for i, t in enumerate(texts)]
+    bank = MemoryBank.open(home, embedder=HashEmbedder())
+    try:
+        bank.retain_messages(read_message_list(data).messages, "proj", "chat")
+        return next(bank.memories("proj")).id
+    finally:
+        bank.close()
+
+
+def lamina(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LAMINA_HOME": str(home)}
+    for key in ("LAMINA_BANK", "LAMINA_DATABASE_URL", "LAMINA_CONFIG"):
+        env.pop(key, None)
+    return subprocess.run(
+        [sys.executable, "-m", "lamina", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home.parent,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory with bank `proj` holding document `chat`."""
+    home = tmp_path_factory.mktemp("cli-errors") / "home"
+    seed(home, "We chose PostgreSQL.", "Noted, PostgreSQL.")
+    return home
+
+
+MATRIX = [
+    (["documents", "--bank", "nope"], NO_BANK),
+    (["documents", "--bank", "nope", "--json"], NO_BANK),
+    (["reindex", "--bank", "nope"], NO_BANK),
+    (["recall", "which database?", "--bank", "nope"], NO_BANK),
+    (["recall", "which database?", "--bank", "proj", "--document", "nope"], NO_DOCUMENT),
+    (["recall", "q", "--bank", "proj", "--document", "chat", "--document", "nope"], NO_DOCUMENT),
+    (["forget", "chat", "--bank", "nope"], NO_BANK),
+    (["forget", "nope", "--bank", "proj"], NO_DOCUMENT),
+    (["forget", "--memory", "nope", "--bank", "proj"], "error: no memory 'nope' in bank 'proj'"),
+    (["forget", "--all-of-bank", "--bank", "nope", "--yes"], NO_BANK),
+    (
+        ["forget", "--all-of-bank", "--bank", "proj", "--json"],
+        "error: --json needs --yes (there is no one to confirm)",
+    ),
+    (["export", "--bank", "nope", "-o", "out.jsonl"], NO_BANK),
+    (["export", "--bank", "nope"], NO_BANK),
+    (
+        ["copy", "--from", "typo.db", "--to", "copy.db"],
+        "error: typo.db: no such database file (--from)",
+    ),
+    (
+        ["copy", "--from", "sqlite:///nowhere/typo.db", "--to", "copy.db"],
+        "error: sqlite:///nowhere/typo.db: no such database file (--from)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), MATRIX, ids=[" ".join(a) for a, _ in MATRIX])
+def test_a_wrong_name_is_one_line_and_exit_2(home: Path, args: list[str], message: str) -> None:
+    result = lamina(home, *args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [message]
+    assert result.stdout == ""
+    # Nothing was written on the way: no export file, no new database.
+    assert not (home.parent / "out.jsonl").exists()
+    assert not (home.parent / "copy.db").exists()
+    assert not (home.parent / "typo.db").exists()
+
+
+def test_the_bank_is_untouched_by_the_mistakes(home: Path) -> None:
+    result = lamina(home, "documents", "--bank", "proj", "--json")
+    assert result.returncode == 0, result.stderr
+    assert [d["id"] for d in json.loads(result.stdout)["documents"]] == ["chat"]
+
+
+def test_forget_all_of_bank_asks_first(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    seed(home, "Keep me.")
+
+    declined = lamina(home, "forget", "--all-of-bank", "--bank", "proj", stdin="n\n")
+    assert declined.returncode == 130
+    assert "delete bank 'proj' (1 documents, 1 memories)?" in declined.stderr
+    assert declined.stderr.rstrip().endswith("error: aborted")
+    assert lamina(home, "documents", "--bank", "proj").returncode == 0  # still there
+
+    agreed = lamina(home, "forget", "--all-of-bank", "--bank", "proj", stdin="y\n")
+    assert agreed.returncode == 0, agreed.stderr
+    assert "deleted_bank: True" in agreed.stdout
+    assert lamina(home, "documents", "--bank", "proj").returncode == 2  # gone
+
+
+def test_forget_with_yes_does_not_ask(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    memory = seed(home, "Keep me.")
+
+    one = lamina(home, "forget", "--memory", memory, "--bank", "proj", "--json")
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout) == {"bank": "proj", "memory": memory, "forgotten": True}
+    doc = lamina(home, "forget", "chat", "--bank", "proj", "--json")
+    assert doc.returncode == 0, doc.stderr
+    assert json.loads(doc.stdout)["document"] == "chat"
+    whole = lamina(home, "forget", "--all-of-bank", "--bank", "proj", "--yes", "--json")
+    assert whole.returncode == 0, whole.stderr
+    assert json.loads(whole.stdout) == {"bank": "proj", "deleted_bank": True}
