@@ -183,7 +183,10 @@ def test_recall_reads_token_counts_kept_at_retain(
     def no_counting(text: str) -> int:
         raise AssertionError("recall counted tokens instead of reading them")
 
+    import lamina.tokens
+
     monkeypatch.setattr(recall_module, "count_text", no_counting)
+    monkeypatch.setattr(lamina.tokens, "count_text", no_counting)
     result = recall_from_store(store, "b", "w1 w2", HashEmbedder(), RecallOptions(budget=500))
     assert result.hits and all(h.tokens == h.memory.tokens for h in result.hits)
 

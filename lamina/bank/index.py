@@ -24,10 +24,9 @@ else:
     from .._lazy import numpy as np
 
 from ..store.base import Store
-from ..tokens import count_text
 from .entities import entity_terms
 from .lexical import BM25Index
-from .model import Memory
+from .model import Memory, memory_tokens
 
 __all__ = ["BankIndex"]
 
@@ -168,7 +167,7 @@ class BankIndex:
         count = self._tokens.get(slot)
         if count is None:
             memory = self.memories[slot]
-            count = memory.tokens if memory.tokens is not None else count_text(memory.text)
+            count = memory_tokens(memory)
             self._tokens[slot] = count
         return count
 

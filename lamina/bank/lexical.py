@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["BM25Index", "tokenize"]
+__all__ = ["BM25Index", "idf", "term_counts", "tokenize"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -53,6 +53,21 @@ def tokenize(text: str) -> list[str]:
     return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) < 64]
 
 
+def term_counts(text: str, extra: Iterable[str] = ()) -> tuple[int, Counter[str]]:
+    """A document's BM25 length and term frequencies: the text's terms, plus `extra` terms
+    (a memory's entities) that are indexed but leave the length, the text's, as it is. Every
+    index (in process, SQLite, PostgreSQL) counts a memory with this."""
+    terms = Counter(tokenize(text))
+    length = sum(terms.values())
+    terms.update(extra)
+    return length, terms
+
+
+def idf(n: int, df: int) -> float:
+    """BM25's inverse document frequency of a term `df` of `n` documents hold."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
 class BM25Index:
     """An append-only BM25 index over documents numbered 0, 1, 2, ... in insertion order."""
 
@@ -70,9 +85,7 @@ class BM25Index:
     def add(self, text: str, extra: Iterable[str] = ()) -> int:
         """Index one document; returns its number. `extra` terms (a memory's entities) are
         indexed too but leave the document's length, the length of its text, as it is."""
-        terms = Counter(tokenize(text))
-        length = sum(terms.values())
-        terms.update(extra)
+        length, terms = term_counts(text, extra)
         number = len(self._lengths)
         for term, tf in terms.items():
             docs = self._docs.get(term)
@@ -112,9 +125,8 @@ class BM25Index:
                 continue
             docs = np.frombuffer(docs_arr, dtype=np.int32)
             tfs = np.frombuffer(self._tfs[term], dtype=np.int32).astype(np.float32)
-            df = len(docs)
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            out[docs] += qtf * idf * tfs * (self.k1 + 1) / (tfs + norm[docs])
+            weight = qtf * idf(n, len(docs))
+            out[docs] += weight * tfs * (self.k1 + 1) / (tfs + norm[docs])
         if alive is not None:
             out[~alive[:n]] = 0
         return out

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["Bank", "BankStats", "Cursor", "Document", "Memory", "Vector"]
+__all__ = ["Bank", "BankStats", "Cursor", "Document", "Memory", "Vector", "memory_tokens"]
 
 Vector: TypeAlias = "npt.NDArray[np.float32]"
 
@@ -113,3 +113,13 @@ class BankStats:
     first_time: datetime | None
     last_time: datetime | None
     bytes: int | None = None
+
+
+def memory_tokens(memory: Memory) -> int:
+    """A memory's tokens: counted at retain, so recall needs no tokenizer (only memories
+    stored before counts were kept are counted here, loading it)."""
+    if memory.tokens is not None:
+        return memory.tokens
+    from ..tokens import count_text
+
+    return count_text(memory.text)

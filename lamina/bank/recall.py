@@ -38,7 +38,7 @@ from ..tokens import count_text
 from .entities import ENTITY_PREFIX, entity_terms, extract_entities
 from .index import BankIndex
 from .lexical import tokenize
-from .model import Memory
+from .model import Memory, memory_tokens
 from .shorten import shorten
 from .when import TimeRange, resolve_time_expressions
 
@@ -165,12 +165,6 @@ class RecallResult:
             "considered": self.considered,
             "tokens": self.tokens,
         }
-
-
-def memory_tokens(memory: Memory) -> int:
-    """A memory's tokens: counted at retain, so recall needs no tokenizer (only memories
-    stored before counts were kept are counted here)."""
-    return memory.tokens if memory.tokens is not None else count_text(memory.text)
 
 
 PIECE_MARGIN = 1.15

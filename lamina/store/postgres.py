@@ -34,7 +34,7 @@ import numpy.typing as npt
 import orjson
 
 from ..bank.entities import entity_terms
-from ..bank.lexical import tokenize
+from ..bank.lexical import term_counts
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
@@ -1070,9 +1070,7 @@ def _insert_memories(
     rows: list[tuple[Any, ...]] = []
     postings: list[tuple[str, int, int, int]] = []
     for seq, memory in zip(seqs, memories, strict=True):
-        counts = Counter(tokenize(memory.text))
-        length = sum(counts.values())  # of the text: entities do not count
-        counts.update(entity_terms(memory.entities))
+        length, counts = term_counts(memory.text, entity_terms(memory.entities))
         total += length
         df.update(counts.keys())
         postings.extend((term, seq, tf, length) for term, tf in counts.items())

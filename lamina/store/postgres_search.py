@@ -22,7 +22,6 @@ iterative scans so filters still return `depth` results.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import weakref
@@ -37,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
+from ..bank.lexical import idf
 from ..bank.model import Memory
 from .search import BM25_B, BM25_K1, SearchFilter
 
@@ -46,10 +46,6 @@ EXACT_LIMIT = 5_000
 """Up to this many candidate memories, dense search scans them exactly."""
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
-
-
-def _idf(n: int, df: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 PROBE_COST = 10
@@ -718,7 +714,7 @@ class PostgresSearch:
     def _weights(n: int, terms: Sequence[str], df: dict[str, int]) -> dict[str, float]:
         """The BM25 weight (query count x idf) of each query term the bank holds."""
         counts = Counter(terms)
-        return {t: counts[t] * _idf(n, d) for t, d in df.items() if t in counts}
+        return {t: counts[t] * idf(n, d) for t, d in df.items() if t in counts}
 
     def lexical_search(
         self, bank: str, terms: Sequence[str], depth: int, where: SearchFilter

@@ -17,7 +17,6 @@ both rank the same.
 
 from __future__ import annotations
 
-import math
 import secrets
 import sqlite3
 import threading
@@ -34,7 +33,7 @@ else:
 import orjson
 
 from ..bank.entities import entity_terms
-from ..bank.lexical import tokenize
+from ..bank.lexical import idf, term_counts
 from .search import BM25_B, BM25_K1
 
 __all__ = [
@@ -57,12 +56,9 @@ STALE_FLOOR = 128
 
 
 def postings_of(text: str, entities: Iterable[str]) -> tuple[int, Counter[str]]:
-    """A memory's BM25 length and term frequencies, as the in-process index counts them:
-    the text's terms, plus its entities as extra terms that leave the length as it is."""
-    terms = Counter(tokenize(text))
-    length = sum(terms.values())
-    terms.update(entity_terms(entities))
-    return length, terms
+    """A memory's BM25 length and term frequencies (lamina.bank.lexical.term_counts), its
+    entities among its terms."""
+    return term_counts(text, entity_terms(entities))
 
 
 def write_postings(
@@ -226,10 +222,6 @@ def read_postings(
             if len(posting):
                 out[term] = posting
     return out
-
-
-def idf(n: int, df: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 def bm25(
