@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -38,9 +38,10 @@ import psycopg
 
 from ..bank.lexical import idf
 from ..bank.model import Memory
+from .packs import PackCache
 from .search import BM25_B, BM25_K1, SearchFilter
 
-__all__ = ["EXACT_LIMIT", "PackCache", "PostgresSearch"]
+__all__ = ["EXACT_LIMIT", "PackCache", "PostgresSearch", "pack_cache"]
 
 EXACT_LIMIT = 5_000
 """Up to this many candidate memories, dense search scans them exactly."""
@@ -142,49 +143,13 @@ def _decode(count: int, seqs: bytes, tfs: bytes, lengths: bytes) -> _Raw:
     )
 
 
-class PackCache:
-    """Packs this process has read, decoded, kept between searches (least recently used
-    first out, within `max_bytes`).
+def _raw_bytes(raw: _Raw) -> int:
+    return sum(a.nbytes for a in raw)
 
-    Never trusted blindly: every search asks the database for the version of each pack it
-    needs, and a pack comes over the wire again only when that version is not the one held
-    here. A write that changes a term's postings drops its pack, and the pack built next
-    gets a new version, so a cached copy is never read out of date, whichever process or
-    host wrote."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._packs: OrderedDict[tuple[int, str], tuple[int, _Raw]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def held(self, bank_id: int, terms: Sequence[str]) -> dict[str, tuple[int, _Raw]]:
-        """The (version, postings) held for each of `terms` of the bank."""
-        out: dict[str, tuple[int, _Raw]] = {}
-        with self._lock:
-            for term in terms:
-                pack = self._packs.get((bank_id, term))
-                if pack is not None:
-                    self._packs.move_to_end((bank_id, term))
-                    out[term] = pack
-        return out
-
-    def holds(self, bank_id: int, term: str) -> bool:
-        return (bank_id, term) in self._packs
-
-    def put(self, bank_id: int, term: str, version: int, raw: _Raw) -> None:
-        size = sum(a.nbytes for a in raw)
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            old = self._packs.pop((bank_id, term), None)
-            if old is not None:
-                self.bytes -= sum(a.nbytes for a in old[1])
-            self._packs[(bank_id, term)] = (version, raw)
-            self.bytes += size
-            while self.bytes > self.max_bytes:
-                _key, (_version, gone) = self._packs.popitem(last=False)
-                self.bytes -= sum(a.nbytes for a in gone)
+def pack_cache(max_bytes: int) -> PackCache[_Raw]:
+    """A PackCache of this store's decoded packs."""
+    return PackCache(max_bytes, _raw_bytes)
 
 
 class _Postings:
@@ -203,7 +168,7 @@ class _Postings:
         df: dict[str, int] | None = None,
         pack_min: int | None = None,
         excluded: npt.NDArray[np.int64] | None = None,
-        cache: PackCache | None = None,
+        cache: PackCache[_Raw] | None = None,
     ) -> None:
         self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
         self.cache = cache
@@ -806,12 +771,12 @@ class PostgresSearch:
     """Memory for packs kept between searches (PackCache): a search then asks the database
     only whether they are still current. 0 keeps none."""
 
-    def _pack_cache(self) -> PackCache | None:
+    def _pack_cache(self) -> PackCache[_Raw] | None:
         if self.lexical_pack_cache_bytes <= 0:
             return None
         cache = self.__dict__.get("_packs")
         if cache is None or cache.max_bytes != self.lexical_pack_cache_bytes:
-            cache = self.__dict__["_packs"] = PackCache(self.lexical_pack_cache_bytes)
+            cache = self.__dict__["_packs"] = pack_cache(self.lexical_pack_cache_bytes)
         return cache
 
     lexical_pack_min: int | None = PACK_MIN

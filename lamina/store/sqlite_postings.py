@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,15 +33,17 @@ import orjson
 
 from ..bank.entities import entity_terms
 from ..bank.lexical import idf, term_counts
+from .packs import PackCache
 from .search import BM25_B, BM25_K1
 
 __all__ = [
     "PACK_MIN",
-    "PackCache",
+    "Packed",
     "Postings",
     "bm25",
     "drop_packs",
     "maintain_packs",
+    "pack_cache",
     "postings_of",
     "read_postings",
     "write_postings",
@@ -86,38 +87,13 @@ def _json(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
-class PackCache:
-    """Packs a long-lived process (a server) has read, decoded, by (bank, term), with the
-    version they were read at; least recently used first out past `max_bytes`. A search asks
-    the database only for the versions of its terms' packs and reads the blobs it lacks."""
+Packed = tuple[int, Postings]
+"""A decoded pack and its `upto_seq`, as a PackCache keeps it."""
 
-    def __init__(self, max_bytes: int = 256 << 20) -> None:
-        self.max_bytes = max_bytes
-        self.held = 0
-        self._packs: OrderedDict[tuple[int, str], tuple[int, int, Postings]] = OrderedDict()
-        self._lock = threading.Lock()
 
-    def get(self, bank_id: int, term: str, version: int) -> tuple[int, Postings] | None:
-        with self._lock:
-            found = self._packs.get((bank_id, term))
-            if found is None or found[0] != version:
-                return None
-            self._packs.move_to_end((bank_id, term))
-            return found[1], found[2]
-
-    def put(self, bank_id: int, term: str, version: int, upto: int, pack: Postings) -> None:
-        size = 24 * len(pack)
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            old = self._packs.pop((bank_id, term), None)
-            if old is not None:
-                self.held -= 24 * len(old[2])
-            self._packs[(bank_id, term)] = (version, upto, pack)
-            self.held += size
-            while self.held > self.max_bytes and self._packs:
-                _key, (_v, _u, dropped) = self._packs.popitem(last=False)
-                self.held -= 24 * len(dropped)
+def pack_cache(max_bytes: int = 256 << 20) -> PackCache[Packed]:
+    """A PackCache of decoded SQLite packs (for servers; see SQLiteSearch.keep_in_memory)."""
+    return PackCache(max_bytes, lambda packed: 24 * len(packed[1]))
 
 
 def _decode(seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
@@ -129,7 +105,7 @@ def _decode(seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
 
 
 def _read_packs(
-    conn: sqlite3.Connection, bank_id: int, listed: str, cache: PackCache | None
+    conn: sqlite3.Connection, bank_id: int, listed: str, cache: PackCache[Packed] | None
 ) -> dict[str, tuple[int, Postings]]:
     """(upto_seq, postings) of the packs of the listed terms, from `cache` where current."""
     if cache is None:
@@ -141,18 +117,17 @@ def _read_packs(
                 (bank_id, listed),
             )
         }
-    packs: dict[str, tuple[int, Postings]] = {}
-    missing: list[str] = []
-    for term, version in conn.execute(
-        "SELECT term, version FROM posting_packs WHERE bank_id = ?"
-        " AND term IN (SELECT value FROM json_each(?))",
-        (bank_id, listed),
-    ):
-        held = cache.get(bank_id, str(term), int(version))
-        if held is None:
-            missing.append(str(term))
-        else:
-            packs[str(term)] = held
+    versions = {
+        str(term): int(version)
+        for term, version in conn.execute(
+            "SELECT term, version FROM posting_packs WHERE bank_id = ?"
+            " AND term IN (SELECT value FROM json_each(?))",
+            (bank_id, listed),
+        )
+    }
+    held = cache.held(bank_id, sorted(versions))
+    packs = {t: held[t][1] for t, v in versions.items() if t in held and held[t][0] == v}
+    missing = sorted(t for t in versions if t not in packs)
     if missing:
         for term, upto, version, seqs, tfs, lengths in conn.execute(
             "SELECT term, upto_seq, version, seqs, tfs, lengths FROM posting_packs"
@@ -160,7 +135,7 @@ def _read_packs(
             (bank_id, _json(missing)),
         ):
             pack = _decode(seqs, tfs, lengths)
-            cache.put(bank_id, str(term), int(version), int(upto), pack)
+            cache.put(bank_id, str(term), int(version), (int(upto), pack))
             packs[str(term)] = (int(upto), pack)
     return packs
 
@@ -169,7 +144,7 @@ def read_postings(
     conn: sqlite3.Connection,
     bank_id: int,
     terms: Iterable[str],
-    cache: PackCache | None = None,
+    cache: PackCache[Packed] | None = None,
 ) -> dict[str, Postings]:
     """The live postings of each of `terms` the bank holds: packs (from `cache` where it
     holds them current), their tombstones taken out, and the rows after them; a few

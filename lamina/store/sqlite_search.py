@@ -36,8 +36,9 @@ else:
 import orjson
 
 from ..bank.model import Memory
+from .packs import PackCache
 from .search import SearchFilter
-from .sqlite_postings import PackCache, Postings, bm25, read_postings
+from .sqlite_postings import Packed, Postings, bm25, pack_cache, read_postings
 from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
 
 __all__ = ["SQLiteSearch"]
@@ -365,10 +366,12 @@ class SQLiteSearch:
             held[vectors.path] = resident
             return resident.scores(query)
 
-    def _pack_cache(self) -> PackCache | None:
+    def _pack_cache(self) -> PackCache[Packed] | None:
         if not self.keep_in_memory:
             return None
-        cache: PackCache = self.__dict__.setdefault("_packs", PackCache())
+        cache: PackCache[Packed] | None = self.__dict__.get("_packs")
+        if cache is None:
+            cache = self.__dict__["_packs"] = pack_cache()
         return cache
 
     def sync_vectors(self, bank: str) -> None:
