@@ -85,7 +85,7 @@ MESSAGES = [
 def test_keys_are_required_and_scoped_to_their_banks(server: Server) -> None:
     anonymous = server.call("GET", "/v1/banks", key=None)
     assert anonymous.status_code == 401
-    assert anonymous.json()["error"]["type"] == "AccessError"
+    assert anonymous.json()["error"]["type"] == "unauthorized"
     wrong = httpx.get(f"{server.url}/v1/banks", headers={"Authorization": "Bearer lam_nope"})
     assert wrong.status_code == 401
     retained = server.call(
@@ -201,9 +201,17 @@ def test_limits_and_error_shapes(server: Server) -> None:
         headers={"content-type": "application/json"},
     )
     assert broken.status_code == 422 and "error" in broken.json()
+    assert broken.json()["error"]["type"] == "invalid_request"
     missing = server.call("DELETE", "/v1/banks/alpha/documents/nope")
     assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
+    assert missing.json()["error"]["type"] == "not_found"
     assert server.call("GET", "/openapi.json", key=None).status_code == 200
+    # Unknown routes and wrong methods answer in the same shape, with their own types.
+    nowhere = server.call("GET", "/v1/nowhere")
+    assert nowhere.status_code == 404
+    assert nowhere.json() == {"error": {"type": "not_found", "message": "no such route"}}
+    wrong = server.call("GET", "/v1/banks/alpha/recall")
+    assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "method_not_allowed"
 
 
 json_values = st.recursive(

@@ -35,6 +35,25 @@ get 413. Lamina's errors
 map to status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
 the database, so any instance sharing it can answer for them.
 
+Errors: every error answer, unknown routes and wrong methods included, is
+`{"error": {"type": TYPE, "message": "one line a person can act on"}}`. The types are stable
+(`ERROR_TYPES` lists them with their meaning; a new one is an addition, never a rename):
+
+    invalid_request     400 / 422  the request cannot be done as asked, or a body field is
+                                   missing, mistyped or unknown (422 names the field)
+    unauthorized        401        no API key, or not a valid one
+    not_found           404        no such bank (or not this key's), document, memory, log,
+                                   pin, operation or route
+    method_not_allowed  405        the route exists, not with this method
+    conflict            409        a pin that conflicts with another
+    too_large           413        the body is over the size limit
+    unsupported_format  415        messages in no format Lamina reads
+    misdirected         421        a keyless server asked under a name that is not loopback
+    unreadable_input    422        messages that could not be read
+    over_budget         422        what must stay raw does not fit the budget
+    internal            500        a fault of the server; the message says no more
+    store_unavailable   503        the database failed or was busy; try again
+
 Context logs: `/v1/compile` compiles what it is sent and keeps nothing; a stored log keeps the
 messages appended to it, every summary written for it and its last frontier, so each compile
 summarises only what is new and keeps the previous request's prefix unless the budget forces a
@@ -90,25 +109,67 @@ from .logs import (
     read_message_list,
 )
 
-__all__ = ["DEFAULT_MAX_BODY", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "ERROR_TYPES", "create_app", "error_type"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-_STATUS: list[tuple[type[LaminaError], int]] = [
-    (NotFoundError, 404),
-    (PinConflictError, 409),
-    (OverBudgetError, 422),
-    (UnknownFormatError, 415),
-    (ReadError, 422),
-    (InputError, 400),
-    (AccessError, 401),
-    (ConfigError, 500),
-    (StoreError, 503),
+
+ERROR_TYPES: dict[str, tuple[int, str]] = {
+    "invalid_request": (
+        400,
+        "the request is well formed but cannot be done as asked (400), "
+        "or a field is missing, mistyped or unknown (422)",
+    ),
+    "unauthorized": (401, "no API key, or one that is not valid"),
+    "not_found": (
+        404,
+        "no such bank, document, memory, log, pin, operation or route (a bank "
+        "another key's is reported as absent)",
+    ),
+    "method_not_allowed": (405, "the path exists, not with this method"),
+    "conflict": (409, "the pin overlaps another pin in a way that cannot hold"),
+    "too_large": (413, "the request body is over the server's limit (--max-body)"),
+    "unsupported_format": (
+        415,
+        "the messages are in no format Lamina reads, or the named format does not exist",
+    ),
+    "misdirected": (421, "a server without keys answers only requests addressed to loopback"),
+    "unreadable_input": (422, "the messages could not be read"),
+    "over_budget": (422, "what must be shown raw does not fit the budget"),
+    "internal": (
+        500,
+        "a fault of the server (its configuration or a bug); the message says no more than that",
+    ),
+    "store_unavailable": (503, "the database failed or was busy; try again"),
+}
+"""Every error answer is `{"error": {"type": TYPE, "message": ...}}`; these are the types, with
+their status code and meaning. The set is stable: a new type is an addition, never a rename."""
+
+_KINDS: list[tuple[type[LaminaError], str]] = [
+    (NotFoundError, "not_found"),
+    (PinConflictError, "conflict"),
+    (OverBudgetError, "over_budget"),
+    (UnknownFormatError, "unsupported_format"),
+    (ReadError, "unreadable_input"),
+    (InputError, "invalid_request"),
+    (AccessError, "unauthorized"),
+    (ConfigError, "internal"),
+    (StoreError, "store_unavailable"),
 ]
 
 
+def error_type(exc: LaminaError) -> str:
+    """The one place Lamina's errors become error types (and so HTTP status codes)."""
+    return next((kind for cls, kind in _KINDS if isinstance(exc, cls)), "internal")
+
+
 def status_of(exc: LaminaError) -> int:
-    """The one place Lamina's errors become HTTP status codes."""
-    return next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+    """The HTTP status code of one of Lamina's errors."""
+    return ERROR_TYPES[error_type(exc)][0]
+
+
+_HTTP_KINDS = {404: "not_found", 405: "method_not_allowed", 413: "too_large",
+               401: "unauthorized", 500: "internal", 503: "store_unavailable"}  # fmt: skip
+_HTTP_MESSAGES = {404: "no such route", 405: "this route does not take that method"}
 
 
 def _error(status: int, kind: str, message: str) -> JSONResponse:
@@ -292,12 +353,21 @@ def create_app(
 
     @app.exception_handler(LaminaError)
     async def lamina_error(_request: Request, exc: LaminaError) -> JSONResponse:
-        return _error(status_of(exc), type(exc).__name__, str(exc))
+        kind = error_type(exc)
+        message = str(exc) if kind != "internal" else "the server is misconfigured"
+        return _error(ERROR_TYPES[kind][0], kind, message)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # A body that does not parse (too deeply nested, not JSON) answers in Lamina's shape.
-        return _error(exc.status_code, "invalid_request", str(exc.detail))
+        # Unknown routes, wrong methods, and a body that does not parse (too deeply nested,
+        # not JSON), in Lamina's shape.
+        kind = _HTTP_KINDS.get(exc.status_code, "invalid_request")
+        message = _HTTP_MESSAGES.get(exc.status_code, str(exc.detail))
+        return _error(exc.status_code, kind, message)
+
+    @app.exception_handler(Exception)
+    async def crashed(_request: Request, _exc: Exception) -> JSONResponse:
+        return _error(500, "internal", "the server failed on this request")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
