@@ -67,15 +67,14 @@ import hashlib
 import tempfile
 import threading
 import uuid
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -86,7 +85,6 @@ from ..bank.recall import RecallOptions
 from ..context import CompileOptions, Compiler, ContextLog
 from ..context.frontier import OverBudgetError
 from ..context.pins import Pin, PinConflictError
-from ..context.render import RequestFormat
 from ..errors import (
     AccessError,
     ConfigError,
@@ -99,6 +97,31 @@ from ..errors import (
 )
 from ..messages import Message as LogMessage
 from ..readers.base import bound_depth
+from .api.models import (
+    AppendBody,
+    Appended,
+    BankList,
+    CompileAnswer,
+    CompileBody,
+    DocumentList,
+    ErrorBody,
+    ForgottenDocument,
+    ForgottenMemory,
+    Health,
+    LogCompileBody,
+    LogDeleted,
+    LogDetail,
+    LogList,
+    Operation,
+    OperationStarted,
+    PinBody,
+    Pinned,
+    RecallAnswer,
+    RecallBody,
+    RetainBody,
+    RetainReport,
+    Unpinned,
+)
 from .logs import (
     OpenLogs,
     check_budget,
@@ -176,28 +199,6 @@ def _error(status: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
 
 
-class RecallBody(BaseModel):
-    query: str = Field(max_length=20_000)
-    budget: int = Field(default=1024, ge=1, le=200_000)
-    limit: int = Field(default=50, ge=1, le=1000)
-    documents: list[str] | None = None
-    tags: list[str] | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-
-
-class RetainBody(BaseModel):
-    document: str = Field(min_length=1, max_length=500)
-    messages: list[Any] | None = None
-    """Messages in the Anthropic or OpenAI shape (or a Claude Code record list)."""
-    text: str | None = None
-    """Or one plain text to remember."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-    tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    run_async: bool = Field(default=False, alias="async")
-
-
 def _with_id(document: str, message: Any) -> Any:
     """Messages without an id get one from their content, so a client may send the whole
     conversation every time or only what is new: either way each message is stored once."""
@@ -209,47 +210,24 @@ def _with_id(document: str, message: Any) -> Any:
     return {**message, "id": f"m_{digest.hexdigest()[:24]}"}
 
 
-class CompileBody(BaseModel):
-    messages: list[Any] = Field(min_length=1)
-    """The conversation, in the Anthropic or OpenAI shape (or Claude Code records)."""
-    system: str | list[dict[str, Any]] | None = None
-    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
-    message among them does the same."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-    budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
-    reserve: int = Field(default=4_000, ge=0)
-    request_format: RequestFormat = "anthropic"
-    """The request to return: an Anthropic Messages or an OpenAI Chat Completions request."""
+_ERROR_STATUS: dict[int, str] = {
+    400: "The request cannot be done as asked (`invalid_request`).",
+    401: "No API key, or not a valid one (`unauthorized`).",
+    404: "No such bank (or not this key's), or no such item in it (`not_found`).",
+    409: "The pin conflicts with another pin (`conflict`).",
+    413: "The request body is over the size limit (`too_large`).",
+    415: "The messages are in no format Lamina reads (`unsupported_format`).",
+    422: "A body field is missing, mistyped or unknown, or the messages could not be read "
+    "(`invalid_request`, `unreadable_input`, `over_budget`).",
+    503: "The database failed or was busy; try again (`store_unavailable`).",
+}
 
 
-class AppendBody(BaseModel):
-    messages: list[Any] = Field(min_length=1)
-    """Messages in the Anthropic or OpenAI shape (or Claude Code records), as for /v1/compile."""
-    system: str | list[dict[str, Any]] | None = None
-    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
-    message among them does the same."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-
-
-class LogCompileBody(BaseModel):
-    budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
-    reserve: int = Field(default=4_000, ge=0)
-    request_format: RequestFormat = "anthropic"
-    messages: list[Any] | None = None
-    """Messages to append before compiling (optional)."""
-    system: str | list[dict[str, Any]] | None = None
-    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
-    message among them does the same."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-
-
-class PinBody(BaseModel):
-    mode: Literal["raw", "exact", "max"]
-    level: int = Field(default=0, ge=0, le=64)
-    """The summary level for `exact` (at least 1) and `max`; 0 for `raw`."""
-    messages: tuple[int, int] | None = None
-    """The first and last message held (log positions from 0, both included)."""
-    document: str | None = Field(default=None, min_length=1, max_length=4096)
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers a route documents, each with the one error model. Every /v1 route
+    may answer 401, 422 (a parameter) and 503; `statuses` adds the others it may give."""
+    chosen = sorted({401, 422, 503, *statuses})
+    return {code: {"model": ErrorBody, "description": _ERROR_STATUS[code]} for code in chosen}
 
 
 def _invalid(field: str, message: str) -> RequestValidationError:
@@ -326,7 +304,18 @@ class LoopbackHosts:
         await self.app(scope, receive, send)
 
 
-def _access(request: Request) -> Access:
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="api_key",
+    description="A key from `lamina keys create NAME --bank B`, as `Authorization: Bearer "
+    "<key>`. A server on loopback with no key at all asks for none.",
+)
+
+
+def _access(
+    request: Request,
+    _key: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
+) -> Access:
     """Who is asking: every bank while the gate is open, else the key's banks."""
     gate: Gate = request.app.state.gate
     return gate.access(request.headers.get("authorization"))
@@ -373,7 +362,8 @@ def create_app(
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
-        return _error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}")
+        said = "unknown field" if first.get("type") == "extra_forbidden" else first.get("msg")
+        return _error(422, "invalid_request", f"{where}: {said or 'invalid'}")
 
     def bank_for(auth: Access, bank: str, *, must_exist: bool = True) -> str:
         if not auth.allows(bank) or (must_exist and store.get_bank(bank) is None):
@@ -384,11 +374,11 @@ def create_app(
 
     open_logs = OpenLogs(store, summariser)
 
-    @app.get("/health")
+    @app.get("/health", response_model=Health)
     def health() -> dict[str, Any]:
         return {"status": "ok", "version": __version__}
 
-    @app.get("/v1/banks")
+    @app.get("/v1/banks", response_model=BankList, responses=errors())
     def list_banks(auth: Auth) -> dict[str, Any]:
         rows = []
         for item in bank_api.banks():
@@ -399,7 +389,7 @@ def create_app(
                 )
         return {"banks": rows}
 
-    @app.get("/v1/banks/{bank}/documents")
+    @app.get("/v1/banks/{bank}/documents", response_model=DocumentList, responses=errors(404))
     def list_documents(bank: str, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         return {
@@ -411,7 +401,11 @@ def create_app(
             ],
         }  # fmt: skip
 
-    @app.delete("/v1/banks/{bank}/documents/{document}")
+    @app.delete(
+        "/v1/banks/{bank}/documents/{document:path}",
+        response_model=ForgottenDocument,
+        responses=errors(404),
+    )
     def forget_document(bank: str, document: str, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         if store.get_document(name, document) is None:
@@ -419,14 +413,20 @@ def create_app(
         return {"bank": name, "document": document,
                 "memories_forgotten": bank_api.forget_document(name, document)}  # fmt: skip
 
-    @app.delete("/v1/banks/{bank}/memories/{memory_id}")
+    @app.delete(
+        "/v1/banks/{bank}/memories/{memory_id}",
+        response_model=ForgottenMemory,
+        responses=errors(404),
+    )
     def forget_memory(bank: str, memory_id: str, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         if not bank_api.forget_memory(name, memory_id):
             raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
         return {"bank": name, "memory": memory_id, "forgotten": True}
 
-    @app.post("/v1/banks/{bank}/recall")
+    @app.post(
+        "/v1/banks/{bank}/recall", response_model=RecallAnswer, responses=errors(404, 413, 422)
+    )
     def recall(bank: str, body: RecallBody, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         options = RecallOptions(
@@ -462,7 +462,11 @@ def create_app(
             )
         return report.as_dict()
 
-    @app.post("/v1/banks/{bank}/retain")
+    @app.post(
+        "/v1/banks/{bank}/retain",
+        response_model=RetainReport | OperationStarted,
+        responses=errors(400, 404, 413, 415, 422),
+    )
     def retain(bank: str, body: RetainBody, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank, must_exist=False)
         if not body.run_async:
@@ -479,7 +483,7 @@ def create_app(
         threading.Thread(target=run, daemon=True).start()
         return {"operation": op_id, "status": "running"}
 
-    @app.post("/v1/compile")
+    @app.post("/v1/compile", response_model=CompileAnswer, responses=errors(400, 413, 415, 422))
     def compile_request(body: CompileBody, auth: Auth) -> dict[str, Any]:
         if body.budget - body.reserve < 500:
             raise InputError("budget minus reserve must leave at least 500 tokens")
@@ -489,16 +493,20 @@ def create_app(
         result = Compiler(summariser).compile(log, options, body.request_format)
         return {"request": result.request, "report": result.report}
 
-    @app.get("/v1/banks/{bank}/logs")
+    @app.get("/v1/banks/{bank}/logs", response_model=LogList, responses=errors(404))
     def list_logs(bank: str, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         return {"bank": name, "logs": [log_summary(store, i) for i in store.list_logs(name)]}
 
-    @app.get("/v1/banks/{bank}/logs/{log}")
+    @app.get("/v1/banks/{bank}/logs/{log}", response_model=LogDetail, responses=errors(404))
     def show_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:
         return describe_log(store, bank_for(auth, bank), log)
 
-    @app.post("/v1/banks/{bank}/logs/{log}/messages")
+    @app.post(
+        "/v1/banks/{bank}/logs/{log}/messages",
+        response_model=Appended,
+        responses=errors(400, 404, 413, 415, 422),
+    )
     def append_to_log(bank: str, log: str, body: AppendBody, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank, must_exist=False)
         messages = read_message_list(body.messages, body.format, ids_from=log, system=body.system)
@@ -508,7 +516,11 @@ def create_app(
         return {"bank": name, "log": log, "received": len(messages), "added": added,
                 "messages": held}  # fmt: skip
 
-    @app.post("/v1/banks/{bank}/logs/{log}/compile")
+    @app.post(
+        "/v1/banks/{bank}/logs/{log}/compile",
+        response_model=CompileAnswer,
+        responses=errors(400, 404, 413, 415, 422),
+    )
     def compile_log(bank: str, log: str, body: LogCompileBody, auth: Auth) -> dict[str, Any]:
         problem = check_budget(body.budget, body.reserve)
         if problem is not None:
@@ -529,7 +541,11 @@ def create_app(
             result = stored.compile(options, body.request_format, ahead=True)
         return {"request": result.request, "report": result.report}
 
-    @app.put("/v1/banks/{bank}/logs/{log}/pins/{pin}")
+    @app.put(
+        "/v1/banks/{bank}/logs/{log}/pins/{pin}",
+        response_model=Pinned,
+        responses=errors(404, 409, 413, 422),
+    )
     def pin_log(bank: str, log: str, pin: str, body: PinBody, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         find_log(store, name, log)
@@ -546,14 +562,16 @@ def create_app(
             pins = [p.describe() for p in stored.pins()]
         return {"bank": name, "log": log, "pinned": held.describe(), "pins": pins}
 
-    @app.delete("/v1/banks/{bank}/logs/{log}/pins/{pin}")
+    @app.delete(
+        "/v1/banks/{bank}/logs/{log}/pins/{pin}", response_model=Unpinned, responses=errors(404)
+    )
     def unpin_log(bank: str, log: str, pin: str, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         if not store.delete_pin(name, log, pin):
             raise NotFoundError(f"no pin {pin!r} on log {log!r} in bank {name!r}")
         return {"bank": name, "log": log, "unpinned": pin}
 
-    @app.delete("/v1/banks/{bank}/logs/{log}")
+    @app.delete("/v1/banks/{bank}/logs/{log}", response_model=LogDeleted, responses=errors(404))
     def delete_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:
         name = bank_for(auth, bank)
         open_logs.forget(name, log)
@@ -561,7 +579,7 @@ def create_app(
             raise NotFoundError(f"no log {log!r} in bank {name!r}")
         return {"bank": name, "log": log, "deleted": True}
 
-    @app.get("/v1/operations/{op_id}")
+    @app.get("/v1/operations/{op_id}", response_model=Operation, responses=errors(404))
     def operation(op_id: str, auth: Auth) -> dict[str, Any]:
         found = store.get_operation(op_id)
         if found is None or not auth.allows(found["bank"]):
