@@ -2,11 +2,12 @@
 
     GET    /health                               liveness, no key needed
     GET    /v1/banks                             the banks this key may use, with sizes
-    GET    /v1/banks/{bank}/documents            documents of a bank
+    GET    /v1/banks/{bank}/documents            documents of a bank (ids may contain '/')
     DELETE /v1/banks/{bank}/documents/{doc}      forget a document
     DELETE /v1/banks/{bank}/memories/{memory}    forget one memory
     POST   /v1/banks/{bank}/recall               query, budget, limit, documents, tags, since..
     POST   /v1/banks/{bank}/retain               document, messages or text, format, tags, async
+                                                 (202, Location: the operation)
     GET    /v1/operations/{id}                   an asynchronous retain's state and result
     POST   /v1/compile                           messages, system, budget, reserve, request_format
                                                  -> request (Anthropic or OpenAI), report
@@ -23,6 +24,10 @@
                                                  a conflict)
     DELETE /v1/banks/{bank}/logs/{log}/pins/{p}  remove a pin
     OpenAPI at /openapi.json, docs at /docs.
+
+Lists take `limit` (1-1000, default 100) and `offset` and answer `total`, `limit`, `offset`.
+Bodies are pydantic models (`lamina.integrations.api.models`) that refuse unknown fields;
+answers are validated against theirs, so /openapi.json is the contract.
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
 neither read nor write another (it gets 404, as if the bank did not exist). A server started on
@@ -64,14 +69,14 @@ sending the whole conversation again adds only what is new.
 from __future__ import annotations
 
 import hashlib
-import tempfile
 import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import orjson
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -96,6 +101,7 @@ from ..errors import (
     UnknownFormatError,
 )
 from ..messages import Message as LogMessage
+from ..readers import read_message_list as read_messages_in_memory
 from ..readers.base import bound_depth
 from .api.models import (
     AppendBody,
@@ -323,6 +329,29 @@ def _access(
 
 Auth = Annotated[Access, Depends(_access)]
 
+T = TypeVar("T")
+
+
+class Page:
+    """`limit` and `offset` of a list endpoint; `counts` gives what the answer says of them."""
+
+    def __init__(
+        self,
+        limit: Annotated[int, Query(ge=1, le=1000, description="At most this many items.")] = 100,
+        offset: Annotated[int, Query(ge=0, description="Items to skip, from the first.")] = 0,
+    ) -> None:
+        self.limit = limit
+        self.offset = offset
+
+    def of(self, items: Sequence[T]) -> Sequence[T]:
+        return items[self.offset : self.offset + self.limit]
+
+    def counts(self, total: int) -> dict[str, int]:
+        return {"total": total, "limit": self.limit, "offset": self.offset}
+
+
+Paged = Annotated[Page, Depends()]
+
 
 def create_app(
     home: str | Path | None = None,
@@ -379,26 +408,26 @@ def create_app(
         return {"status": "ok", "version": __version__}
 
     @app.get("/v1/banks", response_model=BankList, responses=errors())
-    def list_banks(auth: Auth) -> dict[str, Any]:
+    def list_banks(auth: Auth, page: Paged) -> dict[str, Any]:
+        names = [item.name for item in bank_api.banks() if auth.allows(item.name)]
         rows = []
-        for item in bank_api.banks():
-            if auth.allows(item.name):
-                stats = bank_api.stats(item.name)
-                rows.append(
-                    {"bank": item.name, "documents": stats.documents, "memories": stats.memories}
-                )
-        return {"banks": rows}
+        for bank in page.of(names):
+            stats = bank_api.stats(bank)
+            rows.append({"bank": bank, "documents": stats.documents, "memories": stats.memories})
+        return {"banks": rows, **page.counts(len(names))}
 
     @app.get("/v1/banks/{bank}/documents", response_model=DocumentList, responses=errors(404))
-    def list_documents(bank: str, auth: Auth) -> dict[str, Any]:
+    def list_documents(bank: str, auth: Auth, page: Paged) -> dict[str, Any]:
         name = bank_for(auth, bank)
+        documents = bank_api.documents(name)
         return {
             "bank": name,
             "documents": [
                 {"id": d.id, "source": d.source, "tags": list(d.tags),
                  "updated_at": d.updated_at.isoformat()}
-                for d in bank_api.documents(name)
+                for d in page.of(documents)
             ],
+            **page.counts(len(documents)),
         }  # fmt: skip
 
     @app.delete(
@@ -414,7 +443,7 @@ def create_app(
                 "memories_forgotten": bank_api.forget_document(name, document)}  # fmt: skip
 
     @app.delete(
-        "/v1/banks/{bank}/memories/{memory_id}",
+        "/v1/banks/{bank}/memories/{memory_id:path}",
         response_model=ForgottenMemory,
         responses=errors(404),
     )
@@ -449,25 +478,25 @@ def create_app(
             raise InputError("give 'messages' or 'text'")
         if fmt != "claude-code":
             messages = [_with_id(body.document, m) for m in messages]
-        with tempfile.TemporaryDirectory(prefix="lamina-http-") as tmp:
-            path = Path(tmp) / "messages.jsonl"
-            path.write_bytes(b"\n".join(orjson.dumps(m) for m in messages) + b"\n")
-            report = bank_api.retain_file(
-                path,
-                name,
-                document=body.document,
-                format=fmt or None,
-                tags=body.tags,
-                metadata=body.metadata,
-            )
+        transcript = read_messages_in_memory(messages, format=fmt or None)
+        report = bank_api.retain_messages(
+            transcript.messages, name, body.document, tags=body.tags, metadata=body.metadata
+        )
+        report.warnings[:0] = transcript.warnings
         return report.as_dict()
 
     @app.post(
         "/v1/banks/{bank}/retain",
-        response_model=RetainReport | OperationStarted,
-        responses=errors(400, 404, 413, 415, 422),
+        response_model=RetainReport,
+        responses={
+            202: {
+                "model": OperationStarted,
+                "description": "With `async`: accepted, to poll at the Location given.",
+            },
+            **errors(400, 404, 413, 415, 422),
+        },
     )
-    def retain(bank: str, body: RetainBody, auth: Auth) -> dict[str, Any]:
+    def retain(bank: str, body: RetainBody, auth: Auth) -> Any:
         name = bank_for(auth, bank, must_exist=False)
         if not body.run_async:
             return do_retain(name, body)
@@ -477,11 +506,16 @@ def create_app(
         def run() -> None:
             try:
                 store.save_operation(op_id, "retain", name, "done", do_retain(name, body))
-            except Exception as exc:
+            except LaminaError as exc:
                 store.save_operation(op_id, "retain", name, "failed", error=str(exc))
+            except Exception:
+                failed = "the server failed on this retain"
+                store.save_operation(op_id, "retain", name, "failed", error=failed)
 
         threading.Thread(target=run, daemon=True).start()
-        return {"operation": op_id, "status": "running"}
+        started = OperationStarted(operation=op_id, status="running")
+        location = f"/v1/operations/{op_id}"
+        return JSONResponse(started.model_dump(), 202, headers={"Location": location})
 
     @app.post("/v1/compile", response_model=CompileAnswer, responses=errors(400, 413, 415, 422))
     def compile_request(body: CompileBody, auth: Auth) -> dict[str, Any]:
@@ -494,9 +528,14 @@ def create_app(
         return {"request": result.request, "report": result.report}
 
     @app.get("/v1/banks/{bank}/logs", response_model=LogList, responses=errors(404))
-    def list_logs(bank: str, auth: Auth) -> dict[str, Any]:
+    def list_logs(bank: str, auth: Auth, page: Paged) -> dict[str, Any]:
         name = bank_for(auth, bank)
-        return {"bank": name, "logs": [log_summary(store, i) for i in store.list_logs(name)]}
+        logs = store.list_logs(name)
+        return {
+            "bank": name,
+            "logs": [log_summary(store, i) for i in page.of(logs)],
+            **page.counts(len(logs)),
+        }
 
     @app.get("/v1/banks/{bank}/logs/{log}", response_model=LogDetail, responses=errors(404))
     def show_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:

@@ -33,6 +33,7 @@ __all__ = [
     "FrontierShape",
     "Health",
     "LevelCount",
+    "Listing",
     "LogCompileBody",
     "LogDeleted",
     "LogDetail",
@@ -111,7 +112,16 @@ class BankEntry(Answer):
     memories: int
 
 
-class BankList(Answer):
+class Listing(Answer):
+    """A page of a list: `limit` items from `offset` on, of `total`."""
+
+    total: int
+    """Items in the whole list."""
+    limit: int
+    offset: int
+
+
+class BankList(Listing):
     banks: list[BankEntry]
     """The banks this key may use, by name."""
 
@@ -125,7 +135,7 @@ class DocumentEntry(Answer):
     updated_at: datetime
 
 
-class DocumentList(Answer):
+class DocumentList(Listing):
     bank: str
     documents: list[DocumentEntry]
 
@@ -341,7 +351,7 @@ class LogEntry(Answer):
     updated: datetime
 
 
-class LogList(Answer):
+class LogList(Listing):
     bank: str
     logs: list[LogEntry]
 
