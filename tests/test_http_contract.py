@@ -173,3 +173,17 @@ def test_unknown_body_fields_are_refused_by_name(server: Server) -> None:
     assert answer.json() == {
         "error": {"type": "invalid_request", "message": "body.budgte: unknown field"}
     }
+
+
+def test_docs_page_works_offline(server: Server) -> None:
+    page = server.call("GET", "/docs", key=None)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    # Nothing loaded from elsewhere: no script, no remote stylesheet, font or image.
+    assert "<script" not in html and "<link" not in html and "<img" not in html
+    assert "http://" not in html and "https://" not in html
+    spec = server.call("GET", "/openapi.json", key=None).json()
+    for path in spec["paths"]:
+        assert f"<code>{path}</code>" in html, path
+    assert "unknown fields are refused" in html and "budget" in html
+    assert server.call("GET", "/redoc", key=None).json()["error"]["type"] == "not_found"

@@ -23,7 +23,9 @@
                                                  [first, last] or document -> pins (409 on
                                                  a conflict)
     DELETE /v1/banks/{bank}/logs/{log}/pins/{p}  remove a pin
-    OpenAPI at /openapi.json, docs at /docs.
+    OpenAPI at /openapi.json; /docs is a reference page written from it that loads nothing
+    from elsewhere (FastAPI's Swagger UI and ReDoc fetch their assets from a CDN and are blank
+    offline, so they are not served; /redoc is 404).
 
 Lists take `limit` (1-1000, default 100) and `offset` and answer `total`, `limit`, `offset`.
 Bodies are pydantic models (`lamina.integrations.api.models`) that refuse unknown fields;
@@ -34,7 +36,7 @@ neither read nor write another (it gets 404, as if the bank did not exist). A se
 loopback with no key asks for none (and answers only requests whose Host header names
 loopback, against DNS rebinding); once a key exists it needs one for good, even after the last
 key is revoked (`lamina.access.Gate`). `lamina serve` refuses to bind another address until a
-key exists. The API's description (/openapi.json, /docs, /redoc) is served without a key: it
+key exists. The API's description (/openapi.json, /docs) is served without a key: it
 is the same for every installation and holds no bank data. Request bodies over the size limit
 get 413. Lamina's errors
 map to status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
@@ -78,7 +80,7 @@ from typing import Annotated, Any, TypeVar
 import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -103,6 +105,7 @@ from ..errors import (
 from ..messages import Message as LogMessage
 from ..readers import read_message_list as read_messages_in_memory
 from ..readers.base import bound_depth
+from .api.docs import reference_page
 from .api.models import (
     AppendBody,
     Appended,
@@ -363,7 +366,13 @@ def create_app(
     """The app; `gate` decides who may use which bank (default: as started on loopback)."""
     bank_api = memory or MemoryBank.open(home, serving=True)
     store = bank_api.store
-    app = FastAPI(title="Lamina", version=__version__, summary="Memory for LLM agents")
+    app = FastAPI(
+        title="Lamina",
+        version=__version__,
+        summary="Memory for LLM agents",
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: /docs is written here instead
+        redoc_url=None,
+    )
     app.state.memory = bank_api
     app.state.gate = gate or Gate.at_start(store, "127.0.0.1")
     app.add_middleware(BodyLimit, limit=max_body)
@@ -402,6 +411,10 @@ def create_app(
     summariser = log_summariser(store)
 
     open_logs = OpenLogs(store, summariser)
+
+    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
+    def docs() -> str:
+        return reference_page(app.openapi())
 
     @app.get("/health", response_model=Health)
     def health() -> dict[str, Any]:
