@@ -211,18 +211,15 @@ def mcp(
     Example: claude mcp add lamina -- lamina mcp
     """
     try:
-        from .integrations.mcp import build_server
+        from .integrations.mcp import build_server, http_app
     except ImportError:
         raise InputError("the MCP server needs: pip install 'lamina[mcp]'") from None
     home = (ctx.obj or {}).get("home")
-    server = build_server(
-        home,
-        bank,
-        database_url=(ctx.obj or {}).get("database_url"),
-        host=host,
-        allow_dirs=allow_dirs,
-    )
+    database_url = (ctx.obj or {}).get("database_url")
     if transport == "stdio":
+        server = build_server(
+            home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs
+        )
         server.run("stdio")
         return
 
@@ -234,7 +231,10 @@ def mcp(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
     click.echo(f"lamina mcp on {host}:{port}: {Gate.at_start(store, host).describe()}", err=True)
-    server.run("streamable-http", host=host, port=port)
+    import uvicorn
+
+    app = http_app(home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def _loopback(host: str) -> bool:
