@@ -88,7 +88,7 @@ from ..bank.bank import MemoryBank
 from .api import banks, context, operations, recall_retain
 from .api.deps import Auth, access
 from .api.docs import reference_page
-from .api.errors import ERROR_TYPES, error_type, install, status_of
+from .api.errors import ERROR_TYPES, error_response, error_type, install, status_of
 from .api.guards import BodyLimit, LoopbackHosts
 from .api.models import Health
 from .logs import OpenLogs, log_summariser
@@ -96,7 +96,8 @@ from .logs import OpenLogs, log_summariser
 __all__ = ["DEFAULT_MAX_BODY", "ERROR_TYPES", "Auth", "create_app", "error_type", "status_of"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-_access = access  # the dependency's old name
+_access = access  # old names, for routers written against them
+_error = error_response
 
 
 def create_app(
