@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from .cli_common import bank_option, confirm_or_yes, emit_json, json_option, open_bank
-from .config import default_bank
-from .context.pins import Pin
-from .integrations.logs import describe_log, find_log, log_summary
+from ..config import default_bank
+from ..context.pins import Pin
+from ..integrations.logs import describe_log, find_log, log_summary
+from .common import bank_option, confirm_or_yes, emit_json, json_option, open_bank
 
 __all__ = ["logs", "register"]
 

@@ -13,14 +13,14 @@ from typing import Any, NoReturn
 
 import click
 
-from .bank.query import QueryOptions, recall_query_for_file
-from .cli_common import emit_json, json_option
-from .errors import LaminaError, ReadWarning
-from .messages import Message
-from .progress import Progress
-from .readers import detect_format, get_reader, read_messages
-from .stats import transcript_stats
-from .turns import iter_turns
+from ..bank.query import QueryOptions, recall_query_for_file
+from ..errors import LaminaError, ReadWarning
+from ..messages import Message
+from ..progress import Progress
+from ..readers import detect_format, get_reader, read_messages
+from ..stats import transcript_stats
+from ..turns import iter_turns
+from .common import emit_json, json_option
 
 __all__ = ["cli", "main"]
 
@@ -257,21 +257,21 @@ def recall_query(
 
 
 def _register_bank_commands() -> None:
-    from . import admin_cli, bank_cli, logs_cli, pin_cli, store_cli, warm_cli
+    from . import admin, bank, logs, pins, store, warm
 
-    bank_cli.register(cli)
-    admin_cli.register(cli)
-    store_cli.register(cli)
-    logs_cli.register(cli)
-    pin_cli.register(cli)
-    warm_cli.register(cli)
+    bank.register(cli)
+    admin.register(cli)
+    store.register(cli)
+    logs.register(cli)
+    pins.register(cli)
+    warm.register(cli)
 
 
 _register_bank_commands()
 
 
 def _register_bench() -> None:
-    from .bench import bench
+    from ..bench import bench
 
     cli.add_command(bench)
 

@@ -15,10 +15,13 @@ from typing import Any
 import click
 import orjson
 
-from .bank.bank import MemoryBank
-from .bank.recall import RecallOptions
-from .bank.retain import RetainOptions
-from .cli_common import (
+from ..bank.bank import MemoryBank
+from ..bank.recall import RecallOptions
+from ..bank.retain import RetainOptions
+from ..config import default_bank
+from ..errors import InputError, NotFoundError
+from ..progress import Progress
+from .common import (
     bank_option,
     confirm_or_yes,
     emit_json,
@@ -27,9 +30,6 @@ from .cli_common import (
     require_bank,
     require_documents,
 )
-from .config import default_bank
-from .errors import InputError, NotFoundError
-from .progress import Progress
 
 __all__ = ["register"]
 
@@ -37,8 +37,8 @@ __all__ = ["register"]
 def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = None) -> MemoryBank:
     extractor = None
     if facts_model:
-        from .bank.extract import FactExtractor
-        from .llm import get_llm
+        from ..bank.extract import FactExtractor
+        from ..llm import get_llm
 
         extractor = FactExtractor(get_llm(facts_model))
     return open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
@@ -388,7 +388,7 @@ def export_command(
 
     Example: lamina export --bank my-project -o my-project.jsonl
     """
-    from .bank.transfer import export_bank
+    from ..bank.transfer import export_bank
 
     if as_json and output == "-":
         raise InputError("--json needs -o FILE (the export itself goes to stdout otherwise)")
@@ -426,7 +426,7 @@ def import_command(
 
     Example: lamina import my-project.jsonl --bank my-project
     """
-    from .bank.transfer import import_bank
+    from ..bank.transfer import import_bank
 
     memory_bank = _open(ctx)
     path = Path(file)
@@ -459,7 +459,7 @@ def hook_command(ctx: click.Context) -> None:
 
     Example: echo '{"hook_event_name": "SessionStart"}' | lamina hook
     """
-    from .integrations.claude_code.hook import hook_main
+    from ..integrations.claude_code.hook import hook_main
 
     hook_main(sys.stdin.read(), home=(ctx.obj or {}).get("home"))
 
@@ -475,7 +475,7 @@ def hook_worker_command(
     ctx: click.Context, transcript: str, session: str, bank: str, event: str, parent: str | None
 ) -> None:
     """The detached retain a Stop hook starts (internal)."""
-    from .integrations.claude_code import run_worker
+    from ..integrations.claude_code import run_worker
 
     home = (ctx.obj or {}).get("home")
     code = run_worker(transcript, session, bank, home=home, event=event, parent=parent)

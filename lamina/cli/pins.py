@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_common import bank_option, emit_json, json_option, open_bank
-from .config import default_bank
-from .errors import InputError
+from ..config import default_bank
+from ..errors import InputError
+from .common import bank_option, emit_json, json_option, open_bank
 
 if TYPE_CHECKING:
-    from .context.pins import Pin
+    from ..context.pins import Pin
 
 __all__ = ["pin", "register", "unpin"]
 
 
 def _pin_json(pin: Pin) -> dict[str, Any]:
-    from .context.pins import pin_json
+    from ..context.pins import pin_json
 
     return {**pin_json(pin), "description": pin.describe()}
 
@@ -63,9 +63,9 @@ def pin(
 
     Example: lamina pin session-42 --messages 120-180 --raw
     """
-    from .context import StoredLog
-    from .context.pins import Pin, PinMode, parse_range
-    from .context.summarise import ExtractiveSummariser
+    from ..context import StoredLog
+    from ..context.pins import Pin, PinMode, parse_range
+    from ..context.summarise import ExtractiveSummariser
 
     bank_name = bank or default_bank()
     listing = span is None and document is None

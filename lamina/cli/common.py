@@ -10,8 +10,8 @@ import click
 import orjson
 
 if TYPE_CHECKING:
-    from .bank.bank import MemoryBank
-    from .bank.retain import RetainOptions
+    from ..bank.bank import MemoryBank
+    from ..bank.retain import RetainOptions
 
 __all__ = [
     "bank_option",
@@ -26,7 +26,7 @@ __all__ = [
 
 def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -> MemoryBank:
     """The memory bank the command line's --home / --database-url (or their defaults) name."""
-    from .bank.bank import MemoryBank
+    from ..bank.bank import MemoryBank
 
     obj = ctx.find_root().obj or {}
     bank = MemoryBank.open(
@@ -41,7 +41,7 @@ def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -
 def require_bank(bank: MemoryBank, name: str) -> str:
     """`name` if the bank exists; `NotFoundError` (exit 2, one line) if it does not, so that a
     mistyped name fails instead of acting on an empty bank."""
-    from .errors import NotFoundError
+    from ..errors import NotFoundError
 
     if bank.store.get_bank(name) is None:
         raise NotFoundError(f"no bank named {name!r} (see `lamina banks`)")
@@ -50,7 +50,7 @@ def require_bank(bank: MemoryBank, name: str) -> str:
 
 def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> None:
     """`NotFoundError` naming the first of `documents` the bank `name` does not hold."""
-    from .errors import NotFoundError
+    from ..errors import NotFoundError
 
     require_bank(bank, name)
     for document in documents:
@@ -63,7 +63,7 @@ def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> 
 def confirm_or_yes(question: str, *, yes: bool, as_json: bool) -> None:
     """Ask `question` on the terminal unless `--yes` was given; a no aborts (exit 130). With
     `--json` nobody is there to answer, so `--yes` is required."""
-    from .errors import InputError
+    from ..errors import InputError
 
     if yes:
         return
