@@ -292,12 +292,23 @@ def keys() -> None:
 @click.argument("name")
 @click.option("--bank", "banks", multiple=True, help="A bank the key may use (repeatable).")
 @click.option("--all-banks", is_flag=True, help="The key may use every bank.")
+@click.option(
+    "--new-bank",
+    is_flag=True,
+    help="Allow --bank names no bank has yet (a client will create them by retaining).",
+)
 @json_option
 @click.pass_context
 def keys_create(
-    ctx: click.Context, name: str, banks: tuple[str, ...], all_banks: bool, as_json: bool
+    ctx: click.Context,
+    name: str,
+    banks: tuple[str, ...],
+    all_banks: bool,
+    new_bank: bool,
+    as_json: bool,
 ) -> None:
-    """Create a key; it is shown once, only its hash is kept.
+    """Create a key; it is shown once, only its hash is kept. A --bank that does not exist
+    is an error (a typo would make a key for nothing) unless --new-bank says it is meant.
 
     Example: lamina keys create ci-agent --bank my-project
     """
@@ -305,9 +316,16 @@ def keys_create(
 
     if bool(banks) == all_banks:
         raise InputError("give --bank (one or more) or --all-banks")
+    memory = open_bank(ctx)
+    missing = [b for b in banks if memory.store.get_bank(b) is None]
+    if missing and not new_bank:
+        raise NotFoundError(
+            f"no bank named {missing[0]!r} (see `lamina banks`); add --new-bank to make a key "
+            "for a bank a client will create"
+        )
     key = new_key()
     scope = ["*"] if all_banks else list(banks)
-    open_bank(ctx).store.create_api_key(name, hash_key(key), scope)
+    memory.store.create_api_key(name, hash_key(key), scope)
     if as_json:
         emit_json({"name": name, "key": key, "banks": scope})
     else:

@@ -279,6 +279,42 @@ def _register_bench() -> None:
 _register_bench()
 
 
+def _data_option(name: str, metavar: str) -> click.Option:
+    """`--home` or `--database-url` after a command's name, as before it: the value goes where
+    the group's own option puts it (the root context's `obj`)."""
+    key = name.removeprefix("--").replace("-", "_")
+
+    def keep(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            root = ctx.find_root()
+            root.obj = root.obj if root.obj is not None else {}
+            root.obj[key] = value
+
+    return click.Option(
+        [name],
+        metavar=metavar,
+        default=None,
+        expose_value=False,
+        callback=keep,
+        help=next(o.help for o in cli.params if isinstance(o, click.Option) and name in o.opts),
+    )
+
+
+def _accept_data_options_anywhere(group: click.Group) -> None:
+    """`lamina banks --home DIR` works like `lamina --home DIR banks`."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_data_options_anywhere(command)
+            continue
+        taken = {opt for param in command.params for opt in param.opts}
+        for name, metavar in (("--home", "DIR"), ("--database-url", "URL")):
+            if name not in taken:
+                command.params.append(_data_option(name, metavar))
+
+
+_accept_data_options_anywhere(cli)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
