@@ -135,6 +135,23 @@ def test_home_and_database_url_work_after_the_command(home: Path, tmp_path: Path
         assert json.loads(result.stdout)["bank"] == "proj"
 
 
+def test_a_retained_file_names_its_document(tmp_path: Path) -> None:
+    """Documents are kept by session id; the path a user retained works wherever a document is
+    named (recall --document, forget)."""
+    home = tmp_path / "home"
+    session = Path(__file__).parent.parent / "examples" / "session.jsonl"
+    assert lamina(home, "retain", str(session), "--bank", "proj").returncode == 0
+    relative = os.path.relpath(session, home.parent)  # as typed from where the user stands
+    hits = lamina(home, "recall", "database", "--bank", "proj", "--document", relative, "--json")
+    assert hits.returncode == 0, hits.stderr
+    assert json.loads(hits.stdout)["results"]
+    gone = lamina(home, "forget", relative, "--bank", "proj", "--json")
+    assert gone.returncode == 0, gone.stderr
+    assert json.loads(gone.stdout)["memories_forgotten"] > 0
+    left = lamina(home, "documents", "--bank", "proj", "--json")
+    assert json.loads(left.stdout)["documents"] == []
+
+
 def test_forget_all_of_bank_asks_first(tmp_path: Path) -> None:
     home = tmp_path / "home"
     seed(home, "Keep me.")

@@ -48,16 +48,37 @@ def require_bank(bank: MemoryBank, name: str) -> str:
     return name
 
 
-def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> None:
-    """`NotFoundError` naming the first of `documents` the bank `name` does not hold."""
+def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> list[str]:
+    """The ids of `documents` in bank `name`, each given by its id or by the path of the file
+    it was retained from (every document retained from that file); `NotFoundError` naming the
+    first that matches nothing."""
+    from pathlib import Path
+
     from ..errors import NotFoundError
 
     require_bank(bank, name)
-    for document in documents:
-        if bank.store.get_document(name, document) is None:
+    wanted = list(documents)
+    if not wanted:
+        return []
+    by_source: dict[str, list[str]] | None = None
+    found: list[str] = []
+    for document in wanted:
+        if bank.store.get_document(name, document) is not None:
+            found.append(document)
+            continue
+        if by_source is None:
+            by_source = {}
+            for doc in bank.documents(name):
+                if doc.source:
+                    by_source.setdefault(doc.source, []).append(doc.id)
+        path = str(Path(document).expanduser().resolve())
+        ids = by_source.get(document) or by_source.get(path)
+        if not ids:
             raise NotFoundError(
                 f"no document {document!r} in bank {name!r} (see `lamina documents`)"
             )
+        found.extend(i for i in ids if i not in found)
+    return found
 
 
 def confirm_or_yes(question: str, *, yes: bool, as_json: bool) -> None:
