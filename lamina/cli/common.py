@@ -21,6 +21,7 @@ __all__ = [
     "open_bank",
     "require_bank",
     "require_documents",
+    "require_log_bank",
 ]
 
 
@@ -45,6 +46,14 @@ def require_bank(bank: MemoryBank, name: str) -> str:
 
     if bank.store.get_bank(name) is None:
         raise NotFoundError(f"no bank named {name!r} (see `lamina banks`)")
+    return name
+
+
+def require_log_bank(bank: MemoryBank, name: str) -> str:
+    """`name` if the bank exists or holds context logs (a log may be kept for a bank nothing
+    was retained into); `NotFoundError` otherwise, as `require_bank`."""
+    if bank.store.get_bank(name) is None and not bank.store.list_logs(name):
+        require_bank(bank, name)
     return name
 
 

@@ -20,7 +20,7 @@ import click
 
 from ..config import default_bank
 from ..errors import InputError, NotFoundError
-from .common import bank_option, emit_json, json_option, open_bank, require_bank
+from .common import bank_option, emit_json, json_option, open_bank, require_log_bank
 
 if TYPE_CHECKING:
     from ..context.pins import Pin
@@ -81,7 +81,7 @@ def pin(
     memory = open_bank(ctx)
     try:
         store = memory.store
-        find_log(store, require_bank(memory, bank_name), log)
+        find_log(store, require_log_bank(memory, bank_name), log)
         stored = StoredLog.open(store, bank_name, log, ExtractiveSummariser())
         if not listing:
             mode: PinMode = modes[0]  # type: ignore[assignment]
@@ -126,7 +126,7 @@ def unpin(ctx: click.Context, log: str, name: str, bank: str | None, as_json: bo
     bank_name = bank or default_bank()
     memory = open_bank(ctx)
     try:
-        find_log(memory.store, require_bank(memory, bank_name), log)
+        find_log(memory.store, require_log_bank(memory, bank_name), log)
         removed = memory.store.delete_pin(bank_name, log, name)
     finally:
         memory.close()
