@@ -41,7 +41,7 @@ class Server:
         self.keys: dict[str, str] = {}
         db = ("--database-url", database_url) if database_url else ()
         for name, bank in (("a", "alpha"), ("b", "beta")):
-            out = lamina(home, *db, "keys", "create", name, "--bank", bank, "--json")
+            out = lamina(home, *db, "keys", "create", name, "--bank", bank, "--new-bank", "--json")
             assert out.returncode == 0, out.stderr
             self.keys[name] = json.loads(out.stdout)["key"]
         self.port = free_port()

@@ -240,7 +240,18 @@ def test_mcp_over_http_uses_the_api_keys_and_their_banks(tmp_path: Path) -> None
     keys = {}
     for name, bank in (("a", "alpha"), ("b", "beta")):
         out = subprocess.run(
-            [sys.executable, "-m", "lamina", "keys", "create", name, "--bank", bank, "--json"],
+            [
+                sys.executable,
+                "-m",
+                "lamina",
+                "keys",
+                "create",
+                name,
+                "--bank",
+                bank,
+                "--new-bank",
+                "--json",
+            ],
             capture_output=True,
             text=True,
             env=env,
