@@ -443,7 +443,7 @@ class Retainer:
         errors: list[str] = []
         candidates: list[str] = []
         for unit in changed:
-            if unit.kind not in ("turn", "part"):
+            if unit.kind not in ("turn", "line", "part"):
                 continue
             try:
                 found = extractor.extract(unit.text, unit.occurred_at)

@@ -19,8 +19,11 @@ split at paragraph, line, sentence and word boundaries; nothing stated is droppe
 action lines are trimmed to fit). Parts cover the segment's records without overlap, except for
 the message a split statement came from.
 
-Windows join `windows` consecutive whole turns, overlapping by windows-1 (with `part_windows`,
-also consecutive parts of one turn; never across a turn boundary from a part). Secrets are
+A turn within the cap whose statements come from several messages (a LoCoMo exchange, a short
+prompt and its answer) is stored as `line` units instead: one per message that says something,
+one speaker's own words (`UnitOptions.lines`). Windows join `windows` consecutive whole turns or
+lines, overlapping by windows-1 (with `part_windows`, also consecutive parts of one turn; never
+across a turn boundary from a part), and never across a session change. Secrets are
 redacted in what was said before anything is cut (`build_units(..., redact=...)`).
 """
 
@@ -50,7 +53,7 @@ __all__ = [
     "units_signature",
 ]
 
-UNITS_VERSION = 2
+UNITS_VERSION = 3
 """Bumped whenever the unit rules change, so banks retained under older rules are rebuilt
 (see `units_signature`)."""
 
@@ -70,10 +73,12 @@ _TARGET_KEYS = (
 
 @dataclass(frozen=True, slots=True)
 class UnitOptions:
-    windows: int = 2
-    """Also store windows of this many consecutive units (0 or 1: none). Two measurably
-    helps: on LoCoMo, BM25 over turns plus 2-turn windows reaches any@10 0.779 / all@10 0.668
-    against 0.729 / 0.613 over turns alone (`lamina bench locomo`)."""
+    windows: int = 4
+    """Also store windows of this many consecutive units (0 or 1: none), within a session.
+    Over `line` units (one speaker each), on LoCoMo (`lamina bench locomo`, any@10 / all@10 /
+    evidence within 1,000 tokens): 2 lines 0.805 / 0.676 / 0.876, 3 lines 0.818 / 0.696 /
+    0.904, 4 lines 0.825 / 0.703 / 0.904; over two-speaker turns, 2 turns 0.815 / 0.699 /
+    0.880."""
     max_actions: int = 8
     """Action entries shown per unit; the rest are counted."""
     max_chars: int = 8_000
@@ -97,6 +102,13 @@ class UnitOptions:
     memories."""
     said_through_tools: bool = True
     """Count what the user said through tools, and plans put up for approval, as said."""
+    lines: bool = True
+    """A turn within the cap that holds statements from several messages is stored as its
+    statements: one `line` unit per message that says something (one speaker's own words),
+    joined by windows, rather than one `turn`. A budget then holds more distinct statements
+    and a question about one person finds their own words. On LoCoMo with 4-line windows
+    any@10 0.825 against 0.815 for turns and 2-turn windows, better on both halves, and
+    evidence within 1,000 tokens 0.893 against 0.880."""
     rules: TurnRules = field(default=DEFAULT_RULES)
 
     def __post_init__(self) -> None:
@@ -113,7 +125,7 @@ def units_signature(options: UnitOptions) -> str:
     described = (
         f"{UNITS_VERSION}|{options.windows}|{options.max_actions}|{options.max_chars}|"
         f"{options.max_tokens}|{options.context_tokens}|{options.pack}|{options.part_windows}|"
-        f"{options.said_through_tools}|{options.rules!r}"
+        f"{options.said_through_tools}|{options.lines}|{options.rules!r}"
     )
     return "u" + hashlib.sha1(described.encode()).hexdigest()[:8]
 
@@ -389,8 +401,28 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redac
             _unit(messages[0].id, "turn", _cap(text, options.max_chars), messages, _speakers(said))
         ]
     if count_text(text) <= cap:
-        return [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
+        lines = _lines(messages, said, actions) if options.lines else []
+        return lines or [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
     return _parts(messages, said, options, cap, redact)
+
+
+def _lines(messages: Sequence[Message], said: Sequence[_Said], actions: str) -> list[Unit]:
+    """A turn's statements as `line` units, one per message that says something, each
+    covering the messages up to the next one (the last one also carries the turn's actions);
+    none when fewer than two messages say something."""
+    starts = sorted({s.index for s in said})
+    if len(starts) < 2:
+        return []
+    out: list[Unit] = []
+    for n, index in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(messages)
+        group = [s for s in said if s.index == index]
+        text = "\n".join(f"{s.label}: {s.text}" for s in group)
+        if actions and end == len(messages):
+            text += "\n" + actions
+        stretch = messages[index if n else 0 : end]
+        out.append(_unit(messages[index].id, "line", text, stretch, _speakers(group)))
+    return out
 
 
 def _parts(
@@ -442,6 +474,10 @@ def _parts(
     return units
 
 
+_WHOLE = ("turn", "line")
+"""Units windows always join (parts only with `part_windows`, within their turn)."""
+
+
 def build_units(
     messages: Sequence[Message], options: UnitOptions | None = None, redact: Redact | None = None
 ) -> tuple[list[Unit], list[Segment]]:
@@ -464,11 +500,15 @@ def build_units(
         turn = messages[seg.start : seg.end]
         base.extend((number, u) for u in _turn_units(turn, opts, once if redact else _same))
     units = [u for _n, u in base]
+    session = [messages[seg.start].session_id for seg in segs]
     if opts.windows > 1:
         for i in range(len(base) - opts.windows + 1):
             group = [u for _n, u in base[i : i + opts.windows]]
-            same_turn = len({n for n, _u in base[i : i + opts.windows]}) == 1
-            if all(u.kind == "turn" for u in group):
+            numbers = {n for n, _u in base[i : i + opts.windows]}
+            same_turn = len(numbers) == 1
+            if len({session[n] for n in numbers}) > 1:
+                continue  # a window never joins two sessions
+            if all(u.kind in _WHOLE for u in group):
                 pass
             elif not (same_turn and opts.part_windows):
                 continue
@@ -507,14 +547,19 @@ def unit_keys(
     everything = replace(options, said_through_tools=True)
     speaking = {messages[s.index].id for s in _statements(messages, everything)}
     keys: list[tuple[str, str]] = []
-    w = f"w{max(options.windows, 2)}:"
+    # Windows of this many units, and of the sizes earlier rules used.
+    sizes = sorted({2, 4, max(options.windows, 2)})
     for message in messages:
         if message.id in starts:
-            keys += [("turn", message.id), ("window", w + message.id)]
+            keys += [("turn", message.id)]
+            keys += [("window", f"w{w}:{message.id}") for w in sizes]
+        if message.id in speaking:
+            keys += [("line", message.id)]
+            keys += [("window", f"w{w}:{message.id}") for w in sizes if message.id not in starts]
         if message.id in speaking or message.id in pieces:
             for n in range(max(4, 2 * pieces.get(message.id, 0))):
                 part = f"{message.id}#{n}"
-                keys += [("part", part), ("window", w + part)]
+                keys += [("part", part)] + [("window", f"w{w}:{part}") for w in sizes]
     return keys
 
 
