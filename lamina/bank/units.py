@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -407,21 +408,27 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redac
 
 
 def _lines(messages: Sequence[Message], said: Sequence[_Said], actions: str) -> list[Unit]:
-    """A turn's statements as `line` units, one per message that says something, each
-    covering the messages up to the next one (the last one also carries the turn's actions);
-    none when fewer than two messages say something."""
-    starts = sorted({s.index for s in said})
-    if len(starts) < 2:
+    """A turn's statements as `line` units, one per run of statements by one speaker (a
+    person's message; a prompt, or the agent's messages up to the user's next words), each
+    covering the messages up to the next run (the last one also carries the turn's actions);
+    none when one speaker says everything."""
+    runs: list[list[_Said]] = []
+    for s in said:
+        if runs and _speakers(runs[-1]) == _speakers([s]):
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    if len(runs) < 2:
         return []
     out: list[Unit] = []
-    for n, index in enumerate(starts):
-        end = starts[n + 1] if n + 1 < len(starts) else len(messages)
-        group = [s for s in said if s.index == index]
-        text = "\n".join(f"{s.label}: {s.text}" for s in group)
-        if actions and end == len(messages):
+    for n, run in enumerate(runs):
+        start = run[0].index if n else 0
+        end = runs[n + 1][0].index if n + 1 < len(runs) else len(messages)
+        text = "\n".join(f"{s.label}: {s.text}" for s in run)
+        if actions and n + 1 == len(runs):
             text += "\n" + actions
-        stretch = messages[index if n else 0 : end]
-        out.append(_unit(messages[index].id, "line", text, stretch, _speakers(group)))
+        key = messages[run[0].index].id
+        out.append(_unit(key, "line", text, messages[start : max(end, start + 1)], _speakers(run)))
     return out
 
 
@@ -501,10 +508,15 @@ def build_units(
         base.extend((number, u) for u in _turn_units(turn, opts, once if redact else _same))
     units = [u for _n, u in base]
     session = [messages[seg.start].session_id for seg in segs]
+    per_session = Counter(session[n] for n, _u in base)
     if opts.windows > 1:
-        for i in range(len(base) - opts.windows + 1):
-            group = [u for _n, u in base[i : i + opts.windows]]
-            numbers = {n for n, _u in base[i : i + opts.windows]}
+        for i in range(len(base) - 1):
+            # A session with fewer units than a window has one window of them all.
+            size = min(opts.windows, per_session[session[base[i][0]]])
+            if size < 2 or i + size > len(base):
+                continue
+            group = [u for _n, u in base[i : i + size]]
+            numbers = {n for n, _u in base[i : i + size]}
             same_turn = len(numbers) == 1
             if len({session[n] for n in numbers}) > 1:
                 continue  # a window never joins two sessions
