@@ -25,7 +25,7 @@ from lamina.turns import conversational_text
 
 from .conftest import CC, CLAUDE_CODE, needs_shared, shared_transcripts
 
-OLD_RULES = UnitOptions(max_tokens=None, said_through_tools=False)
+OLD_RULES = UnitOptions(max_tokens=None, said_through_tools=False, lines=False, windows=2)
 """The unit rules before units had a token cap: one unit per turn, cut to 8,000 characters."""
 
 AGENTIC = CLAUDE_CODE / "spotter-258c7280.jsonl"
@@ -45,11 +45,11 @@ def test_a_long_agentic_turn_becomes_parts_under_the_cap_that_keep_every_stated_
     parts = [u for u in units if u.kind == "part"]
     assert len(parts) >= 8  # one prompt, hundreds of tool calls: many parts, not 2-3 turns
     for unit in units:
-        if unit.kind in ("turn", "part"):
+        if unit.kind in ("turn", "line", "part"):
             assert count_text(unit.text) <= options.max_tokens, unit.key
     covering: dict[str, list[str]] = {}
     for unit in units:
-        if unit.kind in ("turn", "part"):
+        if unit.kind in ("turn", "line", "part"):
             for record in unit.record_ids:
                 covering.setdefault(record, []).append(unit.text)
     for message in messages:
@@ -96,13 +96,24 @@ def test_split_text_keeps_every_word_within_the_limit() -> None:
     assert "".join("".join(c.split()) for c in chunks) == "".join(text.split())
 
 
-def test_a_short_turn_stays_one_unit_as_before(cc: CC) -> None:
+def test_a_short_turn_becomes_one_line_per_speaker_and_a_window_holding_the_turn(cc: CC) -> None:
     cc.user("Which database should the notes API use?")
+    cc.assistant("Checking the options.")
     cc.assistant("SQLite: one file, no server, and FTS5 for search.")
     messages = read_transcript_lines(cc)
     new, _ = build_units(messages, UnitOptions())
     old, _ = build_units(messages, OLD_RULES)
-    assert [(u.kind, u.key, u.text) for u in new] == [(u.kind, u.key, u.text) for u in old]
+    assert [(u.kind, u.text) for u in new] == [
+        ("line", "user: Which database should the notes API use?"),
+        (
+            "line",
+            "assistant: Checking the options.\n"
+            "assistant: SQLite: one file, no server, and FTS5 for search.",
+        ),
+        ("window", old[0].text),  # the whole turn, as one unit held it before
+    ]
+    assert [u.speakers for u in new[:2]] == [("user",), ("assistant",)]
+    assert {r for u in new for r in u.record_ids} == set(old[0].record_ids)
 
 
 def read_transcript_lines(cc: CC) -> list[Message]:
@@ -144,7 +155,8 @@ def test_an_answer_given_through_ask_user_question_is_recallable(
     result = bank.recall("which database did the user choose?", "proj")
     assert any(answer in hit.text for hit in result.hits)
     # It is memory text, not a turn start: the session is still one turn.
-    assert [m.kind for m in bank.memories("proj")] == ["turn"]
+    _units, segs = build_units(read_transcript(str(path)).messages)
+    assert len(segs) == 1
 
 
 @needs_shared

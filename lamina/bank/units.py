@@ -52,6 +52,7 @@ __all__ = [
     "split_text",
     "unit_keys",
     "units_signature",
+    "whole_turns",
 ]
 
 UNITS_VERSION = 3
@@ -152,6 +153,8 @@ class Unit:
     """For a window: the keys of the units it joins."""
     said_at: datetime | None = None
     """When it was said, where that differs from when it happened (a fact about last May)."""
+    turn: str = ""
+    """For a line: the key its turn would have as one unit (facts are read from whole turns)."""
 
 
 def segments(messages: Sequence[Message], rules: TurnRules = DEFAULT_RULES) -> list[Segment]:
@@ -428,7 +431,8 @@ def _lines(messages: Sequence[Message], said: Sequence[_Said], actions: str) -> 
         if actions and n + 1 == len(runs):
             text += "\n" + actions
         key = messages[run[0].index].id
-        out.append(_unit(key, "line", text, messages[start : max(end, start + 1)], _speakers(run)))
+        unit = _unit(key, "line", text, messages[start : max(end, start + 1)], _speakers(run))
+        out.append(replace(unit, turn=messages[0].id))
     return out
 
 
@@ -538,6 +542,33 @@ def build_units(
                 )
             )
     return units, segs
+
+
+def whole_turns(units: Sequence[Unit], wanted: Sequence[Unit]) -> list[Unit]:
+    """The turns and parts among `wanted`, and for the lines among them, their whole turns
+    (all the turn's lines among `units` joined, as the one `turn` unit it would be): the text
+    facts are read from, with the question and its answer together."""
+    out: list[Unit] = []
+    done: set[str] = set()
+    for unit in wanted:
+        if unit.kind in ("turn", "part"):
+            out.append(unit)
+        elif unit.kind == "line" and unit.turn not in done:
+            done.add(unit.turn)
+            lines = [u for u in units if u.kind == "line" and u.turn == unit.turn]
+            out.append(
+                replace(
+                    lines[0],
+                    key=unit.turn,
+                    kind="turn",
+                    text="\n".join(u.text for u in lines),
+                    record_ids=tuple(r for u in lines for r in u.record_ids),
+                    speakers=tuple(dict.fromkeys(s for u in lines for s in u.speakers)),
+                    last_line=lines[-1].last_line,
+                    turn="",
+                )
+            )
+    return out
 
 
 def unit_keys(
