@@ -271,3 +271,44 @@ def test_secrets_are_redacted_before_a_long_statement_is_cut(tmp_path: Path) -> 
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in texts
     assert "hunter2hunter2" not in texts
     assert report.redactions == 2
+
+
+@needs_shared
+def test_a_chat_is_stored_as_one_line_per_speaker_and_windows_stay_in_their_session() -> None:
+    from lamina.readers.locomo import read_locomo_samples
+
+    from .conftest import LOCOMO
+
+    sample = read_locomo_samples(str(LOCOMO))[0]
+    messages = sample.messages
+    units, _segs = build_units(messages)
+    session_of = {m.id: m.session_id for m in messages}
+    lines = [u for u in units if u.kind == "line"]
+    # Each message is in exactly one line (or turn, where one person says everything), each
+    # line one person's (consecutive messages by one person are one line).
+    held = sorted(r for u in units if u.kind in ("line", "turn") for r in u.record_ids)
+    assert held == sorted(m.id for m in messages)
+    assert all(len(u.speakers) == 1 for u in lines)
+    windows = [u for u in units if u.kind == "window"]
+    assert windows and all(len({session_of[r] for r in w.record_ids}) == 1 for w in windows)
+    sessions = {m.session_id for m in messages}
+    base = [u for u in units if u.kind in ("line", "turn")]
+    assert len(windows) == len(base) - 3 * len(sessions)  # 4 units each, within a session
+
+
+@needs_shared
+def test_recall_never_repeats_a_line_it_already_returned(database: str) -> None:
+    from lamina.readers.locomo import read_locomo_samples
+
+    from .conftest import LOCOMO
+
+    sample = read_locomo_samples(str(LOCOMO))[0]
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages(sample.messages, "chat", sample.sample_id)
+    for question in sample.questions[:20]:
+        result = bank.recall(question.question, "chat", RecallOptions(budget=2_000))
+        shown = [line for hit in result.hits for line in hit.text.split("\n") if line.strip("[…]")]
+        assert len(shown) == len(set(shown)), question.question
+        assert result.tokens <= 2_000
+        assert all(count_text(hit.text) <= hit.tokens for hit in result.hits)
+    bank.close()
