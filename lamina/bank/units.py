@@ -405,8 +405,8 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redac
             _unit(messages[0].id, "turn", _cap(text, options.max_chars), messages, _speakers(said))
         ]
     if count_text(text) <= cap:
-        lines = _lines(messages, said, actions) if options.lines else []
-        return lines or [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
+        apart = _lines(messages, said, actions) if options.lines else []
+        return apart or [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
     return _parts(messages, said, options, cap, redact)
 
 
