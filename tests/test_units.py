@@ -312,3 +312,27 @@ def test_recall_never_repeats_a_line_it_already_returned(database: str) -> None:
         assert result.tokens <= 2_000
         assert all(count_text(hit.text) <= hit.tokens for hit in result.hits)
     bank.close()
+
+
+@needs_shared
+def test_a_chat_retained_as_turn_pairs_is_rebuilt_as_lines_without_leftovers(
+    database: str,
+) -> None:
+    from lamina.readers.locomo import read_locomo_samples
+
+    from .conftest import LOCOMO
+
+    sample = read_locomo_samples(str(LOCOMO))[0]
+    messages = sample.messages[:120]
+    store = open_store(database)
+    pairs = UnitOptions(lines=False, windows=2)  # the rules before line units
+    old = MemoryBank(store, HashEmbedder(), retain_options=RetainOptions(units=pairs))
+    old.retain_messages(messages, "chat", sample.sample_id)
+    assert {m.kind for m in old.memories("chat")} == {"turn", "window"}
+    new = MemoryBank(store, HashEmbedder())
+    assert new.retain_messages(messages, "chat", sample.sample_id).status != "unchanged"
+    units, _segs = build_units(messages)
+    kept = sorted((m.kind, m.text) for m in new.memories("chat"))
+    assert kept == sorted((u.kind, u.text) for u in units)  # nothing left of the old rules
+    assert store.count_records("chat") == len(messages)
+    store.close()
