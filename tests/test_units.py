@@ -336,3 +336,23 @@ def test_a_chat_retained_as_turn_pairs_is_rebuilt_as_lines_without_leftovers(
     assert kept == sorted((u.kind, u.text) for u in units)  # nothing left of the old rules
     assert store.count_records("chat") == len(messages)
     store.close()
+
+
+def test_windows_can_start_every_other_unit_and_still_reach_the_end(cc: CC) -> None:
+    for n in range(4):
+        cc.user(f"question {n}")
+        cc.assistant(f"answer {n}")
+    cc.user("question 4")
+    messages = read_transcript_lines(cc)
+    units, _ = build_units(messages, UnitOptions(window_step=2))
+    windows = [u for u in units if u.kind == "window"]
+    # 9 lines: windows start at lines 0, 2 and 4, and one ends with the last line
+    assert [w.text.split("\n")[0] for w in windows] == [
+        "user: question 0",
+        "user: question 1",
+        "user: question 2",
+        "assistant: answer 2",
+    ]
+    assert windows[-1].text.endswith("user: question 4")
+    with pytest.raises(ValueError, match="window_step"):
+        UnitOptions(window_step=0)
