@@ -44,10 +44,15 @@ def test_facts_become_memories_beside_their_turn(tmp_path: Path) -> None:
     assert report.facts == 2 and report.fact_errors == []
     facts = sorted((m for m in bank.memories("p") if m.kind == "fact"), key=lambda m: m.text)
     assert [f.text for f in facts] == ["Service 0 uses SQLite.", "The team moved office."]
-    turn = next(m for m in bank.memories("p") if m.kind == "turn" and "service 0" in m.text)
-    assert facts[0].record_ids == turn.record_ids
+    # A fact is read from its whole turn (question and answer), stored as one line each.
+    lines = [
+        m
+        for m in bank.memories("p")
+        if m.kind == "line" and set(m.record_ids) <= set(facts[0].record_ids)
+    ]
+    assert len(lines) == 2 and any("service 0" in m.text for m in lines)
     assert facts[1].occurred_at == datetime(2026, 2, 1, tzinfo=UTC)
-    assert facts[1].said_at == turn.said_at != facts[1].occurred_at
+    assert facts[1].said_at is not None and facts[1].said_at != facts[1].occurred_at
     # The model saw the turn's text and its date.
     assert "shall we use SQLite for service 0?" in llm.requests[0].messages[0]["content"]
     assert bank.recall("which office move?", "p").hits[0].memory.kind == "fact"
@@ -66,7 +71,7 @@ def test_a_failing_model_never_blocks_retention(tmp_path: Path) -> None:
     assert report.status == "retained" and report.facts == 0
     assert len(report.fact_errors) == 3
     assert "rate limited" in report.fact_errors[0]
-    assert len([m for m in bank.memories("p") if m.kind == "turn"]) == 3
+    assert len([m for m in bank.memories("p") if m.kind == "line"]) == 6  # 3 turns, 2 lines each
 
 
 def test_facts_of_a_changed_turn_are_replaced_not_duplicated(tmp_path: Path) -> None:

@@ -41,4 +41,5 @@ def test_a_long_retain_tells_its_progress(tmp_path: Path) -> None:
     reading = [t for t in told if t[0] == "reading"]
     embedding = [t for t in told if t[0] == "embedding"]
     assert reading[-1][1] == reading[-1][2] == path.stat().st_size
-    assert [d for _s, d, _t in embedding] == [256, 512, 600]
+    # 600 turns, each stored as two lines (the question, the answer), each embedded once
+    assert [d for _s, d, _t in embedding] == [256, 512, 768, 1024, 1200]

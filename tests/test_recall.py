@@ -70,8 +70,8 @@ def test_the_right_memory_comes_first_with_its_reasons(bank: MemoryBank) -> None
     assert top.channels["lexical"]["rank"] == 1
     data = result.as_dict()["results"][0]
     assert {"text", "score", "time", "document", "source", "channels"} <= set(data)
-    assert data["source"]["first_record"] == "doc-a-q0"
-    assert data["source"]["last_record"] == "doc-a-a0"
+    # The answer's own line, not the question before it.
+    assert data["source"]["first_record"] == data["source"]["last_record"] == "doc-a-a0"
 
 
 def test_filters_by_document_tag_and_time(bank: MemoryBank) -> None:

@@ -67,16 +67,15 @@ def test_growing_transcript_retained_after_every_turn_stores_each_record_once(
         assert bank.retain_file(path, "proj").status == "unchanged"
     messages = read_transcript(str(path)).messages
     assert bank.store.count_records("proj", "sess-1") == len(messages)
-    memories = [m for m in bank.memories("proj") if m.kind == "turn"]
-    assert len(memories) == 50
+    lines = [m for m in bank.memories("proj") if m.kind == "line"]
+    assert len(lines) == 100  # each turn: the prompt, and the assistant's messages
     windows = [m for m in bank.memories("proj") if m.kind == "window"]
-    assert len(windows) == 49  # every pair of consecutive turns, once
-    assert sorted(m.text.split("\n")[0] for m in memories) == sorted(
-        f"user: question {n} about the parser" for n in range(50)
-    )
+    assert len(windows) == 97  # every 4 consecutive lines, once
+    prompts = [m.text for m in lines if m.speakers == ("user",)]
+    assert sorted(prompts) == sorted(f"user: question {n} about the parser" for n in range(50))
     embedder = bank.embedder
     assert isinstance(embedder, CountingEmbedder)
-    assert len(embedder.texts) == 50  # each turn embedded once; windows derive theirs
+    assert len(embedder.texts) == 100  # each line embedded once; windows derive theirs
 
 
 def test_a_turn_continued_after_the_cursor_is_completed_not_duplicated(
@@ -88,12 +87,12 @@ def test_a_turn_continued_after_the_cursor_is_completed_not_duplicated(
     bank.retain_file(path, "proj")
     path.write_text("\n".join(lines) + "\n")
     report = bank.retain_file(path, "proj")
-    assert report.memories_updated == 2 and report.memories_added == 0  # the turn, its window
+    assert report.memories_updated == 2 and report.memories_added == 0  # the answer, its window
     memories = sorted(
-        (m for m in bank.memories("proj") if m.kind == "turn"), key=lambda m: m.first_line or 0
+        (m for m in bank.memories("proj") if m.kind == "line"), key=lambda m: m.first_line or 0
     )
-    assert len(memories) == 2
-    assert "Answer 1: use a cache." in memories[1].text
+    assert len(memories) == 4
+    assert "Answer 1: use a cache." in memories[3].text
     assert bank.store.count_records("proj") == len(read_transcript(str(path)).messages)
 
 
@@ -110,7 +109,7 @@ def test_a_partly_written_last_line_is_left_for_the_next_retain(
     path.write_text("\n".join(lines) + "\n")
     bank.retain_file(path, "proj")
     assert bank.store.count_records("proj") == len(read_transcript(str(path)).messages)
-    assert len([m for m in bank.memories("proj") if m.kind == "turn"]) == 2
+    assert len([m for m in bank.memories("proj") if m.speakers == ("user",)]) == 2
 
 
 def test_a_transcript_rewritten_in_place_is_reread_without_loss_or_duplicates(
@@ -125,7 +124,7 @@ def test_a_transcript_rewritten_in_place_is_reread_without_loss_or_duplicates(
     path.write_text("\n".join(lines[10:] + extra) + "\n")
     report = bank.retain_file(path, "proj")
     assert report.status == "reread"
-    texts = sorted(m.text.split("\n")[0] for m in bank.memories("proj") if m.kind == "turn")
+    texts = sorted(m.text for m in bank.memories("proj") if m.speakers == ("user",))
     assert texts == sorted(f"user: question {n} about the parser" for n in range(7))
 
 
@@ -149,7 +148,7 @@ def test_memory_blocks_and_secrets_are_never_stored(bank: MemoryBank, tmp_path: 
     path = cc.write(tmp_path / "s.jsonl")
     report = bank.retain_file(path, "proj")
     assert report.redactions == 3  # the URL's password and two keys, redacted once a turn
-    (memory,) = bank.memories("proj")  # one turn: no window
+    memory = next(m for m in bank.memories("proj") if m.kind == "window")  # the whole turn
     assert "vault" not in memory.text and "lamina_memories" not in memory.text
     assert "hunter2secret" not in memory.text and "aaaa" not in memory.text
     assert "bbbb" not in memory.text
@@ -158,7 +157,7 @@ def test_memory_blocks_and_secrets_are_never_stored(bank: MemoryBank, tmp_path: 
         bank.store, HashEmbedder(), retain_options=RetainOptions(redactor=Redactor(enabled=False))
     )
     plain.retain_file(path, "raw")
-    (raw,) = plain.memories("raw")
+    raw = next(m for m in plain.memories("raw") if m.kind == "window")
     assert "hunter2secret" in raw.text
 
 
@@ -166,7 +165,7 @@ def test_tool_activity_is_condensed_into_action_lines(bank: MemoryBank, tmp_path
     path = tmp_path / "s.jsonl"
     path.write_text("\n".join(session_lines(1)) + "\n")
     bank.retain_file(path, "proj")
-    (memory,) = bank.memories("proj")
+    (memory,) = [m for m in bank.memories("proj") if m.kind == "window"]  # the whole turn
     assert memory.text.splitlines() == [
         "user: question 0 about the parser",
         "assistant: Looking at it 0.",
@@ -228,7 +227,7 @@ def test_two_processes_retaining_into_one_bank_at_once(tmp_path: Path, database:
         assert out.strip() == "done"
     store = open_store(db)
     assert store.count_records("proj") == 6 * 80
-    assert store.bank_stats("proj").memories == 6 * (40 + 39)  # turns and 2-turn windows
+    assert store.bank_stats("proj").memories == 6 * (80 + 77)  # lines and 4-line windows
 
 
 def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(
@@ -268,7 +267,7 @@ def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(
         memories = store.bank_stats("proj").memories
         store.close()
         # All or nothing: a retain either fully landed or left no trace.
-        assert (records, memories) in ((0, 0), (expected_records, 2000 + 1999))
+        assert (records, memories) in ((0, 0), (expected_records, 4000 + 3997))
     assert killed >= 1
     done = subprocess.run(
         [sys.executable, "-c", RETAIN_SCRIPT, db, "proj", path],
@@ -279,7 +278,7 @@ def test_a_retain_killed_at_random_points_leaves_the_bank_consistent(
     assert done.returncode == 0, done.stderr
     store = open_store(db)
     assert store.count_records("proj") == expected_records
-    assert store.bank_stats("proj").memories == 2000 + 1999
+    assert store.bank_stats("proj").memories == 4000 + 3997
 
 
 def test_retain_from_code_is_idempotent(bank: MemoryBank) -> None:

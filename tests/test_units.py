@@ -25,7 +25,7 @@ from lamina.turns import conversational_text
 
 from .conftest import CC, CLAUDE_CODE, needs_shared, shared_transcripts
 
-OLD_RULES = UnitOptions(max_tokens=None, said_through_tools=False)
+OLD_RULES = UnitOptions(max_tokens=None, said_through_tools=False, lines=False, windows=2)
 """The unit rules before units had a token cap: one unit per turn, cut to 8,000 characters."""
 
 AGENTIC = CLAUDE_CODE / "spotter-258c7280.jsonl"
@@ -45,11 +45,11 @@ def test_a_long_agentic_turn_becomes_parts_under_the_cap_that_keep_every_stated_
     parts = [u for u in units if u.kind == "part"]
     assert len(parts) >= 8  # one prompt, hundreds of tool calls: many parts, not 2-3 turns
     for unit in units:
-        if unit.kind in ("turn", "part"):
+        if unit.kind in ("turn", "line", "part"):
             assert count_text(unit.text) <= options.max_tokens, unit.key
     covering: dict[str, list[str]] = {}
     for unit in units:
-        if unit.kind in ("turn", "part"):
+        if unit.kind in ("turn", "line", "part"):
             for record in unit.record_ids:
                 covering.setdefault(record, []).append(unit.text)
     for message in messages:
@@ -96,13 +96,24 @@ def test_split_text_keeps_every_word_within_the_limit() -> None:
     assert "".join("".join(c.split()) for c in chunks) == "".join(text.split())
 
 
-def test_a_short_turn_stays_one_unit_as_before(cc: CC) -> None:
+def test_a_short_turn_becomes_one_line_per_speaker_and_a_window_holding_the_turn(cc: CC) -> None:
     cc.user("Which database should the notes API use?")
+    cc.assistant("Checking the options.")
     cc.assistant("SQLite: one file, no server, and FTS5 for search.")
     messages = read_transcript_lines(cc)
     new, _ = build_units(messages, UnitOptions())
     old, _ = build_units(messages, OLD_RULES)
-    assert [(u.kind, u.key, u.text) for u in new] == [(u.kind, u.key, u.text) for u in old]
+    assert [(u.kind, u.text) for u in new] == [
+        ("line", "user: Which database should the notes API use?"),
+        (
+            "line",
+            "assistant: Checking the options.\n"
+            "assistant: SQLite: one file, no server, and FTS5 for search.",
+        ),
+        ("window", old[0].text),  # the whole turn, as one unit held it before
+    ]
+    assert [u.speakers for u in new[:2]] == [("user",), ("assistant",)]
+    assert {r for u in new for r in u.record_ids} == set(old[0].record_ids)
 
 
 def read_transcript_lines(cc: CC) -> list[Message]:
@@ -144,7 +155,8 @@ def test_an_answer_given_through_ask_user_question_is_recallable(
     result = bank.recall("which database did the user choose?", "proj")
     assert any(answer in hit.text for hit in result.hits)
     # It is memory text, not a turn start: the session is still one turn.
-    assert [m.kind for m in bank.memories("proj")] == ["turn"]
+    _units, segs = build_units(read_transcript(str(path)).messages)
+    assert len(segs) == 1
 
 
 @needs_shared
@@ -259,3 +271,88 @@ def test_secrets_are_redacted_before_a_long_statement_is_cut(tmp_path: Path) -> 
     assert "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" not in texts
     assert "hunter2hunter2" not in texts
     assert report.redactions == 2
+
+
+@needs_shared
+def test_a_chat_is_stored_as_one_line_per_speaker_and_windows_stay_in_their_session() -> None:
+    from lamina.readers.locomo import read_locomo_samples
+
+    from .conftest import LOCOMO
+
+    sample = read_locomo_samples(str(LOCOMO))[0]
+    messages = sample.messages
+    units, _segs = build_units(messages)
+    session_of = {m.id: m.session_id for m in messages}
+    lines = [u for u in units if u.kind == "line"]
+    # Each message is in exactly one line (or turn, where one person says everything), each
+    # line one person's (consecutive messages by one person are one line).
+    held = sorted(r for u in units if u.kind in ("line", "turn") for r in u.record_ids)
+    assert held == sorted(m.id for m in messages)
+    assert all(len(u.speakers) == 1 for u in lines)
+    windows = [u for u in units if u.kind == "window"]
+    assert windows and all(len({session_of[r] for r in w.record_ids}) == 1 for w in windows)
+    sessions = {m.session_id for m in messages}
+    base = [u for u in units if u.kind in ("line", "turn")]
+    assert len(windows) == len(base) - 3 * len(sessions)  # 4 units each, within a session
+
+
+@needs_shared
+def test_recall_never_repeats_a_line_it_already_returned(database: str) -> None:
+    from lamina.readers.locomo import read_locomo_samples
+
+    from .conftest import LOCOMO
+
+    sample = read_locomo_samples(str(LOCOMO))[0]
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages(sample.messages, "chat", sample.sample_id)
+    for question in sample.questions[:20]:
+        result = bank.recall(question.question, "chat", RecallOptions(budget=2_000))
+        shown = [line for hit in result.hits for line in hit.text.split("\n") if line.strip("[…]")]
+        assert len(shown) == len(set(shown)), question.question
+        assert result.tokens <= 2_000
+        assert all(count_text(hit.text) <= hit.tokens for hit in result.hits)
+    bank.close()
+
+
+@needs_shared
+def test_a_chat_retained_as_turn_pairs_is_rebuilt_as_lines_without_leftovers(
+    database: str,
+) -> None:
+    from lamina.readers.locomo import read_locomo_samples
+
+    from .conftest import LOCOMO
+
+    sample = read_locomo_samples(str(LOCOMO))[0]
+    messages = sample.messages[:120]
+    store = open_store(database)
+    pairs = UnitOptions(lines=False, windows=2)  # the rules before line units
+    old = MemoryBank(store, HashEmbedder(), retain_options=RetainOptions(units=pairs))
+    old.retain_messages(messages, "chat", sample.sample_id)
+    assert {m.kind for m in old.memories("chat")} == {"turn", "window"}
+    new = MemoryBank(store, HashEmbedder())
+    assert new.retain_messages(messages, "chat", sample.sample_id).status != "unchanged"
+    units, _segs = build_units(messages)
+    kept = sorted((m.kind, m.text) for m in new.memories("chat"))
+    assert kept == sorted((u.kind, u.text) for u in units)  # nothing left of the old rules
+    assert store.count_records("chat") == len(messages)
+    store.close()
+
+
+def test_windows_can_start_every_other_unit_and_still_reach_the_end(cc: CC) -> None:
+    for n in range(4):
+        cc.user(f"question {n}")
+        cc.assistant(f"answer {n}")
+    cc.user("question 4")
+    messages = read_transcript_lines(cc)
+    units, _ = build_units(messages, UnitOptions(window_step=2))
+    windows = [u for u in units if u.kind == "window"]
+    # 9 lines: windows start at lines 0, 2 and 4, and one ends with the last line
+    assert [w.text.split("\n")[0] for w in windows] == [
+        "user: question 0",
+        "user: question 1",
+        "user: question 2",
+        "assistant: answer 2",
+    ]
+    assert windows[-1].text.endswith("user: question 4")
+    with pytest.raises(ValueError, match="window_step"):
+        UnitOptions(window_step=0)

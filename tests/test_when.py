@@ -57,6 +57,7 @@ def test_time_channel_brings_the_right_period_forward(tmp_path: Path) -> None:
                 blocks=(TextBlock("went hiking again"),),
                 kind=Kind.PROMPT,
                 timestamp=when,
+                session_id=f"s{n}",  # three hikes, three sessions: no window joins them
             )
         )
     bank.retain_messages(messages, "p", "d")

@@ -315,7 +315,7 @@ class MemoryBank:
                 bank, {m.id: vectors[i] for i, m in enumerate(part)}, embedder.name
             )
         turn_of: dict[tuple[str, str], Memory] = {
-            (m.document, r): m for m in every if m.kind == "turn" for r in m.record_ids
+            (m.document, r): m for m in every if m.kind in ("turn", "line") for r in m.record_ids
         }
         by_id = {m.id: m for m in every}
         derived: dict[str, Any] = {}

@@ -42,6 +42,7 @@ from .units import (
     memory_id_of,
     unit_keys,
     units_signature,
+    whole_turns,
 )
 
 __all__ = ["RetainOptions", "RetainReport", "Retainer", "default_document_id"]
@@ -351,7 +352,7 @@ class Retainer:
         hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
         stored = self.store.content_hashes(bank, ids.values())
         changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
-        facts, stale, fact_errors = self._facts(bank, document, changed)
+        facts, stale, fact_errors = self._facts(bank, document, whole_turns(units, changed))
         stale += self._gone(bank, document, messages, segs, units, set(ids.values()))
         for unit in facts:
             text, count = self.options.redactor.redact(unit.text)

@@ -172,7 +172,7 @@ def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) ->
     wanted = {d.id for d in recent}
     for row in memory_bank.store.iter_memories(bank_name, with_embeddings=False):
         memory = row.memory
-        if memory.kind not in ("turn", "part") or memory.document not in wanted:
+        if memory.kind not in ("turn", "line", "part") or memory.document not in wanted:
             continue
         known = openers.get(memory.document)
         if known is None or (memory.time and known[0] and memory.time < known[0]):
