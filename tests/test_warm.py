@@ -129,12 +129,79 @@ def test_the_hook_is_answered_by_the_warm_server(home: Path, tmp_path: Path) -> 
     imported = set(re.findall(r"^import time:.*\|\s*(\S+)$", result.stderr, re.M))
     assert "lamina.integrations.claude_code.warm_client" in imported
     assert not {"numpy", "onnxruntime", "tiktoken"} & {m.split(".")[0] for m in imported}
+    # Nor any other module of Lamina's, nor any dependency: only the client and the stdlib.
+    assert {m for m in imported if m.startswith("lamina")} <= CLIENT_MODULES
+    assert not {"orjson", "platformdirs", "tomllib"} & imported
     again = json.loads(lamina(home, "warm", "status", "--json").stdout)
     assert again["pid"] == status["pid"] and again["requests"] == 1
     stopped = lamina(home, "warm", "stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
     assert not socket_path(home).exists()
     assert wait_until(lambda: not alive(status["pid"]))
+
+
+CLIENT_MODULES = {
+    "lamina",
+    "lamina.entry",
+    "lamina.integrations",
+    "lamina.integrations.claude_code",
+    "lamina.integrations.claude_code.warm_client",
+}
+
+
+def test_the_server_answers_with_the_hook_process_settings(home: Path, tmp_path: Path) -> None:
+    """The server answers for the hook process: its bank, its settings, its log line."""
+    start(home)
+    result = hook(home, tmp_path, LAMINA_BANK="another-project")
+    assert result.returncode == 0 and result.stdout == ""
+    timings = last_timings(home)
+    assert timings["path"] == "warm" and timings["memories"] == 0
+    log = (home / "logs" / "hooks.log").read_text()
+    assert "bank another-project does not exist" in log.splitlines()[-1]
+    small = hook(home, tmp_path, LAMINA_HOOK_BUDGET="60")
+    context = json.loads(small.stdout)["hookSpecificOutput"]["additionalContext"]
+    full = hook(home, tmp_path)
+    assert len(context) < len(json.loads(full.stdout)["hookSpecificOutput"]["additionalContext"])
+    assert last_timings(home)["path"] == "warm"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"LAMINA_HOME": "~/data"},
+        {"XDG_DATA_HOME": "/x/data"},
+        {"XDG_DATA_HOME": "  "},
+        {"XDG_CONFIG_HOME": "CONFIG"},
+        {"XDG_CONFIG_HOME": "CONFIG", "LAMINA_HOME": "/given"},
+        {"LAMINA_CONFIG": "CONFIG/lamina/config.toml"},
+    ],
+)
+def test_the_client_finds_the_data_directory_as_the_config_does(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The warm client finds the data directory without lamina.config (which imports
+    platformdirs and more); both must agree, config file or not."""
+    from lamina.config import data_home
+    from lamina.integrations.claude_code.warm_client import client_home
+
+    config = tmp_path / "config" / "lamina" / "config.toml"
+    config.parent.mkdir(parents=True)
+    environ = {"HOME": str(tmp_path / "user"), **env}
+    environ = {k: v.replace("CONFIG", str(tmp_path / "config")) for k, v in environ.items()}
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(environ)
+        for text in (None, 'home = "~/configured"\n[hook]\ntime_limit = 2\n'):
+            if text is not None:
+                config.write_text(text)
+            found, _config = client_home(None, os.environ)
+            assert found == str(data_home(None, os.environ))
+            assert client_home("/flag", os.environ)[0] == str(data_home("/flag", os.environ))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def test_a_killed_server_falls_back_to_the_cold_path(home: Path, tmp_path: Path) -> None:
@@ -225,6 +292,11 @@ def test_bad_requests_get_errors_and_never_poison_the_next(home: Path) -> None:
         request(home, op="recall", request={"prompt": 3, "bank": "proj"}),
         request(home, op="recall", request={"prompt": PROMPT, "bank": "proj", "budget": -1}),
         request(home, op="recall", request=[]),
+        request(
+            home, op="hook", payload=json.dumps({"hook_event_name": "Stop"}), env={}, cwd="/", age=0
+        ),  # the server answers prompts only
+        request(home, op="hook", payload="{}", env={"LAMINA_BANK": 3}, cwd="/", age=0),
+        request(home, op="hook", payload="{}", env={}, cwd="/", age="old"),
         json.dumps({**json.loads(good), "home": "/somewhere/else"}).encode() + b"\n",
         b'{"v": 1, "unterminated',  # no newline: the client gives up
     ]
