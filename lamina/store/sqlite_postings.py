@@ -40,12 +40,14 @@ __all__ = [
     "PACK_MIN",
     "Packed",
     "Postings",
+    "Tail",
     "bm25",
     "drop_packs",
     "maintain_packs",
     "pack_cache",
     "postings_of",
     "read_postings",
+    "tail_cache",
     "write_postings",
 ]
 
@@ -140,15 +142,132 @@ def _read_packs(
     return packs
 
 
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """A term's postings after its pack (after seq `after`), as a server keeps them, with the
+    fingerprint they were read at (see `_fingerprints`)."""
+
+    after: int
+    fingerprint: tuple[int, ...]
+    rows: npt.NDArray[np.int64]
+    """seq, tf, length per posting, in seq order."""
+
+
+def tail_cache(max_bytes: int = 64 << 20) -> PackCache[Tail]:
+    """A PackCache of tails (for servers; see SQLiteSearch.keep_in_memory)."""
+    return PackCache(max_bytes, lambda tail: 24 * len(tail.rows) + 200)
+
+
+_QUERY_TERMS = (
+    "WITH q(term, after) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
+    " FROM json_each(?))"
+)
+
+
+def _fingerprint(rows: npt.NDArray[np.int64]) -> tuple[int, ...]:
+    """What `_fingerprints` says of these rows: count, last seq, and sums of seq, seq x tf and
+    seq x length, which any added, removed or changed posting moves."""
+    if not len(rows):
+        return (0, 0, 0, 0, 0)
+    seqs = rows[:, 0]
+    return (
+        len(rows), int(seqs[-1]), int(seqs.sum()), int((seqs * rows[:, 1]).sum()),
+        int((seqs * rows[:, 2]).sum()),
+    )  # fmt: skip
+
+
+def _fingerprints(
+    conn: sqlite3.Connection, bank_id: int, after: Sequence[tuple[str, int]]
+) -> dict[str, tuple[int, ...]]:
+    """The fingerprint of each term's postings after a seq, counted by SQLite in one query
+    (no row comes into Python); terms without any are left out."""
+    return {
+        str(term): (int(n), int(last), int(a), int(b), int(c))
+        for term, n, last, a, b, c in conn.execute(
+            f"{_QUERY_TERMS} SELECT p.term, count(*), max(p.seq), total(p.seq),"
+            " total(p.seq * p.tf), total(p.seq * p.terms) FROM q CROSS JOIN postings p"
+            " WHERE p.bank_id = ? AND p.term = q.term AND p.seq > q.after GROUP BY p.term",
+            (_json(list(after)), bank_id),
+        )
+    }
+
+
+def _read_rows(
+    conn: sqlite3.Connection, bank_id: int, after: Sequence[tuple[str, int]]
+) -> dict[str, npt.NDArray[np.int64]]:
+    """Each term's postings after a seq as (seq, tf, length) rows in seq order; SQLite joins
+    each term's into one string that numpy parses, rather than a Python tuple per posting."""
+    out: dict[str, npt.NDArray[np.int64]] = {}
+    if not after:
+        return out
+    for term, joined in conn.execute(
+        f"{_QUERY_TERMS} SELECT q.term, (SELECT group_concat(p.seq || ',' || p.tf || ','"
+        " || p.terms, ',') FROM postings p WHERE p.bank_id = ? AND p.term = q.term"
+        " AND p.seq > q.after) FROM q",
+        (_json(list(after)), bank_id),
+    ):
+        if not joined:
+            continue
+        rows = np.fromstring(joined, dtype=np.int64, sep=",").reshape(-1, 3)
+        if len(rows) > 1 and np.any(rows[1:, 0] < rows[:-1, 0]):
+            rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        out[str(term)] = rows
+    return out
+
+
+def _tails(
+    conn: sqlite3.Connection,
+    bank_id: int,
+    after: Mapping[str, int],
+    cache: PackCache[Tail] | None,
+) -> dict[str, npt.NDArray[np.int64]]:
+    """Each term's postings after its pack (`after`: the pack's upto_seq, 0 for none). With
+    `cache` (a server's), a kept tail is used while its fingerprint is unchanged, extended by
+    the rows appended since when only that happened, and read again otherwise."""
+    if cache is None:
+        return _read_rows(conn, bank_id, sorted(after.items()))
+    now = _fingerprints(conn, bank_id, sorted(after.items()))
+    held = cache.held(bank_id, sorted(now))
+    out: dict[str, npt.NDArray[np.int64]] = {}
+    extend: dict[str, Tail] = {}
+    for term, fingerprint in now.items():
+        tail = held[term][1] if term in held else None
+        if tail is None or tail.after != after[term]:
+            continue
+        if tail.fingerprint == fingerprint:
+            out[term] = tail.rows
+        elif len(tail.rows) and fingerprint[1] > tail.fingerprint[1]:
+            extend[term] = tail
+    wanted = [(t, extend[t].fingerprint[1] if t in extend else after[t]) for t in sorted(now)]
+    wanted = [(t, since) for t, since in wanted if t not in out]
+    read = _read_rows(conn, bank_id, wanted)
+    again: list[tuple[str, int]] = []
+    for term, _since in wanted:
+        rows = read.get(term, np.empty((0, 3), dtype=np.int64))
+        if term in extend:
+            rows = np.concatenate([extend[term].rows, rows])
+            if _fingerprint(rows) != now[term]:
+                again.append((term, after[term]))  # more changed than an append
+                continue
+        out[term] = rows
+    out.update(_read_rows(conn, bank_id, again))
+    for term, rows in out.items():
+        if term not in held or held[term][1].rows is not rows:
+            cache.put(bank_id, term, after[term], Tail(after[term], _fingerprint(rows), rows))
+    return out
+
+
 def read_postings(
     conn: sqlite3.Connection,
     bank_id: int,
     terms: Iterable[str],
     cache: PackCache[Packed] | None = None,
+    tails: PackCache[Tail] | None = None,
 ) -> dict[str, Postings]:
     """The live postings of each of `terms` the bank holds: packs (from `cache` where it
-    holds them current), their tombstones taken out, and the rows after them; a few
-    queries whatever the number of terms. Call inside one read transaction."""
+    holds them current), their tombstones taken out, and the rows after them (from `tails`
+    where it holds them current); a few queries whatever the number of terms. Call inside
+    one read transaction."""
     wanted = sorted(set(terms))
     if not wanted:
         return {}
@@ -162,15 +281,7 @@ def read_postings(
             (bank_id, _json(sorted(packs))),
         ):
             dead.setdefault(str(term), []).append(int(seq))
-    after = _json([[t, packs[t][0] if t in packs else 0] for t in wanted])
-    rows: dict[str, list[tuple[int, int, int]]] = {}
-    for term, seq, tf, length in conn.execute(
-        "WITH q(term, upto) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-        " FROM json_each(?)) SELECT p.term, p.seq, p.tf, p.terms FROM q CROSS JOIN postings p"
-        " WHERE p.bank_id = ? AND p.term = q.term AND p.seq > q.upto ORDER BY p.term, p.seq",
-        (after, bank_id),
-    ):
-        rows.setdefault(str(term), []).append((int(seq), int(tf), int(length)))
+    rows = _tails(conn, bank_id, {t: packs[t][0] if t in packs else 0 for t in wanted}, tails)
     out: dict[str, Postings] = {}
     for term in wanted:
         parts_seq: list[npt.NDArray[np.int64]] = []
@@ -186,7 +297,7 @@ def read_postings(
             parts_tf.append(t)
             parts_len.append(n)
         if term in rows:
-            tail = np.array(rows[term], dtype=np.int64).reshape(-1, 3)
+            tail = rows[term]
             parts_seq.append(tail[:, 0])
             parts_tf.append(tail[:, 1].astype(np.float64))
             parts_len.append(tail[:, 2].astype(np.float64))

@@ -38,7 +38,7 @@ import orjson
 from ..bank.model import Memory
 from .packs import PackCache
 from .search import SearchFilter
-from .sqlite_postings import Packed, Postings, bm25, pack_cache, read_postings
+from .sqlite_postings import Packed, Postings, Tail, bm25, pack_cache, read_postings, tail_cache
 from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
 
 __all__ = ["SQLiteSearch"]
@@ -205,7 +205,9 @@ class SQLiteSearch:
             info = self._bank_info(conn, bank)
             if info is None:
                 return None
-            return info, read_postings(conn, info.id, terms, self._pack_cache())
+            packs = self._pack_cache()
+            tails = self._tail_cache() if packs is not None else None
+            return info, read_postings(conn, info.id, terms, packs, tails)
         finally:
             if began:
                 conn.execute("COMMIT")
@@ -372,6 +374,14 @@ class SQLiteSearch:
         cache: PackCache[Packed] | None = self.__dict__.get("_packs")
         if cache is None:
             cache = self.__dict__["_packs"] = pack_cache()
+        return cache
+
+    def _tail_cache(self) -> PackCache[Tail] | None:
+        if not self.keep_in_memory:
+            return None
+        cache: PackCache[Tail] | None = self.__dict__.get("_tails")
+        if cache is None:
+            cache = self.__dict__["_tails"] = tail_cache()
         return cache
 
     def sync_vectors(self, bank: str) -> None:
