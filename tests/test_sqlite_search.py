@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -290,6 +291,42 @@ def test_a_bank_retained_before_search_in_the_database_is_indexed_once(tmp_path:
     assert [h.memory.id for h in after.hits] == [h.memory.id for h in before.hits]
     assert all(h.memory.tokens for h in after.hits)
     store.close()
+
+
+def test_a_server_sees_postings_removed_after_a_pack(tmp_path: Path) -> None:
+    """A server keeps the postings after a pack; memories forgotten or replaced there must
+    drop out of its searches though the pack itself did not change."""
+    path = tmp_path / "lamina.db"
+    writer = SQLiteStore(path)
+    retain(writer, make_memories(1200, seed=6))
+    server = SQLiteStore(path)
+    server.keep_in_memory = True
+    queries = ["w0 w1 w2", "w3 w4", "w5 w6 w7"]
+
+    def exact() -> None:
+        index = BankIndex("b")
+        index.refresh(writer)
+        for query in queries:
+            expected = index.lexical.scores(query)
+            order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
+            got = server.lexical_search("b", tokenize(query), 300, SearchFilter())
+            assert ids_of(writer, got) == [index.memories[i].id for i in order[:300]], query
+            _size, df = server.term_counts("b", tokenize(query))
+            assert df == {t: index.lexical.df(t) for t in tokenize(query) if index.lexical.df(t)}
+
+    exact()
+    versions = writer.conn.execute("SELECT term, version FROM posting_packs").fetchall()
+    later = make_memories(60, seed=7, prefix="n")  # after the packs, too few to repack
+    retain(writer, [replace(m, document="later") for m in later])
+    exact()
+    assert writer.conn.execute("SELECT term, version FROM posting_packs").fetchall() == versions
+    writer.delete_memory("b", "n3")
+    writer.delete_memory("b", "n17")
+    exact()
+    writer.delete_document("b", "later")
+    exact()
+    writer.close()
+    server.close()
 
 
 def test_a_bank_of_the_previous_schema_searches_the_same_after_migrating(
