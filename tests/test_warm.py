@@ -204,6 +204,24 @@ def test_the_client_finds_the_data_directory_as_the_config_does(
         os.environ.update(saved)
 
 
+def test_the_clients_json_is_json() -> None:
+    """The client writes and reads JSON with json's C half only; what it writes is what json
+    reads, and what it reads is what json reads, odd characters and bad documents included."""
+    from lamina.integrations.claude_code.warm_client import dumps, loads
+
+    odd = 'quote " back \\ nl \n tab \t nul \x00 \u2028 é 😀 \ud800'
+    value = {"s": odd, "n": [1, -2, 3.5, 1e-9, True, False, None], "d": {"k": "", odd: {}}}
+    assert json.loads(dumps(value)) == value
+    assert loads(json.dumps(value)) == value
+    assert loads(json.dumps(value, ensure_ascii=False)) == value
+    assert loads(' {"a": [1, 2]}\n ') == {"a": [1, 2]}
+    for bad in ["", "{", '{"a": 1} x', "NaN", "[1,]", "{'a': 1}"]:
+        with pytest.raises(ValueError):
+            loads(bad)
+    with pytest.raises(ValueError):
+        dumps({"x": float("nan")})
+
+
 def test_a_killed_server_falls_back_to_the_cold_path(home: Path, tmp_path: Path) -> None:
     status = start(home)
     assert last_timings_path(home, tmp_path) == "warm"

@@ -3,9 +3,12 @@
 The names are imported on first use, so that the hook's warm path
 (lamina.integrations.claude_code.warm_client) loads nothing but the standard library."""
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # not `typing`: importing it would cost every warm prompt a few ms
+    from typing import Any
+
     from .hook import HookSettings, run_hook, run_worker
 
 __all__ = ["HookSettings", "run_hook", "run_worker"]

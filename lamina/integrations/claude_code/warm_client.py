@@ -1,11 +1,13 @@
 """The hook's side of the warm path: ask the warm server of a data directory over its unix socket.
 
-Only a few modules of the standard library are imported here (no pathlib, no typing), so a
-hook answered by the warm server loads neither numpy, the model, the store, nor the rest of
-Lamina: `lamina hook` calls `answer_hook` first, which finds the data directory, hands the
-event to the server (op `hook`: the payload as Claude Code gave it, the variables that choose
-the bank and settings, the working directory, how long this process has run) and prints what
-the server answers. Anything else (another event, no server, a data directory only
+Only built-in modules of the standard library are imported here (`_socket` and `_json`, the
+C halves of socket and json, whose Python halves and what they import, re and enum, would
+double the CPU time of a warm prompt's process; no pathlib, no typing), so a hook answered by
+the warm server loads neither numpy, the model, the store, nor the rest of Lamina.
+`lamina hook` calls `answer_hook` first, which finds the data directory, hands the event to
+the server (op `hook`: the payload as Claude Code gave it, the variables that choose the bank
+and settings, the working directory, how long this process has run) and prints what the
+server answers. Anything else (another event, no server, a data directory only
 `lamina.config` can find) takes the full hook (lamina.integrations.claude_code.hook), which
 asks the server again only when it was not asked here. The protocol is one JSON object per
 line: the client sends one request line, the server answers one line and closes the
@@ -21,15 +23,14 @@ the hook then takes the cold path. A missing or stale socket costs well under a 
 
 from __future__ import annotations
 
-import json
+import _socket
 import os
-import socket
 import sys
 import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # importing typing and pathlib would cost every warm prompt a few ms
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from pathlib import Path
     from typing import Any
 
@@ -42,6 +43,8 @@ __all__ = [
     "answer_hook",
     "ask",
     "client_home",
+    "dumps",
+    "loads",
     "process_age",
     "run_dir",
     "socket_path",
@@ -107,11 +110,11 @@ def ask(home: Path | str, request: dict[str, Any], timeout: float, version: str)
         "home": base,
         **request,
     }
-    line = json.dumps(body, ensure_ascii=False).encode() + b"\n"
+    line = dumps(body).encode() + b"\n"
     if len(line) > MAX_MESSAGE:
         raise WarmUnavailable("request too large for the warm server")
     deadline = time.monotonic() + timeout
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(max(0.001, timeout))
         try:
@@ -139,7 +142,7 @@ def ask(home: Path | str, request: dict[str, Any], timeout: float, version: str)
     finally:
         sock.close()
     try:
-        data = json.loads(answer)
+        data = loads(answer.decode())
     except ValueError:
         raise WarmUnavailable("warm server sent an answer that is not JSON") from None
     if not isinstance(data, dict):
@@ -156,7 +159,7 @@ def ask(home: Path | str, request: dict[str, Any], timeout: float, version: str)
     return data
 
 
-def read_line(sock: socket.socket, deadline: float | None = None) -> bytes:
+def read_line(sock: _socket.socket, deadline: float | None = None) -> bytes:
     """One newline-ended message (without its newline), the protocol's unit both ways.
     Raises EOFError when the peer closes first, ValueError past MAX_MESSAGE bytes and
     TimeoutError past `deadline` (a time.monotonic() instant; None: the socket's timeout)."""
@@ -179,6 +182,75 @@ def read_line(sock: socket.socket, deadline: float | None = None) -> bytes:
         size += len(chunk)
         if size > MAX_MESSAGE:
             raise ValueError(f"the message is longer than {MAX_MESSAGE} bytes")
+
+
+# -- JSON with the C half of json only ---------------------------------------------------------
+
+
+class _Context:
+    """What json's C scanner asks of its decoder."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        raise ValueError(f"{name} is not JSON")
+
+
+def _make_codec() -> tuple[Callable[[str], str], Callable[[str], object]]:
+    try:
+        from _json import encode_basestring_ascii, make_scanner
+    except ImportError:  # an interpreter without json's C half
+        import json
+
+        return json.dumps, json.loads
+    scan = make_scanner(_Context())  # type: ignore[arg-type]  # it reads these attributes
+
+    def load(text: str) -> object:
+        start = len(text) - len(text.lstrip(" \t\n\r"))  # JSON's whitespace
+        try:
+            value, end = scan(text, start)
+        except StopIteration:
+            raise ValueError("not JSON") from None
+        if text[end:].strip(" \t\n\r"):
+            raise ValueError("not JSON: extra data")
+        return value
+
+    return encode_basestring_ascii, load
+
+
+_quote, _load = _make_codec()
+
+
+def dumps(value: object) -> str:
+    """JSON of dicts (string keys), lists, strings, numbers, booleans and None."""
+    if isinstance(value, str):
+        return _quote(value)
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    if isinstance(value, int | float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{value} is not JSON")
+        return repr(value) if isinstance(value, float) else str(int(value))
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"JSON keys are strings, not {type(key).__name__}")
+            items.append(f"{_quote(key)}:{dumps(item)}")
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(dumps(item) for item in value) + "]"
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def loads(text: str) -> object:
+    """The value of one JSON document (ValueError when it is not one)."""
+    return _load(text)
 
 
 # -- the hook's warm path ----------------------------------------------------------------------
@@ -248,7 +320,7 @@ def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None,
     answered, else (None, why not: "" when the server was not asked). Never raises."""
     try:
         started = time.monotonic() - process_age()
-        payload = json.loads(stdin or "{}")
+        payload = loads(stdin.strip() or "{}")
         if not isinstance(payload, dict) or payload.get("hook_event_name") != "UserPromptSubmit":
             return None, ""
         environ = os.environ
