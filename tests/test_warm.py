@@ -23,7 +23,7 @@ from lamina import __version__
 from lamina.bank.bank import MemoryBank
 from lamina.integrations.claude_code.warm_client import PROTOCOL, SOCKET_PATH_LIMIT, socket_path
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, shared_transcripts
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
 
@@ -39,10 +39,18 @@ def lamina(home: Path, *args: str, timeout: float = 120) -> subprocess.Completed
 
 
 def hook(
-    home: Path, cwd: Path, importtime: bool = False, **env: str
+    home: Path,
+    cwd: Path,
+    importtime: bool = False,
+    prompt: str = PROMPT,
+    session: str = "another-session",
+    transcript: str | None = None,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "another-session",
-               "prompt": PROMPT, "cwd": str(cwd)}  # fmt: skip
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": session,
+               "prompt": prompt, "cwd": str(cwd)}  # fmt: skip
+    if transcript is not None:
+        payload["transcript_path"] = transcript
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
     environ.update({"LAMINA_HOME": str(home), "LAMINA_BANK": "proj",
                     "LAMINA_HOOK_TIME_LIMIT": "30", **env})  # fmt: skip
@@ -202,6 +210,39 @@ def test_the_client_finds_the_data_directory_as_the_config_does(
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def test_warm_and_cold_answer_with_the_same_memories(tmp_path: Path) -> None:
+    """On a real bank (every shared Claude Code transcript, this session's included), the
+    server's answer is the cold path's, memory for memory, for several prompts."""
+    home = tmp_path / "home"
+    bank = MemoryBank.open(home)
+    transcripts = shared_transcripts()[:4] or [EXAMPLE]
+    for i, path in enumerate(transcripts):
+        bank.retain_file(path, "proj", document=f"session-{i}")
+    bank.close()
+    prompts = [PROMPT, "how did we fix the failing tests?", "what does the plan say next?"]
+
+    def answers() -> list[str]:
+        out = []
+        for prompt in prompts:
+            result = hook(home, tmp_path, prompt=prompt, session="session-0",
+                          transcript=str(transcripts[0]))  # fmt: skip
+            assert result.returncode == 0, result.stderr
+            context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+            out.append(re.sub(r"Current time: [^\n]*", "", context))
+        return out
+
+    cold = answers()
+    assert last_timings(home)["path"] == "cold"
+    status = start(home)
+    try:
+        warm = answers()
+        assert last_timings(home)["path"] == "warm"
+    finally:
+        lamina(home, "warm", "stop")
+    assert warm == cold
+    assert status["pid"]
 
 
 def test_the_clients_json_is_json() -> None:
