@@ -151,10 +151,11 @@ def _read_packs(
 @dataclass(frozen=True, slots=True)
 class Tail:
     """A packed term's postings after its pack, as a server keeps them: read at pack
-    `version`, up to seq `last`."""
+    `version`, up to seq `last`, in a snapshot of the bank's `generation`."""
 
     version: int
     last: int
+    generation: int
     rows: npt.NDArray[np.int64]
     """seq, tf, length per posting, in seq order."""
 
@@ -195,19 +196,21 @@ def _tails(
     packs: Mapping[str, tuple[int, int, Postings]],
     dead: Mapping[str, npt.NDArray[np.int64]],
     cache: PackCache[Tail] | None,
+    generation: int,
 ) -> dict[str, npt.NDArray[np.int64]]:
     """Each term's postings after its pack (all of them for a term without one). With
     `cache` (a server's), a packed term's tail read at the same pack version is kept and
     brought up to date: its postings removed since have tombstones in `dead` (every removed
     posting of a packed term gets one, until the pack is built again, which gives it a new
-    version), and those added since have higher seqs (seqs are never reused)."""
+    version), and those added since have higher seqs (seqs are never reused). A tail read in
+    a later snapshot than this one (a higher `generation`: another thread's) is not used."""
     if cache is None:
         return _read_rows(conn, bank_id, [(t, packs[t][0] if t in packs else 0) for t in terms])
     held = cache.held(bank_id, [t for t in terms if t in packs])
     kept = {
         t: tail
         for t, (version, tail) in held.items()
-        if version == packs[t][1] and tail.version == packs[t][1]
+        if version == packs[t][1] and tail.version == packs[t][1] and tail.generation <= generation
     }
     since = [(t, kept[t].last if t in kept else packs[t][0] if t in packs else 0) for t in terms]
     read = _read_rows(conn, bank_id, since)
@@ -224,7 +227,7 @@ def _tails(
             if term in kept:
                 last = max(last, kept[term].last)
             empty = np.empty((0, 3), dtype=np.int64)
-            tail = Tail(packs[term][1], last, rows if rows is not None else empty)
+            tail = Tail(packs[term][1], last, generation, rows if rows is not None else empty)
             cache.put(bank_id, term, packs[term][1], tail)
         if rows is not None and len(rows):
             out[term] = rows
@@ -237,11 +240,12 @@ def read_postings(
     terms: Iterable[str],
     cache: PackCache[Packed] | None = None,
     tails: PackCache[Tail] | None = None,
+    generation: int = 0,
 ) -> dict[str, Postings]:
     """The live postings of each of `terms` the bank holds: packs (from `cache` where it
     holds them current), their tombstones taken out, and the rows after them (from `tails`
-    where it holds them current); a few queries whatever the number of terms. Call inside
-    one read transaction."""
+    where it holds them current; `generation`: the bank's, read in the same transaction); a
+    few queries whatever the number of terms. Call inside one read transaction."""
     wanted = sorted(set(terms))
     if not wanted:
         return {}
@@ -256,7 +260,7 @@ def read_postings(
         ):
             found.setdefault(str(term), []).append(int(seq))
     dead = {t: np.array(seqs, dtype=np.int64) for t, seqs in found.items()}
-    rows = _tails(conn, bank_id, wanted, packs, dead, tails)
+    rows = _tails(conn, bank_id, wanted, packs, dead, tails, generation)
     out: dict[str, Postings] = {}
     for term in wanted:
         parts_seq: list[npt.NDArray[np.int64]] = []

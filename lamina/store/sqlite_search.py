@@ -207,7 +207,7 @@ class SQLiteSearch:
                 return None
             packs = self._pack_cache()
             tails = self._tail_cache() if packs is not None else None
-            return info, read_postings(conn, info.id, terms, packs, tails)
+            return info, read_postings(conn, info.id, terms, packs, tails, info.generation)
         finally:
             if began:
                 conn.execute("COMMIT")
