@@ -97,8 +97,7 @@ class Gate:
             if resolved == allowed or allowed in resolved.parents:
                 return str(resolved)
         raise AccessError(
-            "files on the server cannot be named by a remote caller here (an operator allows "
-            "directories with --allow-dir); send the messages instead"
+            "files on the server cannot be named by a remote caller here; send the messages instead"
         )
 
 

@@ -14,12 +14,16 @@ __all__ = ["main"]
 
 def _hook_home(args: list[str]) -> tuple[bool, str | None]:
     """Whether the arguments are exactly a hook call, and its --home if given."""
-    if args == ["hook"]:
+    if "hook" not in args:
+        return False, None
+    rest = list(args)
+    rest.remove("hook")  # --home may stand before or after the command, as for every command
+    if not rest:
         return True, None
-    if len(args) == 3 and args[0] == "--home" and args[2] == "hook":
-        return True, args[1]
-    if len(args) == 2 and args[0].startswith("--home=") and args[1] == "hook":
-        return True, args[0].split("=", 1)[1]
+    if len(rest) == 2 and rest[0] == "--home" and args.index("hook") != 1:
+        return True, rest[1]
+    if len(rest) == 1 and rest[0].startswith("--home="):
+        return True, rest[0].split("=", 1)[1]
     return False, None
 
 

@@ -16,6 +16,7 @@ from lamina.embed import HashEmbedder
 
 NO_BANK = "error: no bank named 'nope' (see `lamina banks`)"
 NO_DOCUMENT = "error: no document 'nope' in bank 'proj' (see `lamina documents`)"
+NO_LOG = "error: no log 'nolog' in bank 'proj'"
 
 
 def seed(home: Path, *texts: str) -> str:
@@ -78,12 +79,25 @@ MATRIX = [
         ["copy", "--from", "sqlite:///nowhere/typo.db", "--to", "copy.db"],
         "error: sqlite:///nowhere/typo.db: no such database file (--from)",
     ),
+    (["logs", "list", "--bank", "nope"], NO_BANK),
+    (["logs", "show", "nolog", "--bank", "nope"], NO_BANK),
+    (["logs", "show", "nolog", "--bank", "proj"], NO_LOG),
+    (["logs", "delete", "nolog", "--bank", "proj", "--yes"], NO_LOG),
+    (["pin", "nolog", "--bank", "nope"], NO_BANK),
+    (["pin", "nolog", "--messages", "0-3", "--raw", "--bank", "proj"], NO_LOG),
+    (["unpin", "nolog", "p1", "--bank", "nope"], NO_BANK),
+    (["unpin", "nolog", "p1", "--bank", "proj"], NO_LOG),
+    (
+        ["keys", "create", "ci", "--bank", "nope"],
+        NO_BANK + "; add --new-bank to make a key for a bank a client will create",
+    ),
+    (["documents", "--home", "{home}", "--bank", "nope"], NO_BANK),
 ]
 
 
 @pytest.mark.parametrize(("args", "message"), MATRIX, ids=[" ".join(a) for a, _ in MATRIX])
 def test_a_wrong_name_is_one_line_and_exit_2(home: Path, args: list[str], message: str) -> None:
-    result = lamina(home, *args)
+    result = lamina(home, *(a.format(home=home) for a in args))
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [message]
     assert result.stdout == ""
@@ -97,6 +111,45 @@ def test_the_bank_is_untouched_by_the_mistakes(home: Path) -> None:
     result = lamina(home, "documents", "--bank", "proj", "--json")
     assert result.returncode == 0, result.stderr
     assert [d["id"] for d in json.loads(result.stdout)["documents"]] == ["chat"]
+
+
+def test_a_key_for_a_bank_not_made_yet_is_said_so(home: Path) -> None:
+    made = lamina(home, "keys", "create", "agent", "--bank", "later", "--new-bank", "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["banks"] == ["later"]
+    listed = lamina(home, "keys", "list", "--json")
+    assert [k["name"] for k in json.loads(listed.stdout)] == ["agent"]  # the typo made none
+
+
+def test_home_and_database_url_work_after_the_command(home: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"  # LAMINA_HOME points here; --home must win
+    elsewhere.mkdir()
+    for args in (
+        ["--home", str(home), "documents", "--bank", "proj", "--json"],
+        ["documents", "--bank", "proj", "--json", "--home", str(home)],
+        ["documents", "--bank", "proj", "--json", "--database-url", str(home / "lamina.db")],
+        ["logs", "list", "--bank", "proj", "--json", "--home", str(home)],
+    ):
+        result = lamina(elsewhere, *args)
+        assert result.returncode == 0, (args, result.stderr)
+        assert json.loads(result.stdout)["bank"] == "proj"
+
+
+def test_a_retained_file_names_its_document(tmp_path: Path) -> None:
+    """Documents are kept by session id; the path a user retained works wherever a document is
+    named (recall --document, forget)."""
+    home = tmp_path / "home"
+    session = Path(__file__).parent.parent / "examples" / "session.jsonl"
+    assert lamina(home, "retain", str(session), "--bank", "proj").returncode == 0
+    relative = os.path.relpath(session, home.parent)  # as typed from where the user stands
+    hits = lamina(home, "recall", "database", "--bank", "proj", "--document", relative, "--json")
+    assert hits.returncode == 0, hits.stderr
+    assert json.loads(hits.stdout)["results"]
+    gone = lamina(home, "forget", relative, "--bank", "proj", "--json")
+    assert gone.returncode == 0, gone.stderr
+    assert json.loads(gone.stdout)["memories_forgotten"] > 0
+    left = lamina(home, "documents", "--bank", "proj", "--json")
+    assert json.loads(left.stdout)["documents"] == []
 
 
 def test_forget_all_of_bank_asks_first(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def test_install_and_uninstall_json(tmp_path: Path) -> None:
 
 
 def test_keys_revoke_json_and_a_missing_key(tmp_path: Path) -> None:
-    created = lamina(tmp_path, "keys", "create", "ci", "--bank", "proj", "--json")
+    created = lamina(tmp_path, "keys", "create", "ci", "--bank", "proj", "--new-bank", "--json")
     assert created.returncode == 0, created.stderr
     revoked = lamina(tmp_path, "keys", "revoke", "ci", "--json")
     assert revoked.returncode == 0, revoked.stderr

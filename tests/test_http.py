@@ -41,7 +41,7 @@ class Server:
         self.keys: dict[str, str] = {}
         db = ("--database-url", database_url) if database_url else ()
         for name, bank in (("a", "alpha"), ("b", "beta")):
-            out = lamina(home, *db, "keys", "create", name, "--bank", bank, "--json")
+            out = lamina(home, *db, "keys", "create", name, "--bank", bank, "--new-bank", "--json")
             assert out.returncode == 0, out.stderr
             self.keys[name] = json.loads(out.stdout)["key"]
         self.port = free_port()
@@ -85,7 +85,7 @@ MESSAGES = [
 def test_keys_are_required_and_scoped_to_their_banks(server: Server) -> None:
     anonymous = server.call("GET", "/v1/banks", key=None)
     assert anonymous.status_code == 401
-    assert anonymous.json()["error"]["type"] == "AccessError"
+    assert anonymous.json()["error"]["type"] == "unauthorized"
     wrong = httpx.get(f"{server.url}/v1/banks", headers={"Authorization": "Bearer lam_nope"})
     assert wrong.status_code == 401
     retained = server.call(
@@ -110,7 +110,12 @@ def test_keys_are_required_and_scoped_to_their_banks(server: Server) -> None:
         ).status_code
         == 404
     )
-    assert server.call("GET", "/v1/banks", key="b").json() == {"banks": []}
+    assert server.call("GET", "/v1/banks", key="b").json() == {
+        "banks": [],
+        "total": 0,
+        "limit": 100,
+        "offset": 0,
+    }
     assert [b["bank"] for b in server.call("GET", "/v1/banks").json()["banks"]] == ["alpha"]
 
 
@@ -120,7 +125,9 @@ def test_async_retain_is_an_operation_any_instance_can_answer(server: Server) ->
         "/v1/banks/alpha/retain",
         json={"document": "note", "text": "Backups run at 03:00 UTC.", "async": True},
     )
+    assert started.status_code == 202, started.text
     op = started.json()["operation"]
+    assert started.headers["location"] == f"/v1/operations/{op}"
     deadline = time.monotonic() + 30
     state = {}
     while time.monotonic() < deadline:
@@ -133,6 +140,30 @@ def test_async_retain_is_an_operation_any_instance_can_answer(server: Server) ->
     from lamina.store.sqlite import SQLiteStore
 
     assert SQLiteStore(server.home / "lamina.db").get_operation(op)["status"] == "done"
+
+
+def test_lists_page_and_document_ids_may_hold_slashes(server: Server) -> None:
+    path = "/v1/banks/alpha/documents"
+    for n in range(3):
+        body = {"document": f"dir/sub/file-{n}.jsonl", "messages": MESSAGES}
+        assert server.call("POST", "/v1/banks/alpha/retain", json=body).status_code == 200
+    everything = server.call("GET", path).json()
+    ids = [d["id"] for d in everything["documents"]]
+    assert everything["total"] == len(ids) >= 3
+    page = server.call("GET", path, params={"limit": 1, "offset": 1}).json()
+    assert page["documents"] == everything["documents"][1:2]
+    assert (page["total"], page["limit"], page["offset"]) == (len(ids), 1, 1)
+    assert server.call("GET", path, params={"limit": 0}).status_code == 422
+    # A document id with '/' in it, sent as is or percent-encoded.
+    assert server.call("DELETE", f"{path}/dir/sub/file-0.jsonl").json()["memories_forgotten"] > 0
+    gone = server.call("DELETE", f"{path}/dir%2Fsub%2Ffile-1.jsonl")
+    assert gone.status_code == 200 and gone.json()["document"] == "dir/sub/file-1.jsonl"
+    assert server.call("DELETE", f"{path}/dir/sub/file-0.jsonl").status_code == 404
+    left = [d["id"] for d in server.call("GET", path).json()["documents"]]
+    assert "dir/sub/file-2.jsonl" in left and "dir/sub/file-0.jsonl" not in left
+    for listing in ("/v1/banks", "/v1/banks/alpha/logs"):
+        paged = server.call("GET", listing, params={"limit": 1}).json()
+        assert paged["limit"] == 1 and paged["total"] >= len(paged[listing.rsplit("/")[-1]])
 
 
 def test_compile_endpoint_returns_a_valid_request(server: Server) -> None:
@@ -201,9 +232,17 @@ def test_limits_and_error_shapes(server: Server) -> None:
         headers={"content-type": "application/json"},
     )
     assert broken.status_code == 422 and "error" in broken.json()
+    assert broken.json()["error"]["type"] == "invalid_request"
     missing = server.call("DELETE", "/v1/banks/alpha/documents/nope")
     assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
+    assert missing.json()["error"]["type"] == "not_found"
     assert server.call("GET", "/openapi.json", key=None).status_code == 200
+    # Unknown routes and wrong methods answer in the same shape, with their own types.
+    nowhere = server.call("GET", "/v1/nowhere")
+    assert nowhere.status_code == 404
+    assert nowhere.json() == {"error": {"type": "not_found", "message": "no such route"}}
+    wrong = server.call("GET", "/v1/banks/alpha/recall")
+    assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "method_not_allowed"
 
 
 json_values = st.recursive(

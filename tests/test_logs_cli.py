@@ -84,11 +84,21 @@ def test_list_and_show_describe_the_stored_logs(database: str, kept: dict[str, A
     assert text.returncode == 0 and "folded" in text.stdout and "level 1:" in text.stdout
     table = lamina(database, "list", "--bank", "proj")
     assert table.returncode == 0 and "spotter" in table.stdout and "empty" in table.stdout
-    other = lamina(database, "list", "--bank", "elsewhere")
-    assert other.returncode == 0 and "no context logs" in other.stdout
+    other = lamina(database, "list", "--bank", "elsewhere")  # a typo is an error, not "none"
+    assert other.returncode == 2 and "no bank named 'elsewhere'" in other.stderr
 
 
 def test_unknown_logs_are_one_line_errors(database: str) -> None:
+    for args in (["show", "nope", "--bank", "proj"], ["delete", "nope", "--bank", "proj", "--yes"]):
+        out = lamina(database, *args)  # no bank of that name: that is what is wrong
+        assert out.returncode == 2, out
+        assert out.stderr == "error: no bank named 'proj' (see `lamina banks`)\n"
+        assert out.stdout == ""
+    store = open_store(database)
+    try:
+        StoredLog.open(store, "proj", "other", ExtractiveSummariser())  # the bank now has a log
+    finally:
+        store.close()
     for args in (["show", "nope", "--bank", "proj"], ["delete", "nope", "--bank", "proj", "--yes"]):
         out = lamina(database, *args)
         assert out.returncode == 2, out

@@ -51,11 +51,38 @@ async def session_run(home: Path) -> dict[str, Any]:
                 "recall", {"query": "which environment variable holds the database path?"}
             )
         )
+        out["recall_detail"] = payload(
+            await session.call_tool(
+                "recall",
+                {"query": "which environment variable holds the database path?", "detail": True},
+            )
+        )
+        out["recall_text"] = (
+            (await session.call_tool("recall", {"query": "database path", "budget": 400}))
+            .content[0]
+            .text
+        )
+        out["detail_text"] = (
+            (
+                await session.call_tool(
+                    "recall", {"query": "database path", "budget": 400, "detail": True}
+                )
+            )
+            .content[0]
+            .text
+        )
         out["staging"] = payload(
             await session.call_tool("recall", {"query": "staging server name"})
         )
         out["bad"] = await session.call_tool("recall", {"query": "x", "bank": "missing"})
         out["bad_file"] = await session.call_tool("retain_transcript", {"path": "/nope.jsonl"})
+        out["not_transcript"] = await session.call_tool(
+            "retain_transcript", {"path": str(EXAMPLE.parent.parent / "pyproject.toml")}
+        )
+        out["unknown_shape"] = await session.call_tool(
+            "append_to_log", {"log": "l", "messages": [{"nothing": "here"}]}
+        )
+        out["forget_missing"] = await session.call_tool("forget_document", {"document": "nope"})
         out["docs"] = payload(await session.call_tool("list_documents", {}))
         out["compiled"] = payload(
             await session.call_tool("compile_transcript", {"path": str(EXAMPLE), "budget": 8000})
@@ -72,6 +99,44 @@ async def session_run(home: Path) -> dict[str, Any]:
     return out
 
 
+def schema_of(tool: Any, name: str) -> dict[str, Any]:
+    """A parameter's schema with `anyOf [X, null]` and `$ref`s resolved to X."""
+    found: dict[str, Any] = tool.input_schema["properties"][name]
+    defs = tool.input_schema.get("$defs", {})
+    for option in found.get("anyOf", []):
+        if option.get("type") != "null":
+            found = {**found, **option}
+    if "$ref" in found:
+        found = {**found, **defs[found["$ref"].rsplit("/", 1)[1]]}
+    if "$ref" in found.get("items", {}):
+        found["items"] = defs[found["items"]["$ref"].rsplit("/", 1)[1]]
+    return found
+
+
+def check_tool_schemas(tools: dict[str, Any]) -> None:
+    """What a client (and the model choosing a tool) is told: every parameter described and
+    typed, formats as enums, messages with an item schema, and each tool's hints."""
+    for tool in tools.values():
+        assert tool.description, tool.name
+        for name in tool.input_schema["properties"]:
+            assert schema_of(tool, name).get("description"), f"{tool.name}.{name} undescribed"
+        assert tool.annotations is not None, tool.name
+    for tool, name in [("retain_transcript", "format"), ("append_to_log", "format"),
+                       ("compile_log", "request_format"), ("pin_log", "mode")]:  # fmt: skip
+        assert schema_of(tools[tool], name).get("enum"), f"{tool}.{name} is a free string"
+    assert "claude-code" in schema_of(tools["append_to_log"], "format")["enum"]
+    items = schema_of(tools["append_to_log"], "messages")["items"]
+    assert {"role", "content"} <= set(items["properties"]) and items.get("description")
+    assert "assistant" in str(items["properties"]["role"])
+    hints = {name: tool.annotations for name, tool in tools.items()}
+    for name in ("recall", "list_banks", "list_documents", "list_logs", "compile_transcript"):
+        assert hints[name].read_only_hint is True, name
+    for name in ("forget_document", "delete_log", "unpin_log"):
+        assert hints[name].destructive_hint is True and not hints[name].read_only_hint, name
+    for name in ("retain_text", "retain_transcript", "append_to_log"):
+        assert hints[name].destructive_hint is False and hints[name].idempotent_hint, name
+
+
 def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
     out = anyio.run(session_run, tmp_path / "home")
     tools = out["tools"]
@@ -84,14 +149,33 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
         "forget_document",
     } <= set(tools)
     assert tools["recall"].description and "query" in tools["recall"].input_schema["properties"]
+    check_tool_schemas(tools)
     assert out["retain"]["status"] == "retained" and out["retain"]["new_records"] == 83
     assert out["note"]["status"] == "retained"
     # The turn naming it is cut into parts; its part comes first or second.
-    assert any("INKWELL_DB_PATH" in r["text"] for r in out["recall"]["results"][:2])
-    assert out["recall"]["block"].startswith("<lamina_memories>")
-    assert "ash" in out["staging"]["results"][0]["text"]
+    assert any("INKWELL_DB_PATH" in m["text"] for m in out["recall"]["memories"][:2])
+    # By default a memory is its text, time and document; the rest only with `detail`.
+    for memory in out["recall"]["memories"]:
+        assert set(memory) == {"time", "document", "text"}
+        assert memory["document"] and memory["time"]
+    assert "block" not in out["recall"] and "results" not in out["recall"]
+    detail = out["recall_detail"]
+    assert detail["block"].startswith("<lamina_memories>")
+    assert [r["text"] for r in detail["results"]] == [m["text"] for m in out["recall"]["memories"]]
+    assert all("channels" in r and "source" in r for r in detail["results"])
+    from lamina.tokens import count_text
+
+    assert count_text(out["recall_text"]) * 2 < count_text(out["detail_text"])
+    assert "\n" not in out["recall_text"], "compact JSON, no indentation"
+    assert "ash" in out["staging"]["memories"][0]["text"]
     assert out["bad"].is_error and "no bank named 'missing'" in out["bad"].content[0].text
     assert out["bad_file"].is_error and "no such file" in out["bad_file"].content[0].text
+    # Errors are worded for the model calling the tool: its parameters, no command-line flags.
+    for failed in ("not_transcript", "unknown_shape"):
+        said = out[failed].content[0].text
+        assert out[failed].is_error and "give `format`" in said and "--" not in said, said
+    missing = out["forget_missing"]
+    assert missing.is_error and "no document 'nope'" in missing.content[0].text
     from lamina.context import validate_anthropic, validate_openai
 
     assert validate_anthropic(out["compiled"]["request"]) == []
@@ -105,6 +189,13 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
         "7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17",
         "notes",
     }
+
+
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
 
 
 async def http_calls(url: str, key: str | None) -> dict[str, Any]:
@@ -142,12 +233,25 @@ def test_mcp_over_http_uses_the_api_keys_and_their_banks(tmp_path: Path) -> None
     import subprocess
     import time
 
+    import httpx
+
     home = tmp_path / "home"
     env = {**os.environ, "LAMINA_HOME": str(home)}
     keys = {}
     for name, bank in (("a", "alpha"), ("b", "beta")):
         out = subprocess.run(
-            [sys.executable, "-m", "lamina", "keys", "create", name, "--bank", bank, "--json"],
+            [
+                sys.executable,
+                "-m",
+                "lamina",
+                "keys",
+                "create",
+                name,
+                "--bank",
+                bank,
+                "--new-bank",
+                "--json",
+            ],
             capture_output=True,
             text=True,
             env=env,
@@ -170,7 +274,7 @@ def test_mcp_over_http_uses_the_api_keys_and_their_banks(tmp_path: Path) -> None
             time.sleep(0.2)
         mine = anyio.run(http_calls, url, keys["a"])
         assert not mine["retain"].is_error
-        assert "Tuesdays" in payload(mine["recall"])["results"][0]["text"]
+        assert "Tuesdays" in payload(mine["recall"])["memories"][0]["text"]
         assert [b["bank"] for b in payload(mine["banks"])["banks"]] == ["alpha"]
         assert payload(mine["append"])["added"] == 2
         assert not mine["compile"].is_error
@@ -186,8 +290,26 @@ def test_mcp_over_http_uses_the_api_keys_and_their_banks(tmp_path: Path) -> None
         for tool in ("append", "compile", "logs", "delete"):
             assert theirs[tool].is_error, tool
             assert "no bank named 'alpha'" in theirs[tool].content[0].text
-        nobody = anyio.run(http_calls, url, None)
-        assert nobody["recall"].is_error and "API key" in nobody["recall"].content[0].text
+        # The key is checked at the transport: without a valid one, even `initialize` and
+        # `tools/list` answer HTTP 401, so a client with a wrong key does not connect.
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        accept = {"Accept": "application/json, text/event-stream"}
+        for body in (hello, listing):
+            for key in (None, "lam_wrong"):
+                auth = {"Authorization": f"Bearer {key}"} if key else {}
+                refused = httpx.post(url, json=body, headers={**accept, **auth}, timeout=30)
+                assert refused.status_code == 401, refused.text
+                assert refused.headers["www-authenticate"].startswith("Bearer")
+                assert "API key" in refused.json()["error"]["message"]
+        mine_key = {"Authorization": f"Bearer {keys['a']}"}
+        welcomed = httpx.post(url, json=hello, timeout=30, headers={**accept, **mine_key})
+        assert welcomed.status_code == 200
+        with pytest.raises(BaseException) as failed:  # the SDK client: an exception group
+            anyio.run(http_calls, url, None)
+        assert "an API key is required" in " ".join(repr(e) for e in leaves(failed.value))
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -218,7 +218,7 @@ def test_pin_and_unpin_from_the_command_line(tmp_path: Path) -> None:
     both = lamina("pin", "s", "-b", "b", "--messages", "1", "--raw", "--level", "2", home=tmp_path)
     assert both.returncode != 0 and "one of --raw" in both.stderr
     missing = lamina("pin", "nope", "-b", "b", "--messages", "1", "--raw", home=tmp_path)
-    assert missing.returncode != 0 and "no context log 'nope'" in missing.stderr
+    assert missing.returncode != 0 and "no log 'nope' in bank 'b'" in missing.stderr
     assert lamina("unpin", "s", "messages-10-12", "-b", "b", home=tmp_path).returncode == 0
     gone = lamina("unpin", "s", "messages-10-12", "-b", "b", home=tmp_path)
     assert gone.returncode != 0 and "no pin" in gone.stderr

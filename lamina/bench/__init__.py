@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "compile": "compile:compile_bench",
     "hook": "hook:hook_bench",
     "agent": "agent:agent_bench",
+    "mcp": "mcp:mcp_bench",
 }
 """Benchmark name -> `module:command` inside this package."""
 

@@ -24,15 +24,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import orjson
-
 from ..errors import LaminaError
-from ..tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
 from .forest import Forest, SummariserSpend, Summary
 from .frontier import CompileOptions, Frontier, OverBudgetError, choose_frontier
 from .log import ContextLog
 from .pins import Pin
-from .render import RequestFormat, render
+from .render import RequestFormat, render, request_tokens
 from .summarise import Summariser
 
 __all__ = ["CompileResult", "Compiler", "CoverageError", "request_tokens"]
@@ -47,46 +44,6 @@ MAX_REPORTED_FAILURES = 20
 
 class CoverageError(LaminaError):
     """A compile left a message of the log out (a bug; never silently)."""
-
-
-def request_tokens(request: dict[str, Any]) -> int:
-    """Tokens of a rendered request, Anthropic or OpenAI: its text, tool calls and results,
-    per-message framing. The same conversation counts the same in both, bar the framing of
-    OpenAI's separate `system` and `tool` messages."""
-    system = request.get("system") or []
-    total = count_text(system) if isinstance(system, str) else 0
-    for block in system if isinstance(system, list) else []:
-        total += count_text(str(block.get("text", "")))
-    for message in request["messages"]:
-        total += MESSAGE_OVERHEAD
-        content = message.get("content")
-        if isinstance(content, str):
-            total += count_text(content)
-        else:
-            total += sum(_block_tokens(block) for block in content or [])
-        for call in message.get("tool_calls") or []:  # OpenAI
-            function = call.get("function") or {}
-            total += (
-                count_text(str(function.get("name", "")))
-                + count_text(str(function.get("arguments", "")))
-                + 8
-            )
-        if message.get("role") == "tool":
-            total += 4
-    return total
-
-
-def _block_tokens(block: dict[str, Any]) -> int:
-    kind = block.get("type")
-    if kind == "text":
-        return count_text(block["text"])
-    if kind == "tool_use":
-        return count_text(block["name"]) + count_text(orjson.dumps(block["input"]).decode()) + 8
-    if kind == "tool_result":
-        return count_text(str(block.get("content", ""))) + 4
-    if kind in ("image", "image_url"):
-        return IMAGE_TOKENS
-    return 0
 
 
 @dataclass

@@ -44,8 +44,15 @@ from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest, LLMResponse, Transien
 from ..llm.spend import InMemorySpendLedger, SpendLedger
 from ..messages import Message, Role
 from ..tokens import count_text
-from .compile import request_tokens
-from .render import IMAGE_PLACEHOLDER, OPENING, RECALL_PROMPT, _blocks, _resolve, _Turn
+from .render import (
+    IMAGE_PLACEHOLDER,
+    OPENING,
+    RECALL_PROMPT,
+    Turn,
+    message_blocks,
+    request_tokens,
+    resolve_turns,
+)
 from .requests import (
     PROMPT_VERSION,
     RawStretch,
@@ -183,30 +190,30 @@ def summary_messages(
     summaries to merge as recall pairs, and last the user `instruction`. With `tools` False, tool
     calls and results are spelled as text (for a request that declares no tools). Raw messages
     over `largest` tokens are cut with a marker."""
-    turns: list[_Turn] = []
+    turns: list[Turn] = []
 
     def raw(messages: Sequence[Message]) -> None:
         for message in messages:
             content = [
                 {"type": "text", "text": IMAGE_PLACEHOLDER} if b.get("type") == "image" else b
-                for b in _blocks(message, largest)
+                for b in message_blocks(message, largest)
             ]
             if content:
                 role = "user" if message.role is Role.USER else "assistant"
-                turns.append(_Turn(role, content))
+                turns.append(Turn(role, content))
 
     def recall(items: Sequence[RecallItem]) -> None:
         for item in items:
             if isinstance(item, RawStretch):  # no summary of it: shown as it was
                 span = {"first": item.start, "last": item.end - 1}
-                turns.append(_Turn("user", [{"type": "text", "text": RECALL_RAW.format(**span)}]))
+                turns.append(Turn("user", [{"type": "text", "text": RECALL_RAW.format(**span)}]))
                 raw(item.messages)
                 end = RECALL_RAW_END.format(**span)
-                turns.append(_Turn("user", [{"type": "text", "text": end}]))
+                turns.append(Turn("user", [{"type": "text", "text": end}]))
                 continue
             prompt = RECALL_PROMPT.format(id=item.id)
-            turns.append(_Turn("user", [{"type": "text", "text": prompt}]))
-            turns.append(_Turn("assistant", [{"type": "text", "text": item.text}], True))
+            turns.append(Turn("user", [{"type": "text", "text": prompt}]))
+            turns.append(Turn("assistant", [{"type": "text", "text": item.text}], True))
 
     raw(request.head)
     recall(request.recalled)
@@ -214,10 +221,10 @@ def summary_messages(
         raw(request.messages)
     else:
         recall(request.summaries)
-    turns.append(_Turn("user", [{"type": "text", "text": instruction}]))
-    resolved = _resolve(turns)
+    turns.append(Turn("user", [{"type": "text", "text": instruction}]))
+    resolved = resolve_turns(turns)
     if resolved and resolved[0].role != "user":
-        resolved.insert(0, _Turn("user", [{"type": "text", "text": OPENING}]))
+        resolved.insert(0, Turn("user", [{"type": "text", "text": OPENING}]))
     out: list[dict[str, Any]] = []
     for turn in resolved:
         content = [dict(b) if tools else _as_text(b) for b in turn.content]

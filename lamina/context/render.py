@@ -37,7 +37,7 @@ from ..messages import (
     ToolUseBlock,
     UnknownBlock,
 )
-from ..tokens import count_text
+from ..tokens import IMAGE_TOKENS, MESSAGE_OVERHEAD, count_text
 from .forest import Summary
 from .frontier import Frontier
 from .log import ContextLog
@@ -47,9 +47,13 @@ __all__ = [
     "REQUEST_FORMATS",
     "SEPARATOR",
     "RequestFormat",
+    "Turn",
+    "message_blocks",
     "render",
     "render_anthropic",
     "render_openai",
+    "request_tokens",
+    "resolve_turns",
 ]
 
 RECALL_PROMPT = "[CM] Recall memory {id}."
@@ -62,7 +66,10 @@ REQUEST_FORMATS: tuple[RequestFormat, ...] = get_args(RequestFormat)
 
 
 @dataclass
-class _Turn:
+class Turn:
+    """One request message being built: its role and content blocks; a recall pair's answer
+    and a cache mark are flagged so merging and rendering keep them apart."""
+
     role: str
     content: list[dict[str, Any]]
     recall_answer: bool = False
@@ -83,7 +90,7 @@ def _cut(text: str, limit: int) -> str:
         chars = int(chars * 0.8)
 
 
-def _blocks(message: Message, largest: int) -> list[dict[str, Any]]:
+def message_blocks(message: Message, largest: int) -> list[dict[str, Any]]:
     """The message's blocks for the provider; when the message is over `largest` tokens, each
     text and tool result is cut in proportion to its size so the whole stays within it."""
     sizes = {
@@ -124,19 +131,19 @@ def _blocks(message: Message, largest: int) -> list[dict[str, Any]]:
     return out
 
 
-def _pair_tools(turns: list[_Turn]) -> list[_Turn]:
+def _pair_tools(turns: list[Turn]) -> list[Turn]:
     """Keep a tool call only when the user turns right after it answer it, and a result only
     when the assistant turns right before it called it. Consecutive turns of one role count
     together (they merge into one): the results of parallel calls often come back one record
     each."""
-    runs: list[list[_Turn]] = []
+    runs: list[list[Turn]] = []
     for turn in turns:
         if runs and runs[-1][0].role == turn.role:
             runs[-1].append(turn)
         else:
             runs.append([turn])
 
-    def ids(run: list[_Turn], kind: str, key: str) -> set[str]:
+    def ids(run: list[Turn], kind: str, key: str) -> set[str]:
         return {b[key] for t in run for b in t.content if b.get("type") == kind}
 
     for index, run in enumerate(runs):
@@ -159,13 +166,13 @@ def _pair_tools(turns: list[_Turn]) -> list[_Turn]:
     return [t for t in turns if t.content]
 
 
-def _merge(turns: Sequence[_Turn]) -> list[_Turn]:
-    merged: list[_Turn] = []
+def _merge(turns: Sequence[Turn]) -> list[Turn]:
+    merged: list[Turn] = []
     for turn in turns:
         last = merged[-1] if merged else None
         if last is not None and last.role == turn.role:
             if last.recall_answer != turn.recall_answer and turn.role == "assistant":
-                merged.append(_Turn("user", [{"type": "text", "text": SEPARATOR}]))
+                merged.append(Turn("user", [{"type": "text", "text": SEPARATOR}]))
                 merged.append(turn)
                 continue
             content = last.content + turn.content
@@ -175,11 +182,11 @@ def _merge(turns: Sequence[_Turn]) -> list[_Turn]:
             last.recall_answer = last.recall_answer and turn.recall_answer
             last.mark = last.mark or turn.mark
         else:
-            merged.append(_Turn(turn.role, list(turn.content), turn.recall_answer, turn.mark))
+            merged.append(Turn(turn.role, list(turn.content), turn.recall_answer, turn.mark))
     return merged
 
 
-def _resolve(turns: list[_Turn]) -> list[_Turn]:
+def resolve_turns(turns: list[Turn]) -> list[Turn]:
     """Pair tools, merge same roles, until stable (dropping can make new neighbours)."""
     while True:
         paired = _merge(_pair_tools(turns))
@@ -188,17 +195,17 @@ def _resolve(turns: list[_Turn]) -> list[_Turn]:
         turns = paired
 
 
-def _turns(log: ContextLog, frontier: Frontier, largest: int) -> list[_Turn]:
+def _turns(log: ContextLog, frontier: Frontier, largest: int) -> list[Turn]:
     """The frontier as turns every provider accepts: tools paired, roles alternating, the
     user's first, cache marks on the stable points."""
-    turns: list[_Turn] = []
+    turns: list[Turn] = []
 
     def raw(start: int, end: int, mark_last: bool) -> None:
         for message in log.slice(start, end):
-            content = _blocks(message, largest)
+            content = message_blocks(message, largest)
             if content:
                 role = "user" if message.role is Role.USER else "assistant"
-                turns.append(_Turn(role, content))
+                turns.append(Turn(role, content))
         if mark_last and turns:
             turns[-1].mark = True
 
@@ -207,8 +214,8 @@ def _turns(log: ContextLog, frontier: Frontier, largest: int) -> list[_Turn]:
     for item in frontier.items:
         if isinstance(item, Summary):
             prompt = RECALL_PROMPT.format(id=item.id)
-            turns.append(_Turn("user", [{"type": "text", "text": prompt}]))
-            turns.append(_Turn("assistant", [{"type": "text", "text": item.text}], True))
+            turns.append(Turn("user", [{"type": "text", "text": prompt}]))
+            turns.append(Turn("assistant", [{"type": "text", "text": item.text}], True))
             last_summary_index = len(turns) - 1
         else:
             raw(item[0], item[1], mark_last=False)
@@ -216,9 +223,9 @@ def _turns(log: ContextLog, frontier: Frontier, largest: int) -> list[_Turn]:
         turns[last_summary_index].mark = True
     raw(frontier.tail_start, len(log), mark_last=True)
 
-    resolved = _resolve(turns)
+    resolved = resolve_turns(turns)
     if resolved and resolved[0].role != "user":
-        resolved.insert(0, _Turn("user", [{"type": "text", "text": OPENING}]))
+        resolved.insert(0, Turn("user", [{"type": "text", "text": OPENING}]))
     return resolved
 
 
@@ -339,3 +346,43 @@ def render(
             f"unknown request format {request_format!r} (use {' or '.join(REQUEST_FORMATS)})"
         )
     return renderer(log, frontier, largest, system)
+
+
+def request_tokens(request: dict[str, Any]) -> int:
+    """Tokens of a rendered request, Anthropic or OpenAI: its text, tool calls and results,
+    per-message framing. The same conversation counts the same in both, bar the framing of
+    OpenAI's separate `system` and `tool` messages."""
+    system = request.get("system") or []
+    total = count_text(system) if isinstance(system, str) else 0
+    for block in system if isinstance(system, list) else []:
+        total += count_text(str(block.get("text", "")))
+    for message in request["messages"]:
+        total += MESSAGE_OVERHEAD
+        content = message.get("content")
+        if isinstance(content, str):
+            total += count_text(content)
+        else:
+            total += sum(_block_tokens(block) for block in content or [])
+        for call in message.get("tool_calls") or []:  # OpenAI
+            function = call.get("function") or {}
+            total += (
+                count_text(str(function.get("name", "")))
+                + count_text(str(function.get("arguments", "")))
+                + 8
+            )
+        if message.get("role") == "tool":
+            total += 4
+    return total
+
+
+def _block_tokens(block: dict[str, Any]) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return count_text(block["text"])
+    if kind == "tool_use":
+        return count_text(block["name"]) + count_text(orjson.dumps(block["input"]).decode()) + 8
+    if kind == "tool_result":
+        return count_text(str(block.get("content", ""))) + 4
+    if kind in ("image", "image_url"):
+        return IMAGE_TOKENS
+    return 0

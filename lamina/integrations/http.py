@@ -2,11 +2,12 @@
 
     GET    /health                               liveness, no key needed
     GET    /v1/banks                             the banks this key may use, with sizes
-    GET    /v1/banks/{bank}/documents            documents of a bank
+    GET    /v1/banks/{bank}/documents            documents of a bank (ids may contain '/')
     DELETE /v1/banks/{bank}/documents/{doc}      forget a document
     DELETE /v1/banks/{bank}/memories/{memory}    forget one memory
     POST   /v1/banks/{bank}/recall               query, budget, limit, documents, tags, since..
     POST   /v1/banks/{bank}/retain               document, messages or text, format, tags, async
+                                                 (202, Location: the operation)
     GET    /v1/operations/{id}                   an asynchronous retain's state and result
     POST   /v1/compile                           messages, system, budget, reserve, request_format
                                                  -> request (Anthropic or OpenAI), report
@@ -22,18 +23,50 @@
                                                  [first, last] or document -> pins (409 on
                                                  a conflict)
     DELETE /v1/banks/{bank}/logs/{log}/pins/{p}  remove a pin
-    OpenAPI at /openapi.json, docs at /docs.
+    OpenAPI at /openapi.json; /docs is a reference page written from it that loads nothing
+    from elsewhere (FastAPI's Swagger UI and ReDoc fetch their assets from a CDN and are blank
+    offline, so they are not served; /redoc is 404).
+
+Lists take `limit` (1-1000, default 100) and `offset` and answer `total`, `limit`, `offset`.
+Bodies are pydantic models (`lamina.integrations.api.models`) that refuse unknown fields;
+answers are validated against theirs, so /openapi.json is the contract.
+
+Layout: this module puts the app together; the routes live in `lamina.integrations.api`, one
+router per area (`banks`: banks, documents, memories; `recall_retain`; `context`:
+compile and context logs; `operations`), over the public library API (`MemoryBank`, the
+context compiler). `api.errors` is the one place failures become answers, `api.guards` holds
+the body limit and the loopback check, `api.deps` who is asking (`Auth`) and what a route is
+given (`app.state.memory`, `.gate`, `.logs`).
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
 neither read nor write another (it gets 404, as if the bank did not exist). A server started on
 loopback with no key asks for none (and answers only requests whose Host header names
 loopback, against DNS rebinding); once a key exists it needs one for good, even after the last
 key is revoked (`lamina.access.Gate`). `lamina serve` refuses to bind another address until a
-key exists. The API's description (/openapi.json, /docs, /redoc) is served without a key: it
+key exists. The API's description (/openapi.json, /docs) is served without a key: it
 is the same for every installation and holds no bank data. Request bodies over the size limit
 get 413. Lamina's errors
 map to status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
 the database, so any instance sharing it can answer for them.
+
+Errors: every error answer, unknown routes and wrong methods included, is
+`{"error": {"type": TYPE, "message": "one line a person can act on"}}`. The types are stable
+(`ERROR_TYPES` lists them with their meaning; a new one is an addition, never a rename):
+
+    invalid_request     400 / 422  the request cannot be done as asked, or a body field is
+                                   missing, mistyped or unknown (422 names the field)
+    unauthorized        401        no API key, or not a valid one
+    not_found           404        no such bank (or not this key's), document, memory, log,
+                                   pin, operation or route
+    method_not_allowed  405        the route exists, not with this method
+    conflict            409        a pin that conflicts with another
+    too_large           413        the body is over the size limit
+    unsupported_format  415        messages in no format Lamina reads
+    misdirected         421        a keyless server asked under a name that is not loopback
+    unreadable_input    422        messages that could not be read
+    over_budget         422        what must stay raw does not fit the budget
+    internal            500        a fault of the server; the message says no more
+    store_unavailable   503        the database failed or was busy; try again
 
 Context logs: `/v1/compile` compiles what it is sent and keeps nothing; a stored log keeps the
 messages appended to it, every summary written for it and its last frontier, so each compile
@@ -44,234 +77,27 @@ sending the whole conversation again adds only what is new.
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
-import threading
-import uuid
-from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
 
-import orjson
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
 
 from .. import __version__
-from ..access import Access, Gate
+from ..access import Gate
 from ..bank.bank import MemoryBank
-from ..bank.recall import RecallOptions
-from ..context import CompileOptions, Compiler, ContextLog
-from ..context.frontier import OverBudgetError
-from ..context.pins import Pin, PinConflictError
-from ..context.render import RequestFormat
-from ..errors import (
-    AccessError,
-    ConfigError,
-    InputError,
-    LaminaError,
-    NotFoundError,
-    ReadError,
-    StoreError,
-    UnknownFormatError,
-)
-from ..messages import Message as LogMessage
-from ..readers.base import bound_depth
-from .logs import (
-    OpenLogs,
-    check_budget,
-    describe_log,
-    find_log,
-    log_summariser,
-    log_summary,
-    read_message_list,
-)
+from .api import banks, context, operations, recall_retain
+from .api.deps import Auth, access
+from .api.docs import reference_page
+from .api.errors import ERROR_TYPES, error_response, error_type, install, status_of
+from .api.guards import BodyLimit, LoopbackHosts
+from .api.models import Health
+from .logs import OpenLogs, log_summariser
 
-__all__ = ["DEFAULT_MAX_BODY", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "ERROR_TYPES", "Auth", "create_app", "error_type", "status_of"]
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
-_STATUS: list[tuple[type[LaminaError], int]] = [
-    (NotFoundError, 404),
-    (PinConflictError, 409),
-    (OverBudgetError, 422),
-    (UnknownFormatError, 415),
-    (ReadError, 422),
-    (InputError, 400),
-    (AccessError, 401),
-    (ConfigError, 500),
-    (StoreError, 503),
-]
-
-
-def status_of(exc: LaminaError) -> int:
-    """The one place Lamina's errors become HTTP status codes."""
-    return next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
-
-
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
-
-
-class RecallBody(BaseModel):
-    query: str = Field(max_length=20_000)
-    budget: int = Field(default=1024, ge=1, le=200_000)
-    limit: int = Field(default=50, ge=1, le=1000)
-    documents: list[str] | None = None
-    tags: list[str] | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-
-
-class RetainBody(BaseModel):
-    document: str = Field(min_length=1, max_length=500)
-    messages: list[Any] | None = None
-    """Messages in the Anthropic or OpenAI shape (or a Claude Code record list)."""
-    text: str | None = None
-    """Or one plain text to remember."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-    tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    run_async: bool = Field(default=False, alias="async")
-
-
-def _with_id(document: str, message: Any) -> Any:
-    """Messages without an id get one from their content, so a client may send the whole
-    conversation every time or only what is new: either way each message is stored once."""
-    if not isinstance(message, dict) or message.get("id"):
-        return message
-    digest = hashlib.sha1(
-        document.encode() + b"\x00" + orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
-    )
-    return {**message, "id": f"m_{digest.hexdigest()[:24]}"}
-
-
-class CompileBody(BaseModel):
-    messages: list[Any] = Field(min_length=1)
-    """The conversation, in the Anthropic or OpenAI shape (or Claude Code records)."""
-    system: str | list[dict[str, Any]] | None = None
-    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
-    message among them does the same."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-    budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
-    reserve: int = Field(default=4_000, ge=0)
-    request_format: RequestFormat = "anthropic"
-    """The request to return: an Anthropic Messages or an OpenAI Chat Completions request."""
-
-
-class AppendBody(BaseModel):
-    messages: list[Any] = Field(min_length=1)
-    """Messages in the Anthropic or OpenAI shape (or Claude Code records), as for /v1/compile."""
-    system: str | list[dict[str, Any]] | None = None
-    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
-    message among them does the same."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-
-
-class LogCompileBody(BaseModel):
-    budget: int = Field(default=32_000, ge=1_000, le=2_000_000)
-    reserve: int = Field(default=4_000, ge=0)
-    request_format: RequestFormat = "anthropic"
-    messages: list[Any] | None = None
-    """Messages to append before compiling (optional)."""
-    system: str | list[dict[str, Any]] | None = None
-    """A system prompt sent apart from `messages` (as Anthropic's `system` field); a system
-    message among them does the same."""
-    format: Literal["anthropic", "openai", "claude-code"] | None = None
-
-
-class PinBody(BaseModel):
-    mode: Literal["raw", "exact", "max"]
-    level: int = Field(default=0, ge=0, le=64)
-    """The summary level for `exact` (at least 1) and `max`; 0 for `raw`."""
-    messages: tuple[int, int] | None = None
-    """The first and last message held (log positions from 0, both included)."""
-    document: str | None = Field(default=None, min_length=1, max_length=4096)
-
-
-def _invalid(field: str, message: str) -> RequestValidationError:
-    """A 422 naming the body field, in the shape of pydantic's own validation errors."""
-    return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])
-
-
-class BodyLimit:
-    """Refuses request bodies over `limit` bytes with 413, whether or not they declare their
-    length, without reading more than the limit."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        too_large = _error(413, "too_large", f"request body over {self.limit} bytes")
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await too_large(scope, receive, send)
-            return
-        if declared is not None:
-            await self.app(scope, receive, send)
-            return
-        # No declared length (a chunked body): read it here, up to the limit, so an oversized
-        # one gets 413 before the app sees it (the app would only know "could not read").
-        messages: list[Message] = []
-        received = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            received += len(message.get("body", b""))
-            if received > self.limit:
-                await too_large(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
-
-
-_LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
-
-
-def _host_name(value: str) -> str:
-    if value.startswith("["):
-        return value[: value.find("]") + 1] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
-class LoopbackHosts:
-    """While the gate is open (no key), answers only requests whose Host names loopback: a web
-    page on another site cannot reach a keyless server through DNS rebinding."""
-
-    def __init__(self, app: ASGIApp, gate: Gate) -> None:
-        self.app = app
-        self.gate = gate
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.gate.open:
-            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-            if _host_name(host.strip().lower()) not in _LOOPBACK_NAMES:
-                refused = _error(421, "misdirected", "this server answers loopback names only")
-                await refused(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def _access(request: Request) -> Access:
-    """Who is asking: every bank while the gate is open, else the key's banks."""
-    gate: Gate = request.app.state.gate
-    return gate.access(request.headers.get("authorization"))
-
-
-Auth = Annotated[Access, Depends(_access)]
+_access = access  # old names, for routers written against them
+_error = error_response
 
 
 def create_app(
@@ -283,219 +109,29 @@ def create_app(
 ) -> FastAPI:
     """The app; `gate` decides who may use which bank (default: as started on loopback)."""
     bank_api = memory or MemoryBank.open(home, serving=True)
-    store = bank_api.store
-    app = FastAPI(title="Lamina", version=__version__, summary="Memory for LLM agents")
+    app = FastAPI(
+        title="Lamina",
+        version=__version__,
+        summary="Memory for LLM agents",
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: /docs is written here instead
+        redoc_url=None,
+    )
     app.state.memory = bank_api
-    app.state.gate = gate or Gate.at_start(store, "127.0.0.1")
+    app.state.gate = gate or Gate.at_start(bank_api.store, "127.0.0.1")
+    app.state.logs = OpenLogs(bank_api.store, log_summariser(bank_api.store))
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(LoopbackHosts, gate=app.state.gate)
+    install(app)
 
-    @app.exception_handler(LaminaError)
-    async def lamina_error(_request: Request, exc: LaminaError) -> JSONResponse:
-        return _error(status_of(exc), type(exc).__name__, str(exc))
+    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
+    def docs() -> str:
+        return reference_page(app.openapi())
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        # A body that does not parse (too deeply nested, not JSON) answers in Lamina's shape.
-        return _error(exc.status_code, "invalid_request", str(exc.detail))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return _error(422, "invalid_request", f"{where}: {first.get('msg', 'invalid')}")
-
-    def bank_for(auth: Access, bank: str, *, must_exist: bool = True) -> str:
-        if not auth.allows(bank) or (must_exist and store.get_bank(bank) is None):
-            raise NotFoundError(f"no bank named {bank!r}")
-        return bank
-
-    summariser = log_summariser(store)
-
-    open_logs = OpenLogs(store, summariser)
-
-    @app.get("/health")
-    def health() -> dict[str, Any]:
+    @app.get("/health", response_model=Health)
+    def health() -> dict[str, str]:
+        """Liveness; needs no key."""
         return {"status": "ok", "version": __version__}
 
-    @app.get("/v1/banks")
-    def list_banks(auth: Auth) -> dict[str, Any]:
-        rows = []
-        for item in bank_api.banks():
-            if auth.allows(item.name):
-                stats = bank_api.stats(item.name)
-                rows.append(
-                    {"bank": item.name, "documents": stats.documents, "memories": stats.memories}
-                )
-        return {"banks": rows}
-
-    @app.get("/v1/banks/{bank}/documents")
-    def list_documents(bank: str, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        return {
-            "bank": name,
-            "documents": [
-                {"id": d.id, "source": d.source, "tags": list(d.tags),
-                 "updated_at": d.updated_at.isoformat()}
-                for d in bank_api.documents(name)
-            ],
-        }  # fmt: skip
-
-    @app.delete("/v1/banks/{bank}/documents/{document}")
-    def forget_document(bank: str, document: str, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        if store.get_document(name, document) is None:
-            raise NotFoundError(f"no document {document!r} in bank {name!r}")
-        return {"bank": name, "document": document,
-                "memories_forgotten": bank_api.forget_document(name, document)}  # fmt: skip
-
-    @app.delete("/v1/banks/{bank}/memories/{memory_id}")
-    def forget_memory(bank: str, memory_id: str, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        if not bank_api.forget_memory(name, memory_id):
-            raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
-        return {"bank": name, "memory": memory_id, "forgotten": True}
-
-    @app.post("/v1/banks/{bank}/recall")
-    def recall(bank: str, body: RecallBody, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        options = RecallOptions(
-            budget=body.budget,
-            limit=body.limit,
-            documents=frozenset(body.documents) if body.documents else None,
-            tags=frozenset(body.tags) if body.tags else None,
-            since=body.since,
-            until=body.until,
-        )
-        return {"bank": name, **bank_api.recall(body.query, name, options).as_dict()}
-
-    def do_retain(name: str, body: RetainBody) -> dict[str, Any]:
-        if body.text is not None:
-            messages: list[Any] = [{"role": "user", "content": body.text}]
-            fmt = "anthropic"
-        elif body.messages:
-            messages, fmt = [bound_depth(m) for m in body.messages], body.format or ""
-        else:
-            raise InputError("give 'messages' or 'text'")
-        if fmt != "claude-code":
-            messages = [_with_id(body.document, m) for m in messages]
-        with tempfile.TemporaryDirectory(prefix="lamina-http-") as tmp:
-            path = Path(tmp) / "messages.jsonl"
-            path.write_bytes(b"\n".join(orjson.dumps(m) for m in messages) + b"\n")
-            report = bank_api.retain_file(
-                path,
-                name,
-                document=body.document,
-                format=fmt or None,
-                tags=body.tags,
-                metadata=body.metadata,
-            )
-        return report.as_dict()
-
-    @app.post("/v1/banks/{bank}/retain")
-    def retain(bank: str, body: RetainBody, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank, must_exist=False)
-        if not body.run_async:
-            return do_retain(name, body)
-        op_id = uuid.uuid4().hex
-        store.save_operation(op_id, "retain", name, "running")
-
-        def run() -> None:
-            try:
-                store.save_operation(op_id, "retain", name, "done", do_retain(name, body))
-            except Exception as exc:
-                store.save_operation(op_id, "retain", name, "failed", error=str(exc))
-
-        threading.Thread(target=run, daemon=True).start()
-        return {"operation": op_id, "status": "running"}
-
-    @app.post("/v1/compile")
-    def compile_request(body: CompileBody, auth: Auth) -> dict[str, Any]:
-        if body.budget - body.reserve < 500:
-            raise InputError("budget minus reserve must leave at least 500 tokens")
-        given = read_message_list(body.messages, body.format, system=body.system)
-        log = ContextLog.from_messages(given)
-        options = CompileOptions(budget=body.budget, reserve=body.reserve)
-        result = Compiler(summariser).compile(log, options, body.request_format)
-        return {"request": result.request, "report": result.report}
-
-    @app.get("/v1/banks/{bank}/logs")
-    def list_logs(bank: str, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        return {"bank": name, "logs": [log_summary(store, i) for i in store.list_logs(name)]}
-
-    @app.get("/v1/banks/{bank}/logs/{log}")
-    def show_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:
-        return describe_log(store, bank_for(auth, bank), log)
-
-    @app.post("/v1/banks/{bank}/logs/{log}/messages")
-    def append_to_log(bank: str, log: str, body: AppendBody, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank, must_exist=False)
-        messages = read_message_list(body.messages, body.format, ids_from=log, system=body.system)
-        with open_logs.use(name, log) as stored:
-            added = stored.append(messages)
-            held = len(stored.log)
-        return {"bank": name, "log": log, "received": len(messages), "added": added,
-                "messages": held}  # fmt: skip
-
-    @app.post("/v1/banks/{bank}/logs/{log}/compile")
-    def compile_log(bank: str, log: str, body: LogCompileBody, auth: Auth) -> dict[str, Any]:
-        problem = check_budget(body.budget, body.reserve)
-        if problem is not None:
-            raise _invalid("reserve", problem)
-        messages: list[LogMessage] = []
-        if body.messages or body.system:
-            name = bank_for(auth, bank, must_exist=False)
-            messages = read_message_list(body.messages or [], body.format, ids_from=log,
-                                         system=body.system)  # fmt: skip
-        else:
-            name = bank_for(auth, bank)
-            find_log(store, name, log)
-        options = CompileOptions(budget=body.budget, reserve=body.reserve)
-        with open_logs.use(name, log) as stored:
-            stored.append(messages)
-            if not len(stored.log):
-                raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
-            result = stored.compile(options, body.request_format, ahead=True)
-        return {"request": result.request, "report": result.report}
-
-    @app.put("/v1/banks/{bank}/logs/{log}/pins/{pin}")
-    def pin_log(bank: str, log: str, pin: str, body: PinBody, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        find_log(store, name, log)
-        if (body.messages is None) == (body.document is None):
-            raise _invalid("messages", "give the messages held or a document, not both")
-        if body.mode == "exact" and body.level < 1:
-            raise _invalid("level", "an exact pin needs a level of at least 1")
-        first, last = body.messages or (None, None)
-        if first is not None and last is not None and not 0 <= first <= last:
-            raise _invalid("messages", "a range of log positions from 0, first <= last")
-        held = Pin.given(pin, body.mode, body.level, first, last, body.document)
-        with open_logs.use(name, log) as stored:
-            stored.pin(held)
-            pins = [p.describe() for p in stored.pins()]
-        return {"bank": name, "log": log, "pinned": held.describe(), "pins": pins}
-
-    @app.delete("/v1/banks/{bank}/logs/{log}/pins/{pin}")
-    def unpin_log(bank: str, log: str, pin: str, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        if not store.delete_pin(name, log, pin):
-            raise NotFoundError(f"no pin {pin!r} on log {log!r} in bank {name!r}")
-        return {"bank": name, "log": log, "unpinned": pin}
-
-    @app.delete("/v1/banks/{bank}/logs/{log}")
-    def delete_log(bank: str, log: str, auth: Auth) -> dict[str, Any]:
-        name = bank_for(auth, bank)
-        open_logs.forget(name, log)
-        if not store.delete_log(name, log):
-            raise NotFoundError(f"no log {log!r} in bank {name!r}")
-        return {"bank": name, "log": log, "deleted": True}
-
-    @app.get("/v1/operations/{op_id}")
-    def operation(op_id: str, auth: Auth) -> dict[str, Any]:
-        found = store.get_operation(op_id)
-        if found is None or not auth.allows(found["bank"]):
-            raise NotFoundError(f"no operation {op_id!r}")
-        return found
-
+    for router in (banks.router, recall_retain.router, context.router, operations.router):
+        app.include_router(router)
     return app

@@ -33,7 +33,7 @@ def lamina(home: Path, *args: str, db: str | None = None) -> subprocess.Complete
 
 
 def create_key(home: Path, name: str, bank: str, db: str | None = None) -> str:
-    out = lamina(home, "keys", "create", name, "--bank", bank, "--json", db=db)
+    out = lamina(home, "keys", "create", name, "--bank", bank, "--new-bank", "--json", db=db)
     assert out.returncode == 0, out.stderr
     return str(json.loads(out.stdout)["key"])
 

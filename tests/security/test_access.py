@@ -81,6 +81,13 @@ def text_of(result: Any) -> str:
 SECRET_FILE = '[{"role": "user", "content": "the vault combination is 7-41-13"}]\n'
 
 
+def _flat(error: BaseException) -> str:
+    """The messages of an exception and those inside it (the MCP client raises groups)."""
+    if isinstance(error, BaseExceptionGroup):
+        return " ".join(_flat(inner) for inner in error.exceptions)
+    return repr(error)
+
+
 @pytest.mark.parametrize("tool", ["compile_transcript", "retain_transcript", "append_to_log"])
 def test_mcp_over_http_reads_no_server_file_outside_allowed_dirs(tmp_path: Path, tool: str) -> None:
     home = tmp_path / "home"
@@ -99,9 +106,10 @@ def test_mcp_over_http_reads_no_server_file_outside_allowed_dirs(tmp_path: Path,
                             "append_to_log": {"bank": "alpha", "log": "l"}}[tool]  # fmt: skip
     try:
         for who in (None, "lam_bogus"):
-            result = anyio.run(mcp_call, url, who, tool, {**args, "path": str(private)})
-            assert result.is_error and "API key" in text_of(result), text_of(result)
-            assert "7-41-13" not in text_of(result)
+            # Refused at the transport (HTTP 401) before any tool runs.
+            with pytest.raises(BaseException) as refused:
+                anyio.run(mcp_call, url, who, tool, {**args, "path": str(private)})
+            assert "API key" in _flat(refused.value) and "7-41-13" not in _flat(refused.value)
         outside = anyio.run(mcp_call, url, key, tool, {**args, "path": str(private)})
         missing = anyio.run(mcp_call, url, key, tool, {**args, "path": str(private) + ".nope"})
         escape = anyio.run(mcp_call, url, key, tool, {**args, "path": str(allowed / "escape.json")})

@@ -556,6 +556,9 @@ def run_worker(
                         transcript,
                         bank,
                         document=session,
+                        # Always a Claude Code transcript: no detection, so a file caught
+                        # empty (just created, or being rewritten) is "nothing new", not an error.
+                        format="claude-code",
                         tags=("subagent",) if parent else (),
                         metadata={"parent_session": parent} if parent else None,
                     )

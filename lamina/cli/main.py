@@ -13,14 +13,14 @@ from typing import Any, NoReturn
 
 import click
 
-from .bank.query import QueryOptions, recall_query_for_file
-from .cli_common import emit_json, json_option
-from .errors import LaminaError, ReadWarning
-from .messages import Message
-from .progress import Progress
-from .readers import detect_format, get_reader, read_messages
-from .stats import transcript_stats
-from .turns import iter_turns
+from ..bank.query import QueryOptions, recall_query_for_file
+from ..errors import LaminaError, ReadWarning
+from ..messages import Message
+from ..progress import Progress
+from ..readers import detect_format, get_reader, read_messages
+from ..stats import transcript_stats
+from ..turns import iter_turns
+from .common import emit_json, json_option
 
 __all__ = ["cli", "main"]
 
@@ -257,26 +257,62 @@ def recall_query(
 
 
 def _register_bank_commands() -> None:
-    from . import admin_cli, bank_cli, logs_cli, pin_cli, store_cli, warm_cli
+    from . import admin, bank, logs, pins, store, warm
 
-    bank_cli.register(cli)
-    admin_cli.register(cli)
-    store_cli.register(cli)
-    logs_cli.register(cli)
-    pin_cli.register(cli)
-    warm_cli.register(cli)
+    bank.register(cli)
+    admin.register(cli)
+    store.register(cli)
+    logs.register(cli)
+    pins.register(cli)
+    warm.register(cli)
 
 
 _register_bank_commands()
 
 
 def _register_bench() -> None:
-    from .bench import bench
+    from ..bench import bench
 
     cli.add_command(bench)
 
 
 _register_bench()
+
+
+def _data_option(name: str, metavar: str) -> click.Option:
+    """`--home` or `--database-url` after a command's name, as before it: the value goes where
+    the group's own option puts it (the root context's `obj`)."""
+    key = name.removeprefix("--").replace("-", "_")
+
+    def keep(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            root = ctx.find_root()
+            root.obj = root.obj if root.obj is not None else {}
+            root.obj[key] = value
+
+    return click.Option(
+        [name],
+        metavar=metavar,
+        default=None,
+        expose_value=False,
+        callback=keep,
+        help=next(o.help for o in cli.params if isinstance(o, click.Option) and name in o.opts),
+    )
+
+
+def _accept_data_options_anywhere(group: click.Group) -> None:
+    """`lamina banks --home DIR` works like `lamina --home DIR banks`."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_data_options_anywhere(command)
+            continue
+        taken = {opt for param in command.params for opt in param.opts}
+        for name, metavar in (("--home", "DIR"), ("--database-url", "URL")):
+            if name not in taken:
+                command.params.append(_data_option(name, metavar))
+
+
+_accept_data_options_anywhere(cli)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -12,12 +12,12 @@ from typing import Any
 
 import orjson
 
-from .config import data_home, database_target, default_bank
-from .integrations.claude_code.detect import installation_warnings, mcp_servers, plugin_state
-from .integrations.claude_code.hook import TIMINGS_MARK
-from .integrations.claude_code.install import installed_scopes, settings_path
-from .integrations.claude_code.warm_client import WarmUnavailable, ask
-from .store import describe_target, open_store
+from ..config import data_home, database_target, default_bank
+from ..integrations.claude_code.detect import installation_warnings, mcp_servers, plugin_state
+from ..integrations.claude_code.hook import TIMINGS_MARK
+from ..integrations.claude_code.install import installed_scopes, settings_path
+from ..integrations.claude_code.warm_client import WarmUnavailable, ask
+from ..store import describe_target, open_store
 
 __all__ = ["status_report"]
 
@@ -35,7 +35,7 @@ def _tail(path: Path, lines: int) -> list[str]:
 
 def warm_status(home: Path, timeout: float) -> dict[str, Any]:
     """Whether the data directory's warm server answers (see `lamina warm status`)."""
-    from . import __version__
+    from .. import __version__
 
     try:
         reply = ask(home.resolve(), {"op": "ping"}, timeout=timeout, version=__version__)

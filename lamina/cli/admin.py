@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from .cli_common import emit_json, json_option, open_bank
-from .errors import InputError, NotFoundError
+from ..errors import InputError, NotFoundError
+from .common import emit_json, json_option, open_bank
 
 if TYPE_CHECKING:
-    from .context import CompileResult, RequestFormat
-    from .context.forest import Forest
+    from ..context import CompileResult, RequestFormat
+    from ..context.forest import Forest
 
 __all__ = ["register"]
 
@@ -36,8 +36,8 @@ def install(ctx: click.Context, target: str, project: bool, user: bool, as_json:
 
     Example: lamina install claude-code --user
     """
-    from .integrations.claude_code.install import hook_command
-    from .integrations.claude_code.install import install as do_install
+    from ..integrations.claude_code.install import hook_command
+    from ..integrations.claude_code.install import install as do_install
 
     home = (ctx.obj or {}).get("home")
     scope = _scope(project, user)
@@ -46,8 +46,8 @@ def install(ctx: click.Context, target: str, project: bool, user: bool, as_json:
         click.echo("warning: --home is not written into a project's settings; set LAMINA_HOME "
                    "or `home` in the config file instead", err=True)  # fmt: skip
     path = do_install(scope, command=hook_command(home) if scope == "user" else None)
-    from .integrations.claude_code.detect import installation_warnings, plugin_state
-    from .integrations.claude_code.install import installed_scopes
+    from ..integrations.claude_code.detect import installation_warnings, plugin_state
+    from ..integrations.claude_code.install import installed_scopes
 
     warnings = installation_warnings(plugin_state(), installed_scopes(), [])
     if as_json:
@@ -72,7 +72,7 @@ def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
 
     Example: lamina uninstall claude-code --user
     """
-    from .integrations.claude_code.install import uninstall as do_uninstall
+    from ..integrations.claude_code.install import uninstall as do_uninstall
 
     scope = _scope(project, user)
     path, changed = do_uninstall(scope)
@@ -142,7 +142,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         for entry in report["prompt_timings"]:
             click.echo(f"  {entry['time']}  {_prompt_timing(entry)}")
     if report["hook_log_tail"]:
-        from .integrations.claude_code.hook import TIMINGS_MARK
+        from ..integrations.claude_code.hook import TIMINGS_MARK
 
         click.echo(f"hook log    {report['hook_log']}")
         for line in report["hook_log_tail"]:
@@ -211,22 +211,19 @@ def mcp(
     Example: claude mcp add lamina -- lamina mcp
     """
     try:
-        from .integrations.mcp import build_server
+        from ..integrations.mcp import build_server, http_app
     except ImportError:
         raise InputError("the MCP server needs: pip install 'lamina[mcp]'") from None
     home = (ctx.obj or {}).get("home")
-    server = build_server(
-        home,
-        bank,
-        database_url=(ctx.obj or {}).get("database_url"),
-        host=host,
-        allow_dirs=allow_dirs,
-    )
+    database_url = (ctx.obj or {}).get("database_url")
     if transport == "stdio":
+        server = build_server(
+            home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs
+        )
         server.run("stdio")
         return
 
-    from .access import Gate
+    from ..access import Gate
 
     store = open_bank(ctx).store
     if not _loopback(host) and store.count_api_keys() == 0:
@@ -234,11 +231,14 @@ def mcp(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
     click.echo(f"lamina mcp on {host}:{port}: {Gate.at_start(store, host).describe()}", err=True)
-    server.run("streamable-http", host=host, port=port)
+    import uvicorn
+
+    app = http_app(home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def _loopback(host: str) -> bool:
-    from .access import is_loopback
+    from ..access import is_loopback
 
     return is_loopback(host)
 
@@ -265,11 +265,11 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
     try:
         import uvicorn
 
-        from .integrations.http import create_app
+        from ..integrations.http import create_app
     except ImportError:
         raise InputError("the HTTP server needs: pip install 'lamina[server]'") from None
 
-    from .access import Gate
+    from ..access import Gate
 
     memory = open_bank(ctx)
     if not _loopback(host) and memory.store.count_api_keys() == 0:
@@ -292,22 +292,40 @@ def keys() -> None:
 @click.argument("name")
 @click.option("--bank", "banks", multiple=True, help="A bank the key may use (repeatable).")
 @click.option("--all-banks", is_flag=True, help="The key may use every bank.")
+@click.option(
+    "--new-bank",
+    is_flag=True,
+    help="Allow --bank names no bank has yet (a client will create them by retaining).",
+)
 @json_option
 @click.pass_context
 def keys_create(
-    ctx: click.Context, name: str, banks: tuple[str, ...], all_banks: bool, as_json: bool
+    ctx: click.Context,
+    name: str,
+    banks: tuple[str, ...],
+    all_banks: bool,
+    new_bank: bool,
+    as_json: bool,
 ) -> None:
-    """Create a key; it is shown once, only its hash is kept.
+    """Create a key; it is shown once, only its hash is kept. A --bank that does not exist
+    is an error (a typo would make a key for nothing) unless --new-bank says it is meant.
 
     Example: lamina keys create ci-agent --bank my-project
     """
-    from .access import hash_key, new_key
+    from ..access import hash_key, new_key
 
     if bool(banks) == all_banks:
         raise InputError("give --bank (one or more) or --all-banks")
+    memory = open_bank(ctx)
+    missing = [b for b in banks if memory.store.get_bank(b) is None]
+    if missing and not new_bank:
+        raise NotFoundError(
+            f"no bank named {missing[0]!r} (see `lamina banks`); add --new-bank to make a key "
+            "for a bank a client will create"
+        )
     key = new_key()
     scope = ["*"] if all_banks else list(banks)
-    open_bank(ctx).store.create_api_key(name, hash_key(key), scope)
+    memory.store.create_api_key(name, hash_key(key), scope)
     if as_json:
         emit_json({"name": name, "key": key, "banks": scope})
     else:
@@ -427,10 +445,10 @@ def compile_command(
 
     Example: lamina compile examples/session.jsonl --budget 8000 --format openai --report
     """
-    from .config import summariser_settings
-    from .context import CompileOptions, Compiler, ContextLog, StoredLog
-    from .context.summarise import summariser_from_config
-    from .readers import read_transcript
+    from ..config import summariser_settings
+    from ..context import CompileOptions, Compiler, ContextLog, StoredLog
+    from ..context.summarise import summariser_from_config
+    from ..readers import read_transcript
 
     if (log_id is not None or ahead) and bank is None:
         raise InputError("--log and --ahead need --bank")
@@ -451,9 +469,9 @@ def compile_command(
         result = compiler.compile(log, options, request_format=fmt)
         _print_compile(result, compiler.forest, as_json, show_report)
         return
-    from .config import database_target
-    from .integrations.logs import log_summariser
-    from .store import open_store
+    from ..config import database_target
+    from ..integrations.logs import log_summariser
+    from ..store import open_store
 
     obj = ctx.find_root().obj or {}
     store = open_store(database_target(obj.get("home"), obj.get("database_url")))

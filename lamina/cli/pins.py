@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .cli_common import bank_option, emit_json, json_option, open_bank
-from .config import default_bank
-from .errors import InputError
+from ..config import default_bank
+from ..errors import InputError, NotFoundError
+from .common import bank_option, emit_json, json_option, open_bank, require_log_bank
 
 if TYPE_CHECKING:
-    from .context.pins import Pin
+    from ..context.pins import Pin
 
 __all__ = ["pin", "register", "unpin"]
 
 
 def _pin_json(pin: Pin) -> dict[str, Any]:
-    from .context.pins import pin_json
+    from ..context.pins import pin_json
 
     return {**pin_json(pin), "description": pin.describe()}
 
@@ -63,9 +63,10 @@ def pin(
 
     Example: lamina pin session-42 --messages 120-180 --raw
     """
-    from .context import StoredLog
-    from .context.pins import Pin, PinMode, parse_range
-    from .context.summarise import ExtractiveSummariser
+    from ..context import StoredLog
+    from ..context.pins import Pin, PinMode, parse_range
+    from ..context.summarise import ExtractiveSummariser
+    from ..integrations.logs import find_log
 
     bank_name = bank or default_bank()
     listing = span is None and document is None
@@ -80,8 +81,7 @@ def pin(
     memory = open_bank(ctx)
     try:
         store = memory.store
-        if log not in {info.id for info in store.list_logs(bank_name)}:
-            raise InputError(f"no context log {log!r} in bank {bank_name!r} (see lamina logs list)")
+        find_log(store, require_log_bank(memory, bank_name), log)
         stored = StoredLog.open(store, bank_name, log, ExtractiveSummariser())
         if not listing:
             mode: PinMode = modes[0]  # type: ignore[assignment]
@@ -121,14 +121,19 @@ def unpin(ctx: click.Context, log: str, name: str, bank: str | None, as_json: bo
 
     Example: lamina unpin session-42 messages-120-180
     """
+    from ..integrations.logs import find_log
+
     bank_name = bank or default_bank()
     memory = open_bank(ctx)
     try:
+        find_log(memory.store, require_log_bank(memory, bank_name), log)
         removed = memory.store.delete_pin(bank_name, log, name)
     finally:
         memory.close()
     if not removed:
-        raise InputError(f"no pin {name!r} on context log {log!r} in bank {bank_name!r}")
+        raise NotFoundError(
+            f"no pin {name!r} on context log {log!r} in bank {bank_name!r} (see `lamina pin {log}`)"
+        )
     if as_json:
         emit_json({"bank": bank_name, "log": log, "removed": name})
     else:

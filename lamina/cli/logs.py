@@ -11,10 +11,17 @@ from typing import Any
 
 import click
 
-from .cli_common import bank_option, confirm_or_yes, emit_json, json_option, open_bank
-from .config import default_bank
-from .context.pins import Pin
-from .integrations.logs import describe_log, find_log, log_summary
+from ..config import default_bank
+from ..context.pins import Pin
+from ..integrations.logs import describe_log, find_log, log_summary
+from .common import (
+    bank_option,
+    confirm_or_yes,
+    emit_json,
+    json_option,
+    open_bank,
+    require_log_bank,
+)
 
 __all__ = ["logs", "register"]
 
@@ -36,6 +43,7 @@ def logs_list(ctx: click.Context, bank: str | None, as_json: bool) -> None:
     name = bank or default_bank()
     memory = open_bank(ctx)
     try:
+        require_log_bank(memory, name)
         rows = [log_summary(memory.store, info) for info in memory.store.list_logs(name)]
     finally:
         memory.close()
@@ -67,7 +75,7 @@ def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> 
     name = bank or default_bank()
     memory = open_bank(ctx)
     try:
-        data = describe_log(memory.store, name, log)
+        data = describe_log(memory.store, require_log_bank(memory, name), log)
     finally:
         memory.close()
     if as_json:
@@ -118,7 +126,7 @@ def logs_delete(ctx: click.Context, log: str, bank: str | None, yes: bool, as_js
     name = bank or default_bank()
     memory = open_bank(ctx)
     try:
-        info = find_log(memory.store, name, log)
+        info = find_log(memory.store, require_log_bank(memory, name), log)
         confirm_or_yes(
             f"delete log {log!r} of bank {name!r} ({info.messages:,} messages, "
             f"{info.summaries:,} summaries)?",

@@ -10,8 +10,8 @@ import click
 import orjson
 
 if TYPE_CHECKING:
-    from .bank.bank import MemoryBank
-    from .bank.retain import RetainOptions
+    from ..bank.bank import MemoryBank
+    from ..bank.retain import RetainOptions
 
 __all__ = [
     "bank_option",
@@ -21,12 +21,13 @@ __all__ = [
     "open_bank",
     "require_bank",
     "require_documents",
+    "require_log_bank",
 ]
 
 
 def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -> MemoryBank:
     """The memory bank the command line's --home / --database-url (or their defaults) name."""
-    from .bank.bank import MemoryBank
+    from ..bank.bank import MemoryBank
 
     obj = ctx.find_root().obj or {}
     bank = MemoryBank.open(
@@ -41,29 +42,58 @@ def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -
 def require_bank(bank: MemoryBank, name: str) -> str:
     """`name` if the bank exists; `NotFoundError` (exit 2, one line) if it does not, so that a
     mistyped name fails instead of acting on an empty bank."""
-    from .errors import NotFoundError
+    from ..errors import NotFoundError
 
     if bank.store.get_bank(name) is None:
         raise NotFoundError(f"no bank named {name!r} (see `lamina banks`)")
     return name
 
 
-def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> None:
-    """`NotFoundError` naming the first of `documents` the bank `name` does not hold."""
-    from .errors import NotFoundError
+def require_log_bank(bank: MemoryBank, name: str) -> str:
+    """`name` if the bank exists or holds context logs (a log may be kept for a bank nothing
+    was retained into); `NotFoundError` otherwise, as `require_bank`."""
+    if bank.store.get_bank(name) is None and not bank.store.list_logs(name):
+        require_bank(bank, name)
+    return name
+
+
+def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> list[str]:
+    """The ids of `documents` in bank `name`, each given by its id or by the path of the file
+    it was retained from (every document retained from that file); `NotFoundError` naming the
+    first that matches nothing."""
+    from pathlib import Path
+
+    from ..errors import NotFoundError
 
     require_bank(bank, name)
-    for document in documents:
-        if bank.store.get_document(name, document) is None:
+    wanted = list(documents)
+    if not wanted:
+        return []
+    by_source: dict[str, list[str]] | None = None
+    found: list[str] = []
+    for document in wanted:
+        if bank.store.get_document(name, document) is not None:
+            found.append(document)
+            continue
+        if by_source is None:
+            by_source = {}
+            for doc in bank.documents(name):
+                if doc.source:
+                    by_source.setdefault(doc.source, []).append(doc.id)
+        path = str(Path(document).expanduser().resolve())
+        ids = by_source.get(document) or by_source.get(path)
+        if not ids:
             raise NotFoundError(
                 f"no document {document!r} in bank {name!r} (see `lamina documents`)"
             )
+        found.extend(i for i in ids if i not in found)
+    return found
 
 
 def confirm_or_yes(question: str, *, yes: bool, as_json: bool) -> None:
     """Ask `question` on the terminal unless `--yes` was given; a no aborts (exit 130). With
     `--json` nobody is there to answer, so `--yes` is required."""
-    from .errors import InputError
+    from ..errors import InputError
 
     if yes:
         return

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from .cli_common import emit_json, json_option
-from .config import database_target
-from .errors import NotFoundError
-from .progress import Progress
-from .store import describe_target, open_store, sqlite_path
+from ..config import database_target
+from ..errors import NotFoundError
+from ..progress import Progress
+from ..store import describe_target, open_store, sqlite_path
+from .common import emit_json, json_option
 
 __all__ = ["register"]
 
@@ -61,7 +61,7 @@ def copy_command(
 
     Example: lamina copy --from ~/.local/share/lamina/lamina.db --to postgresql://lamina@db/lamina
     """
-    from .store.copy import copy_banks
+    from ..store.copy import copy_banks
 
     if source == target:
         raise click.BadParameter("source and target are the same database", param_hint="--to")

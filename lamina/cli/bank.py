@@ -15,10 +15,13 @@ from typing import Any
 import click
 import orjson
 
-from .bank.bank import MemoryBank
-from .bank.recall import RecallOptions
-from .bank.retain import RetainOptions
-from .cli_common import (
+from ..bank.bank import MemoryBank
+from ..bank.recall import RecallOptions
+from ..bank.retain import RetainOptions
+from ..config import default_bank
+from ..errors import InputError, NotFoundError
+from ..progress import Progress
+from .common import (
     bank_option,
     confirm_or_yes,
     emit_json,
@@ -27,9 +30,6 @@ from .cli_common import (
     require_bank,
     require_documents,
 )
-from .config import default_bank
-from .errors import InputError, NotFoundError
-from .progress import Progress
 
 __all__ = ["register"]
 
@@ -37,8 +37,8 @@ __all__ = ["register"]
 def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = None) -> MemoryBank:
     extractor = None
     if facts_model:
-        from .bank.extract import FactExtractor
-        from .llm import get_llm
+        from ..bank.extract import FactExtractor
+        from ..llm import get_llm
 
         extractor = FactExtractor(get_llm(facts_model))
     return open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
@@ -157,7 +157,12 @@ def retain(
     help="Tokens the memories may take.",
 )
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
-@click.option("--document", "documents", multiple=True, help="Only these documents.")
+@click.option(
+    "--document",
+    "documents",
+    multiple=True,
+    help="Only these documents (ids, or paths of retained files).",
+)
 @click.option("--tag", "tags", multiple=True, help="Only documents with one of these tags.")
 @click.option("--since", default=None, help="Only memories from this date on (ISO 8601).")
 @click.option("--until", default=None, help="Only memories up to this date (ISO 8601).")
@@ -182,16 +187,17 @@ def recall(
     Example: lamina recall "which database did we pick?" --bank my-project
     """
     name = bank or default_bank()
+    since_date, until_date = _date(since, "--since"), _date(until, "--until")
+    memory_bank = _open(ctx)
+    chosen = require_documents(memory_bank, name, documents)
     options = RecallOptions(
         budget=budget,
         limit=limit,
-        documents=frozenset(documents) if documents else None,
+        documents=frozenset(chosen) if chosen else None,
         tags=frozenset(tags) if tags else None,
-        since=_date(since, "--since"),
-        until=_date(until, "--until"),
+        since=since_date,
+        until=until_date,
     )
-    memory_bank = _open(ctx)
-    require_documents(memory_bank, name, documents)
     result = memory_bank.recall(query, name, options)
     if as_json:
         emit_json({"bank": name, **result.as_dict()})
@@ -301,7 +307,8 @@ def forget(
 ) -> None:
     """Forget a document (its memories and records), one memory, or a whole bank.
 
-    A name that does not exist is an error (exit 2), not a silent no-op.
+    DOCUMENT is a document's id or the path of the file it was retained from. A name that does
+    not exist is an error (exit 2), not a silent no-op.
 
     Example: lamina forget 7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17 --bank my-project
     """
@@ -325,11 +332,12 @@ def forget(
         result = {"bank": name, "memory": memory_id, "forgotten": True}
     else:
         assert document is not None
-        require_documents(memory_bank, name, [document])
+        ids = require_documents(memory_bank, name, [document])
         result = {
             "bank": name,
-            "document": document,
-            "memories_forgotten": memory_bank.forget_document(name, document),
+            "document": ids[0] if len(ids) == 1 else document,
+            "documents": ids,
+            "memories_forgotten": sum(memory_bank.forget_document(name, i) for i in ids),
         }
     if as_json:
         emit_json(result)
@@ -388,7 +396,7 @@ def export_command(
 
     Example: lamina export --bank my-project -o my-project.jsonl
     """
-    from .bank.transfer import export_bank
+    from ..bank.transfer import export_bank
 
     if as_json and output == "-":
         raise InputError("--json needs -o FILE (the export itself goes to stdout otherwise)")
@@ -426,7 +434,7 @@ def import_command(
 
     Example: lamina import my-project.jsonl --bank my-project
     """
-    from .bank.transfer import import_bank
+    from ..bank.transfer import import_bank
 
     memory_bank = _open(ctx)
     path = Path(file)
@@ -459,7 +467,7 @@ def hook_command(ctx: click.Context) -> None:
 
     Example: echo '{"hook_event_name": "SessionStart"}' | lamina hook
     """
-    from .integrations.claude_code.hook import hook_main
+    from ..integrations.claude_code.hook import hook_main
 
     hook_main(sys.stdin.read(), home=(ctx.obj or {}).get("home"))
 
@@ -475,7 +483,7 @@ def hook_worker_command(
     ctx: click.Context, transcript: str, session: str, bank: str, event: str, parent: str | None
 ) -> None:
     """The detached retain a Stop hook starts (internal)."""
-    from .integrations.claude_code import run_worker
+    from ..integrations.claude_code import run_worker
 
     home = (ctx.obj or {}).get("home")
     code = run_worker(transcript, session, bank, home=home, event=event, parent=parent)

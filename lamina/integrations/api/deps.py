@@ -1,0 +1,89 @@
+"""What the HTTP API's routes are given: who is asking (`Auth`), the memory bank and the open
+context logs of the app (`Memory`, `Logs`, from `app.state`), a page of a list (`Paged`), and
+`bank_for`, the one check that a bank may be used."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, TypeVar
+
+from fastapi import Depends, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ...access import Access, Gate
+from ...bank.bank import MemoryBank
+from ...errors import NotFoundError
+from ..logs import OpenLogs
+
+__all__ = ["Auth", "Logs", "Memory", "Page", "Paged", "bank_for", "invalid"]
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="api_key",
+    description="A key from `lamina keys create NAME --bank B`, as `Authorization: Bearer "
+    "<key>`. A server on loopback with no key at all asks for none.",
+)
+
+
+def access(
+    request: Request,
+    _key: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
+) -> Access:
+    """Who is asking: every bank while the gate is open, else the key's banks."""
+    gate: Gate = request.app.state.gate
+    return gate.access(request.headers.get("authorization"))
+
+
+Auth = Annotated[Access, Depends(access)]
+
+
+def _memory(request: Request) -> MemoryBank:
+    bank: MemoryBank = request.app.state.memory
+    return bank
+
+
+def _logs(request: Request) -> OpenLogs:
+    logs: OpenLogs = request.app.state.logs
+    return logs
+
+
+Memory = Annotated[MemoryBank, Depends(_memory)]
+Logs = Annotated[OpenLogs, Depends(_logs)]
+
+
+def bank_for(memory: MemoryBank, auth: Access, bank: str, *, must_exist: bool = True) -> str:
+    """`bank` if this caller may use it (and, with `must_exist`, it exists); else the same
+    404 whether it is absent or another key's."""
+    if not auth.allows(bank) or (must_exist and memory.store.get_bank(bank) is None):
+        raise NotFoundError(f"no bank named {bank!r}")
+    return bank
+
+
+T = TypeVar("T")
+
+
+class Page:
+    """`limit` and `offset` of a list endpoint; `counts` gives what the answer says of them."""
+
+    def __init__(
+        self,
+        limit: Annotated[int, Query(ge=1, le=1000, description="At most this many items.")] = 100,
+        offset: Annotated[int, Query(ge=0, description="Items to skip, from the first.")] = 0,
+    ) -> None:
+        self.limit = limit
+        self.offset = offset
+
+    def of(self, items: Sequence[T]) -> Sequence[T]:
+        return items[self.offset : self.offset + self.limit]
+
+    def counts(self, total: int) -> dict[str, int]:
+        return {"total": total, "limit": self.limit, "offset": self.offset}
+
+
+Paged = Annotated[Page, Depends()]
+
+
+def invalid(field: str, message: str) -> RequestValidationError:
+    """A 422 naming the body field, in the shape of pydantic's own validation errors."""
+    return RequestValidationError([{"loc": ("body", field), "msg": message, "type": "value_error"}])

@@ -1,0 +1,105 @@
+"""Recall from a bank and retain into it (at once, or as an operation answered 202)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from typing import Any
+
+import orjson
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from ...bank.bank import MemoryBank
+from ...bank.recall import RecallOptions
+from ...errors import InputError, LaminaError
+from ...readers import read_message_list
+from ...readers.base import bound_depth
+from .deps import Auth, Memory, bank_for
+from .errors import errors
+from .models import OperationStarted, RecallAnswer, RecallBody, RetainBody, RetainReport
+
+__all__ = ["retain_body", "router"]
+
+router = APIRouter(prefix="/v1/banks", tags=["recall and retain"])
+
+
+@router.post("/{bank}/recall", response_model=RecallAnswer, responses=errors(404, 413, 422))
+def recall(bank: str, body: RecallBody, auth: Auth, memory: Memory) -> dict[str, Any]:
+    """The memories that best answer `query`, within `budget` tokens, best first."""
+    name = bank_for(memory, auth, bank)
+    options = RecallOptions(
+        budget=body.budget,
+        limit=body.limit,
+        documents=frozenset(body.documents) if body.documents else None,
+        tags=frozenset(body.tags) if body.tags else None,
+        since=body.since,
+        until=body.until,
+    )
+    return {"bank": name, **memory.recall(body.query, name, options).as_dict()}
+
+
+def _with_id(document: str, message: Any) -> Any:
+    """Messages without an id get one from their content, so a client may send the whole
+    conversation every time or only what is new: either way each message is stored once."""
+    if not isinstance(message, dict) or message.get("id"):
+        return message
+    digest = hashlib.sha1(
+        document.encode() + b"\x00" + orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+    )
+    return {**message, "id": f"m_{digest.hexdigest()[:24]}"}
+
+
+def retain_body(memory: MemoryBank, bank: str, body: RetainBody) -> dict[str, Any]:
+    """Retain what a request sent, read in memory (no file), and report."""
+    if body.text is not None:
+        messages: list[Any] = [{"role": "user", "content": body.text}]
+        fmt = "anthropic"
+    elif body.messages:
+        messages, fmt = [bound_depth(m) for m in body.messages], body.format or ""
+    else:
+        raise InputError("give 'messages' or 'text'")
+    if fmt != "claude-code":
+        messages = [_with_id(body.document, m) for m in messages]
+    transcript = read_message_list(messages, format=fmt or None)
+    report = memory.retain_messages(
+        transcript.messages, bank, body.document, tags=body.tags, metadata=body.metadata
+    )
+    report.warnings[:0] = transcript.warnings
+    return report.as_dict()
+
+
+@router.post(
+    "/{bank}/retain",
+    response_model=RetainReport,
+    responses={
+        202: {
+            "model": OperationStarted,
+            "description": "With `async`: accepted; poll the operation at the Location given.",
+        },
+        **errors(400, 404, 413, 415, 422),
+    },
+)
+def retain(bank: str, body: RetainBody, auth: Auth, memory: Memory) -> Any:
+    """Remember `messages` (or one `text`) as the document `document`; what was retained
+    before is skipped. With `async`, answers 202 at once with an operation to poll."""
+    name = bank_for(memory, auth, bank, must_exist=False)
+    if not body.run_async:
+        return retain_body(memory, name, body)
+    store = memory.store
+    op_id = uuid.uuid4().hex
+    store.save_operation(op_id, "retain", name, "running")
+
+    def run() -> None:
+        try:
+            store.save_operation(op_id, "retain", name, "done", retain_body(memory, name, body))
+        except LaminaError as exc:
+            store.save_operation(op_id, "retain", name, "failed", error=str(exc))
+        except Exception:
+            failed = "the server failed on this retain"
+            store.save_operation(op_id, "retain", name, "failed", error=failed)
+
+    threading.Thread(target=run, daemon=True).start()
+    started = OperationStarted(operation=op_id, status="running")
+    return JSONResponse(started.model_dump(), 202, headers={"Location": f"/v1/operations/{op_id}"})
