@@ -31,10 +31,8 @@ The names are imported on first use (PEP 562), so that `import lamina` -- which 
 command and hook pays for -- costs next to nothing until one of them is asked for.
 """
 
-import importlib as _importlib
-import typing as _typing
-
-if _typing.TYPE_CHECKING:
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs every hook ~5 ms
+if TYPE_CHECKING:
     from .bank.bank import MemoryBank
     from .bank.model import (
         Bank,
@@ -110,6 +108,8 @@ if _typing.TYPE_CHECKING:
         last_turns,
     )
 
+del TYPE_CHECKING
+
 _EXPORTS: dict[str, str] = {
     "MemoryBank": ".bank.bank",
     "Bank": ".bank.model",
@@ -182,7 +182,9 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'lamina' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
 

@@ -1,7 +1,9 @@
 """The `lamina` executable. `lamina [--home DIR] hook`, which Claude Code runs around every
 prompt and turn, takes a short path that skips importing the whole command line (about 140 ms
-less per hook); `lamina mcp` on stdio starts as a relay that answers `initialize` at once
-(`lamina.integrations.mcp_stdio`); everything else goes to `lamina.cli`."""
+less per hook), and a prompt that a warm server answers loads only a few standard modules
+(lamina.integrations.claude_code.warm_client); `lamina mcp` on stdio starts as a relay that
+answers `initialize` at once (`lamina.integrations.mcp_stdio`); everything else goes to
+`lamina.cli`."""
 
 from __future__ import annotations
 
@@ -30,9 +32,21 @@ def main() -> None:
 
     is_hook, home = _hook_home(sys.argv[1:])
     if is_hook:  # first: every prompt pays for what comes before it
+        from . import __version__
+        from .integrations.claude_code.warm_client import answer_hook
+
+        stdin = sys.stdin.read()
+        output, reason = answer_hook(stdin, home, __version__)
+        if output is not None:
+            try:
+                if output:
+                    sys.stdout.write(output + "\n")
+                sys.stdout.flush()
+            finally:
+                os._exit(0)
         from .integrations.claude_code.hook import hook_main
 
-        hook_main(sys.stdin.read(), home=home)
+        hook_main(stdin, home=home, warm_tried=reason or None)
     if not os.environ.get("LAMINA_MCP_DIRECT"):
         from .integrations.mcp_stdio import is_stdio_mcp, relay
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, needs_shared, shared_transcripts
 
 HEAVY = ("numpy", "onnxruntime", "tiktoken", "tokenizers")
 
@@ -23,9 +23,9 @@ SESSION = "0b6f7a52-imports"
 
 
 def imported(
-    home: Path, *args: str, stdin: str = ""
+    home: Path, *args: str, stdin: str = "", **extra: str
 ) -> tuple[set[str], subprocess.CompletedProcess[str]]:
-    env = {**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "proj"}
+    env = {**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "proj", **extra}
     env.pop("LAMINA_HOOK_WARM", None)
     result = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "lamina", *args],
@@ -74,3 +74,40 @@ def test_retain_of_an_unchanged_file_stays_light(tmp_path: Path) -> None:
     modules, again = imported(home, "retain", str(EXAMPLE), "--bank", "proj")
     assert again.returncode == 0 and "unchanged" in again.stdout, again.stderr[-2000:]
     assert heavy_in(modules) == []
+
+
+@needs_shared
+def test_the_stemmer_is_the_english_one_alone_and_stems_as_the_package_does() -> None:
+    """lamina.bank.lexical loads snowballstemmer's English stemmer without the other 30
+    languages; its stems are the package's own, word for word."""
+    import snowballstemmer  # type: ignore[import-untyped]
+
+    from lamina.bank import lexical
+    from lamina.readers import read_transcript
+
+    assert type(lexical._stemmer).__name__ == "EnglishStemmer"
+    words: set[str] = set()
+    for path in shared_transcripts()[:4]:
+        for message in read_transcript(str(path)).messages:
+            for block in message.blocks:
+                words.update(re.findall(r"[^\W_]+", str(getattr(block, "text", "")).lower()))
+    words |= {"running", "generously", "organizations", "caresses", "ponies", "sky", "dying"}
+    package = snowballstemmer.stemmer("english")
+    assert [lexical._stem(w) for w in sorted(words)] == package.stemWords(sorted(words))
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+def test_a_cold_prompt_loads_one_stemmer(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    retained = subprocess.run(
+        [sys.executable, "-m", "lamina", "--home", str(home), "retain", str(EXAMPLE),
+         "--bank", "proj"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert retained.returncode == 0, retained.stderr
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": SESSION,
+               "prompt": "which database did we choose?", "cwd": str(tmp_path)}  # fmt: skip
+    modules, result = imported(home, "hook", stdin=json.dumps(payload), LAMINA_HOOK_TIME_LIMIT="60")
+    assert result.returncode == 0 and "lamina_memories" in result.stdout
+    assert "lamina._snowball_english.basestemmer" in modules
+    assert not [m for m in modules if m.startswith("snowballstemmer")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -292,6 +293,79 @@ def test_a_bank_retained_before_search_in_the_database_is_indexed_once(tmp_path:
     store.close()
 
 
+def test_a_server_sees_postings_removed_after_a_pack(tmp_path: Path) -> None:
+    """A server keeps the postings after a pack; memories forgotten or replaced there must
+    drop out of its searches though the pack itself did not change."""
+    path = tmp_path / "lamina.db"
+    writer = SQLiteStore(path)
+    retain(writer, make_memories(1200, seed=6))
+    server = SQLiteStore(path)
+    server.keep_in_memory = True
+    queries = ["w0 w1 w2", "w3 w4", "w5 w6 w7"]
+
+    def exact() -> None:
+        index = BankIndex("b")
+        index.refresh(writer)
+        for query in queries:
+            expected = index.lexical.scores(query)
+            order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
+            got = server.lexical_search("b", tokenize(query), 300, SearchFilter())
+            assert ids_of(writer, got) == [index.memories[i].id for i in order[:300]], query
+            _size, df = server.term_counts("b", tokenize(query))
+            assert df == {t: index.lexical.df(t) for t in tokenize(query) if index.lexical.df(t)}
+
+    exact()
+    versions = writer.conn.execute("SELECT term, version FROM posting_packs").fetchall()
+    later = make_memories(60, seed=7, prefix="n")  # after the packs, too few to repack
+    retain(writer, [replace(m, document="later") for m in later])
+    exact()
+    assert writer.conn.execute("SELECT term, version FROM posting_packs").fetchall() == versions
+    writer.delete_memory("b", "n3")
+    writer.delete_memory("b", "n17")
+    exact()
+    writer.delete_document("b", "later")
+    exact()
+    writer.close()
+    server.close()
+
+
+def test_a_bank_of_the_previous_schema_searches_the_same_after_migrating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0007 moves the posting packs into a table of another layout; nothing of
+    them, nor of any ranking, changes."""
+    from lamina.store import sqlite, sqlite_migrations
+
+    path = tmp_path / "lamina.db"
+    old = [m for m in sqlite_migrations.MIGRATIONS if m[0] < "0007"]
+    monkeypatch.setattr(sqlite, "MIGRATIONS", old)
+    store = SQLiteStore(path)
+    memories = make_memories(1500, seed=4)
+    retain(store, memories)
+    store.delete_document("b", "doc3")  # tombstones in the packs' ranges
+    packs = store.conn.execute("SELECT * FROM posting_packs ORDER BY term").fetchall()
+    assert packs and "WITHOUT ROWID" in str(store.schema())
+    queries = ["w0 w1 w5", "w2 w9 Alpha", "w3 w300"]
+    before = {q: store.lexical_search("b", tokenize(q), 100, SearchFilter()) for q in queries}
+    store.close()
+    monkeypatch.setattr(sqlite, "MIGRATIONS", sqlite_migrations.MIGRATIONS)
+    store = SQLiteStore(path)
+    assert store.migrate() == ["0007_posting_packs_by_rowid"]
+    assert store.conn.execute("SELECT * FROM posting_packs ORDER BY term").fetchall() == packs
+    for query in queries:
+        assert store.lexical_search("b", tokenize(query), 100, SearchFilter()) == before[query]
+    # The tombstone trigger still works on the new table.
+    store.delete_document("b", "doc4")
+    index = BankIndex("b")
+    index.refresh(store)
+    for query in queries:
+        expected = index.lexical.scores(query)
+        order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
+        got = store.lexical_search("b", tokenize(query), 100, SearchFilter())
+        assert ids_of(store, got) == [index.memories[i].id for i in order[:100]], query
+    store.close()
+
+
 def test_retaining_into_an_unprepared_bank_prepares_it(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "lamina.db")
     bank = MemoryBank(store, HashEmbedder())
@@ -394,7 +468,14 @@ def test_a_server_keeps_what_it_read_and_still_sees_every_change(tmp_path: Path)
 
     same()
     assert server.__dict__["_packs"].bytes > 0 and server.__dict__["_resident"]
+    assert server.__dict__["_tails"].bytes > 0  # the postings after the packs, too
     retain(writer, memories[1000:])  # appended: vectors and packs grow
+    same()
+    # Postings changed in place after the packs (entities of memories already there).
+    late = [m.id for m in memories[1400:1500:7]]
+    assert writer.set_entities("b", {i: ["Alpha"] for i in late}) == len(late)
+    same()
+    assert writer.set_entities("b", {i: [] for i in late[:3]}) == 3
     same()
     writer.delete_document("b", "doc1")  # tombstones
     retain(writer, [Memory(**{**_fields(m), "text": "w0 w1 new"}) for m in memories[:30]])

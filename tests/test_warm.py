@@ -23,7 +23,7 @@ from lamina import __version__
 from lamina.bank.bank import MemoryBank
 from lamina.integrations.claude_code.warm_client import PROTOCOL, SOCKET_PATH_LIMIT, socket_path
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, shared_transcripts
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
 
@@ -39,10 +39,18 @@ def lamina(home: Path, *args: str, timeout: float = 120) -> subprocess.Completed
 
 
 def hook(
-    home: Path, cwd: Path, importtime: bool = False, **env: str
+    home: Path,
+    cwd: Path,
+    importtime: bool = False,
+    prompt: str = PROMPT,
+    session: str = "another-session",
+    transcript: str | None = None,
+    **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "another-session",
-               "prompt": PROMPT, "cwd": str(cwd)}  # fmt: skip
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": session,
+               "prompt": prompt, "cwd": str(cwd)}  # fmt: skip
+    if transcript is not None:
+        payload["transcript_path"] = transcript
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
     environ.update({"LAMINA_HOME": str(home), "LAMINA_BANK": "proj",
                     "LAMINA_HOOK_TIME_LIMIT": "30", **env})  # fmt: skip
@@ -129,12 +137,130 @@ def test_the_hook_is_answered_by_the_warm_server(home: Path, tmp_path: Path) -> 
     imported = set(re.findall(r"^import time:.*\|\s*(\S+)$", result.stderr, re.M))
     assert "lamina.integrations.claude_code.warm_client" in imported
     assert not {"numpy", "onnxruntime", "tiktoken"} & {m.split(".")[0] for m in imported}
+    # Nor any other module of Lamina's, nor any dependency: only the client and the stdlib.
+    assert {m for m in imported if m.startswith("lamina")} <= CLIENT_MODULES
+    assert not {"orjson", "platformdirs", "tomllib"} & imported
     again = json.loads(lamina(home, "warm", "status", "--json").stdout)
     assert again["pid"] == status["pid"] and again["requests"] == 1
     stopped = lamina(home, "warm", "stop")
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
     assert not socket_path(home).exists()
     assert wait_until(lambda: not alive(status["pid"]))
+
+
+CLIENT_MODULES = {
+    "lamina",
+    "lamina.entry",
+    "lamina.integrations",
+    "lamina.integrations.claude_code",
+    "lamina.integrations.claude_code.warm_client",
+}
+
+
+def test_the_server_answers_with_the_hook_process_settings(home: Path, tmp_path: Path) -> None:
+    """The server answers for the hook process: its bank, its settings, its log line."""
+    start(home)
+    result = hook(home, tmp_path, LAMINA_BANK="another-project")
+    assert result.returncode == 0 and result.stdout == ""
+    timings = last_timings(home)
+    assert timings["path"] == "warm" and timings["memories"] == 0
+    log = (home / "logs" / "hooks.log").read_text()
+    assert "bank another-project does not exist" in log.splitlines()[-1]
+    small = hook(home, tmp_path, LAMINA_HOOK_BUDGET="60")
+    context = json.loads(small.stdout)["hookSpecificOutput"]["additionalContext"]
+    full = hook(home, tmp_path)
+    assert len(context) < len(json.loads(full.stdout)["hookSpecificOutput"]["additionalContext"])
+    assert last_timings(home)["path"] == "warm"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"LAMINA_HOME": "~/data"},
+        {"XDG_DATA_HOME": "/x/data"},
+        {"XDG_DATA_HOME": "  "},
+        {"XDG_CONFIG_HOME": "CONFIG"},
+        {"XDG_CONFIG_HOME": "CONFIG", "LAMINA_HOME": "/given"},
+        {"LAMINA_CONFIG": "CONFIG/lamina/config.toml"},
+    ],
+)
+def test_the_client_finds_the_data_directory_as_the_config_does(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The warm client finds the data directory without lamina.config (which imports
+    platformdirs and more); both must agree, config file or not."""
+    from lamina.config import data_home
+    from lamina.integrations.claude_code.warm_client import client_home
+
+    config = tmp_path / "config" / "lamina" / "config.toml"
+    config.parent.mkdir(parents=True)
+    environ = {"HOME": str(tmp_path / "user"), **env}
+    environ = {k: v.replace("CONFIG", str(tmp_path / "config")) for k, v in environ.items()}
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(environ)
+        for text in (None, 'home = "~/configured"\n[hook]\ntime_limit = 2\n'):
+            if text is not None:
+                config.write_text(text)
+            found, _config = client_home(None, os.environ)
+            assert found == str(data_home(None, os.environ))
+            assert client_home("/flag", os.environ)[0] == str(data_home("/flag", os.environ))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_warm_and_cold_answer_with_the_same_memories(tmp_path: Path) -> None:
+    """On a real bank (every shared Claude Code transcript, this session's included), the
+    server's answer is the cold path's, memory for memory, for several prompts."""
+    home = tmp_path / "home"
+    bank = MemoryBank.open(home)
+    transcripts = shared_transcripts()[:4] or [EXAMPLE]
+    for i, path in enumerate(transcripts):
+        bank.retain_file(path, "proj", document=f"session-{i}")
+    bank.close()
+    prompts = [PROMPT, "how did we fix the failing tests?", "what does the plan say next?"]
+
+    def answers() -> list[str]:
+        out = []
+        for prompt in prompts:
+            result = hook(home, tmp_path, prompt=prompt, session="session-0",
+                          transcript=str(transcripts[0]))  # fmt: skip
+            assert result.returncode == 0, result.stderr
+            context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+            out.append(re.sub(r"Current time: [^\n]*", "", context))
+        return out
+
+    cold = answers()
+    assert last_timings(home)["path"] == "cold"
+    status = start(home)
+    try:
+        warm = answers()
+        assert last_timings(home)["path"] == "warm"
+    finally:
+        lamina(home, "warm", "stop")
+    assert warm == cold
+    assert status["pid"]
+
+
+def test_the_clients_json_is_json() -> None:
+    """The client writes and reads JSON with json's C half only; what it writes is what json
+    reads, and what it reads is what json reads, odd characters and bad documents included."""
+    from lamina.integrations.claude_code.warm_client import dumps, loads
+
+    odd = 'quote " back \\ nl \n tab \t nul \x00 \u2028 é 😀 \ud800'
+    value = {"s": odd, "n": [1, -2, 3.5, 1e-9, True, False, None], "d": {"k": "", odd: {}}}
+    assert json.loads(dumps(value)) == value
+    assert loads(json.dumps(value)) == value
+    assert loads(json.dumps(value, ensure_ascii=False)) == value
+    assert loads(' {"a": [1, 2]}\n ') == {"a": [1, 2]}
+    for bad in ["", "{", '{"a": 1} x', "NaN", "[1,]", "{'a': 1}"]:
+        with pytest.raises(ValueError):
+            loads(bad)
+    with pytest.raises(ValueError):
+        dumps({"x": float("nan")})
 
 
 def test_a_killed_server_falls_back_to_the_cold_path(home: Path, tmp_path: Path) -> None:
@@ -225,6 +351,11 @@ def test_bad_requests_get_errors_and_never_poison_the_next(home: Path) -> None:
         request(home, op="recall", request={"prompt": 3, "bank": "proj"}),
         request(home, op="recall", request={"prompt": PROMPT, "bank": "proj", "budget": -1}),
         request(home, op="recall", request=[]),
+        request(
+            home, op="hook", payload=json.dumps({"hook_event_name": "Stop"}), env={}, cwd="/", age=0
+        ),  # the server answers prompts only
+        request(home, op="hook", payload="{}", env={"LAMINA_BANK": 3}, cwd="/", age=0),
+        request(home, op="hook", payload="{}", env={}, cwd="/", age="old"),
         json.dumps({**json.loads(good), "home": "/somewhere/else"}).encode() + b"\n",
         b'{"v": 1, "unterminated',  # no newline: the client gives up
     ]

@@ -27,11 +27,12 @@ from ..store import open_store
 from ..store.base import Store
 from ..store.search import SearchStore
 from .entities import extract_entities
-from .index import BankIndex
 from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
 
 if TYPE_CHECKING:
+    from .index import BankIndex
+
     # Retain's modules (readers, units, redaction, fact extraction) load only when a bank
     # retains: a prompt's hook only recalls.
     from .retain import ProgressSink, Retainer, RetainOptions, RetainReport
@@ -216,6 +217,8 @@ class MemoryBank:
     def index(self, bank: str) -> BankIndex:
         """The in-process search index of `bank`, brought up to date with the store (banks
         whose store searches in the database do not need one to recall)."""
+        from .index import BankIndex
+
         with self._lock:
             index = self._indexes.get(bank)
             if index is None:
@@ -241,6 +244,8 @@ class MemoryBank:
             # The database searches; nothing of the bank is loaded into this process.
             embedder = self.embedder if dense else None
             return recall_from_store(self.store, bank, query, embedder, options)
+        from .index import BankIndex  # only banks the store cannot search need it
+
         with self._lock:
             index = self._indexes.get(bank)
             if index is None:

@@ -9,15 +9,16 @@ Tokens: lowercased Unicode words, English stop words dropped, Snowball (Porter 2
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import math
 import re
+import sys
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
-
-import snowballstemmer  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,7 +41,34 @@ STOP_WORDS = frozenset(
     s t don doesn didn isn wasn weren ll ve re d m""".split()  # noqa: SIM905
 )
 
-_stemmer = snowballstemmer.stemmer("english")
+
+def _english_stemmer() -> Any:
+    """snowballstemmer's English stemmer. `import snowballstemmer` loads the stemmers of all
+    its 30 languages (several ms of every hook's start); the English one alone is loaded from
+    the same package, under a private name, unless PyStemmer is installed (which
+    snowballstemmer then uses instead, so the same is used here)."""
+    found = importlib.util.find_spec("snowballstemmer")
+    folder = found.submodule_search_locations if found is not None else None
+    if importlib.util.find_spec("Stemmer") is None and folder:
+        name = "lamina._snowball_english"
+        try:
+            package = sys.modules.get(name)
+            if package is None:
+                spec = importlib.util.spec_from_loader(name, loader=None, is_package=True)
+                assert spec is not None
+                package = importlib.util.module_from_spec(spec)
+                package.__path__ = list(folder)
+                sys.modules[name] = package
+            module = importlib.import_module(f"{name}.english_stemmer")
+            return module.EnglishStemmer()
+        except Exception:  # anything unexpected: the package's own way
+            pass
+    import snowballstemmer  # type: ignore[import-untyped]
+
+    return snowballstemmer.stemmer("english")
+
+
+_stemmer = _english_stemmer()
 
 
 @lru_cache(maxsize=200_000)

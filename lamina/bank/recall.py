@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from .index import BankIndex
 else:
     from .._lazy import numpy as np
 
@@ -37,7 +39,6 @@ from ..store.search import SearchFilter, SearchStore
 from ..tags import format_memory_block
 from ..tokens import count_text
 from .entities import ENTITY_PREFIX, entity_terms, extract_entities
-from .index import BankIndex
 from .lexical import tokenize
 from .model import Memory, memory_tokens
 from .shorten import shorten

@@ -107,10 +107,28 @@ def _process_cpu_ms(pid: int) -> float:
         return float("nan")
 
 
-def _hook_env(home: Path, time_limit: float) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+def _hook_env(home: Path, time_limit: float, pycache: Path) -> dict[str, str]:
+    """The measured children's environment. They use compiled byte code, as an installed
+    package does (pip compiles it at install): PYTHONDONTWRITEBYTECODE is dropped and the byte
+    code kept in a folder of this run (PYTHONPYCACHEPREFIX), compiled by `_compile` before
+    anything is measured, so no child compiles Lamina's modules from source."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LAMINA_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     env.update(LAMINA_HOME=str(home), LAMINA_BANK=BANK, LAMINA_HOOK_TIME_LIMIT=f"{time_limit:g}")
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
     return env
+
+
+def _compile(env: dict[str, str]) -> None:
+    """Compile Lamina's modules into the children's byte-code folder."""
+    package = Path(__file__).resolve().parents[1]
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(package)],
+        env=env, capture_output=True, check=False, timeout=600,
+    )  # fmt: skip
 
 
 def _measure_size(
@@ -119,8 +137,9 @@ def _measure_size(
     prompts: list[str],
     runs: int,
     time_limit: float,
+    pycache: Path,
 ) -> dict[str, Any]:
-    env = _hook_env(home, time_limit)
+    env = _hook_env(home, time_limit, pycache)
     lamina = [sys.executable, "-m", "lamina"]
 
     def payload(i: int) -> bytes:
@@ -198,6 +217,12 @@ def _measure_size(
     default=None,
     help="Build from only the first N real turns (quicker; the default uses all).",
 )
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Build the banks in this folder and keep them; banks already built there are reused.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def hook_bench(
     sizes: tuple[int, ...],
@@ -205,6 +230,7 @@ def hook_bench(
     large_runs: int,
     time_limit: float,
     base_texts: int | None,
+    keep: Path | None,
     as_json: bool,
 ) -> None:
     """CPU, wall time and peak memory of the real `lamina hook` per prompt, cold and warm, at
@@ -220,7 +246,9 @@ def hook_bench(
     if base_texts is not None:
         texts = texts[:base_texts]
     prompts = [questions[i] for i in random.Random(5).sample(range(len(questions)), 50)]
-    env = _hook_env(Path(tempfile.gettempdir()), time_limit)
+    pycache = Path(tempfile.mkdtemp(prefix="lamina-pycache-"))
+    env = _hook_env(Path(tempfile.gettempdir()), time_limit, pycache)
+    _compile(env)
     baselines = {
         "python_pass": _summary(_run_all([([sys.executable, "-c", "pass"], b"", env)] * runs)),
         "python_import_numpy_onnxruntime": _summary(
@@ -230,35 +258,51 @@ def hook_bench(
     _progress(f"baselines measured ({runs} runs each)")
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="lamina-hook-") as tmp:
-        embedder_bank = MemoryBank(SQLiteStore(Path(tmp) / "embed.db"))
-        started = time.perf_counter()
-        vectors = embedder_bank.embedder.embed_documents(texts)
-        _progress(f"embedded {len(texts)} real turns in {time.perf_counter() - started:.1f}s")
+        root = Path(tmp) if keep is None else keep
+        root.mkdir(parents=True, exist_ok=True)
+        embedder_bank: MemoryBank | None = None
+        vectors: Any = None
         for n in sizes:
-            home = Path(tmp) / f"m{n}"
-            home.mkdir()
+            home = root / f"m{n}"
             transcript = home / "session.jsonl"
-            shutil.copyfile(source, transcript)
-            bank = MemoryBank(SQLiteStore(home / "lamina.db"), embedder_bank.embedder)
-            started = time.perf_counter()
-            build(bank, BANK, n, texts, vectors)
-            bank.retain_file(transcript, BANK, document=SESSION)
-            bank.close()
-            build_s = time.perf_counter() - started
-            _progress(f"{n} memories built in {build_s:.1f}s")
+            built = home / "built"
+            if built.is_file():
+                build_s = float(built.read_text())
+                _progress(f"{n} memories reused from {home}")
+            else:
+                if embedder_bank is None:
+                    embedder_bank = MemoryBank(SQLiteStore(Path(tmp) / "embed.db"))
+                    started = time.perf_counter()
+                    vectors = embedder_bank.embedder.embed_documents(texts)
+                    spent = time.perf_counter() - started
+                    _progress(f"embedded {len(texts)} real turns in {spent:.1f}s")
+                shutil.rmtree(home, ignore_errors=True)
+                home.mkdir()
+                shutil.copyfile(source, transcript)
+                bank = MemoryBank(SQLiteStore(home / "lamina.db"), embedder_bank.embedder)
+                started = time.perf_counter()
+                build(bank, BANK, n, texts, vectors)
+                bank.retain_file(transcript, BANK, document=SESSION)
+                bank.close()
+                build_s = time.perf_counter() - started
+                built.write_text(f"{build_s:.1f}")
+                _progress(f"{n} memories built in {build_s:.1f}s")
             count = large_runs if n >= LARGE else runs
             results[str(n)] = {
                 "memories": n,
                 "build_s": round(build_s, 1),
-                **_measure_size(home, transcript, prompts, count, time_limit),
+                **_measure_size(home, transcript, prompts, count, time_limit, pycache),
             }
-        embedder_bank.close()
+        if embedder_bank is not None:
+            embedder_bank.close()
+    shutil.rmtree(pycache, ignore_errors=True)
     emit(
         {
             "benchmark": "hook",
             "time_limit_s": time_limit,
             "transcript": source.name,
             "session_excluded": SESSION,
+            "byte_code": "compiled before measuring, as an installed package has it",
             "baselines": baselines,
             "sizes": results,
             "cpu_count": os.cpu_count(),

@@ -311,3 +311,39 @@ MIGRATIONS.append(
         """,
     )
 )
+MIGRATIONS.append(
+    (
+        "0007_posting_packs_by_rowid",
+        # A WITHOUT ROWID table keeps whole rows in its key's b-tree, and a lookup there reads
+        # every row it compares against whole, blobs and all: 14 ms to find the versions of 60
+        # packs at 100k memories. In a rowid table the key's index holds the key alone, and a
+        # row's blobs are read only when asked for (0.1 ms). And tombstones now cover a
+        # packed term's postings after its pack as well.
+        """
+        DROP TRIGGER postings_deleted;
+        ALTER TABLE posting_packs RENAME TO posting_packs_0006;
+        CREATE TABLE posting_packs (
+            bank_id INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            upto_seq INTEGER NOT NULL,
+            postings INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            seqs BLOB NOT NULL,
+            tfs BLOB NOT NULL,
+            lengths BLOB NOT NULL,
+            PRIMARY KEY (bank_id, term)
+        );
+        INSERT INTO posting_packs (bank_id, term, upto_seq, postings, version, seqs, tfs, lengths)
+            SELECT bank_id, term, upto_seq, postings, version, seqs, tfs, lengths
+            FROM posting_packs_0006;
+        DROP TABLE posting_packs_0006;
+        -- Every removed posting of a packed term, after its pack too: a server that keeps
+        -- the rows after a pack subtracts these rather than reading them all again.
+        CREATE TRIGGER postings_deleted AFTER DELETE ON postings BEGIN
+            INSERT OR IGNORE INTO pack_dead (bank_id, term, seq)
+                SELECT old.bank_id, old.term, old.seq FROM posting_packs k
+                WHERE k.bank_id = old.bank_id AND k.term = old.term;
+        END;
+        """,
+    )
+)

@@ -5,11 +5,12 @@ Every memory's terms (lamina.bank.lexical.tokenize, plus its entities) are rows 
 only; but a common word is held by tens of thousands of memories, and reading that many rows
 one by one costs more than the rest of a recall. So a term held by at least PACK_MIN memories
 also gets a *pack*: its postings as three arrays in one row (`posting_packs`), as of
-`upto_seq`. A search reads the pack and the term's few rows after `upto_seq`; postings removed
-from a pack's range since (a memory forgotten or replaced) are listed in `pack_dead` by a
-trigger and subtracted. Retain keeps packs fresh: after each commit it rebuilds the packs of
-the terms it wrote whose tail of newer rows, or of tombstones, has grown past an eighth of the
-pack (see `maintain_packs`), so readers never write.
+`upto_seq`. A search reads the pack and the term's few rows after `upto_seq`; postings of a
+packed term removed since (a memory forgotten or replaced) are listed in `pack_dead` by a
+trigger and subtracted (from the pack; a server also keeps the rows after it, see `_tails`).
+Retain keeps packs fresh: after each commit it rebuilds the packs of the terms it wrote whose
+tail of newer rows, or of tombstones, has grown past an eighth of the pack (see
+`maintain_packs`), so readers never write.
 
 Scores are BM25 with the in-process index's k1, b and idf over the bank's live memories, so
 both rank the same.
@@ -40,12 +41,14 @@ __all__ = [
     "PACK_MIN",
     "Packed",
     "Postings",
+    "Tail",
     "bm25",
     "drop_packs",
     "maintain_packs",
     "pack_cache",
     "postings_of",
     "read_postings",
+    "tail_cache",
     "write_postings",
 ]
 
@@ -106,14 +109,15 @@ def _decode(seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
 
 def _read_packs(
     conn: sqlite3.Connection, bank_id: int, listed: str, cache: PackCache[Packed] | None
-) -> dict[str, tuple[int, Postings]]:
-    """(upto_seq, postings) of the packs of the listed terms, from `cache` where current."""
+) -> dict[str, tuple[int, int, Postings]]:
+    """(upto_seq, version, postings) of the packs of the listed terms, from `cache` where
+    current."""
     if cache is None:
         return {
-            str(term): (int(upto), _decode(seqs, tfs, lengths))
-            for term, upto, seqs, tfs, lengths in conn.execute(
-                "SELECT term, upto_seq, seqs, tfs, lengths FROM posting_packs WHERE bank_id = ?"
-                " AND term IN (SELECT value FROM json_each(?))",
+            str(term): (int(upto), int(version), _decode(seqs, tfs, lengths))
+            for term, upto, version, seqs, tfs, lengths in conn.execute(
+                "SELECT term, upto_seq, version, seqs, tfs, lengths FROM posting_packs"
+                " WHERE bank_id = ? AND term IN (SELECT value FROM json_each(?))",
                 (bank_id, listed),
             )
         }
@@ -126,7 +130,11 @@ def _read_packs(
         )
     }
     held = cache.held(bank_id, sorted(versions))
-    packs = {t: held[t][1] for t, v in versions.items() if t in held and held[t][0] == v}
+    packs = {
+        t: (held[t][1][0], v, held[t][1][1])
+        for t, v in versions.items()
+        if t in held and held[t][0] == v
+    }
     missing = sorted(t for t in versions if t not in packs)
     if missing:
         for term, upto, version, seqs, tfs, lengths in conn.execute(
@@ -136,8 +144,94 @@ def _read_packs(
         ):
             pack = _decode(seqs, tfs, lengths)
             cache.put(bank_id, str(term), int(version), (int(upto), pack))
-            packs[str(term)] = (int(upto), pack)
+            packs[str(term)] = (int(upto), int(version), pack)
     return packs
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """A packed term's postings after its pack, as a server keeps them: read at pack
+    `version`, up to seq `last`, in a snapshot of the bank's `generation`."""
+
+    version: int
+    last: int
+    generation: int
+    rows: npt.NDArray[np.int64]
+    """seq, tf, length per posting, in seq order."""
+
+
+def tail_cache(max_bytes: int = 64 << 20) -> PackCache[Tail]:
+    """A PackCache of tails (for servers; see SQLiteSearch.keep_in_memory)."""
+    return PackCache(max_bytes, lambda tail: 24 * len(tail.rows) + 100)
+
+
+def _read_rows(
+    conn: sqlite3.Connection, bank_id: int, after: Sequence[tuple[str, int]]
+) -> dict[str, npt.NDArray[np.int64]]:
+    """Each term's postings after a seq as (seq, tf, length) rows in seq order; SQLite joins
+    each term's into one string that numpy parses, rather than a Python tuple per posting."""
+    out: dict[str, npt.NDArray[np.int64]] = {}
+    if not after:
+        return out
+    for term, joined in conn.execute(
+        "WITH q(term, after) AS (SELECT json_extract(value, '$[0]'),"
+        " json_extract(value, '$[1]') FROM json_each(?)) SELECT q.term, (SELECT"
+        " group_concat(p.seq || ',' || p.tf || ',' || p.terms, ',') FROM postings p"
+        " WHERE p.bank_id = ? AND p.term = q.term AND p.seq > q.after) FROM q",
+        (_json(list(after)), bank_id),
+    ):
+        if not joined:
+            continue
+        rows = np.fromstring(joined, dtype=np.int64, sep=",").reshape(-1, 3)
+        if len(rows) > 1 and np.any(rows[1:, 0] <= rows[:-1, 0]):
+            rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        out[str(term)] = rows
+    return out
+
+
+def _tails(
+    conn: sqlite3.Connection,
+    bank_id: int,
+    terms: Sequence[str],
+    packs: Mapping[str, tuple[int, int, Postings]],
+    dead: Mapping[str, npt.NDArray[np.int64]],
+    cache: PackCache[Tail] | None,
+    generation: int,
+) -> dict[str, npt.NDArray[np.int64]]:
+    """Each term's postings after its pack (all of them for a term without one). With
+    `cache` (a server's), a packed term's tail read at the same pack version is kept and
+    brought up to date: its postings removed since have tombstones in `dead` (every removed
+    posting of a packed term gets one, until the pack is built again, which gives it a new
+    version), and those added since have higher seqs (seqs are never reused). A tail read in
+    a later snapshot than this one (a higher `generation`: another thread's) is not used."""
+    if cache is None:
+        return _read_rows(conn, bank_id, [(t, packs[t][0] if t in packs else 0) for t in terms])
+    held = cache.held(bank_id, [t for t in terms if t in packs])
+    kept = {
+        t: tail
+        for t, (version, tail) in held.items()
+        if version == packs[t][1] and tail.version == packs[t][1] and tail.generation <= generation
+    }
+    since = [(t, kept[t].last if t in kept else packs[t][0] if t in packs else 0) for t in terms]
+    read = _read_rows(conn, bank_id, since)
+    out: dict[str, npt.NDArray[np.int64]] = {}
+    for term in terms:
+        rows = read.get(term)
+        if term in kept:
+            old = kept[term].rows
+            if term in dead and len(old):
+                old = old[~np.isin(old[:, 0], dead[term])]
+            rows = old if rows is None else np.concatenate([old, rows])
+        if term in packs:
+            last = int(rows[-1, 0]) if rows is not None and len(rows) else packs[term][0]
+            if term in kept:
+                last = max(last, kept[term].last)
+            empty = np.empty((0, 3), dtype=np.int64)
+            tail = Tail(packs[term][1], last, generation, rows if rows is not None else empty)
+            cache.put(bank_id, term, packs[term][1], tail)
+        if rows is not None and len(rows):
+            out[term] = rows
+    return out
 
 
 def read_postings(
@@ -145,48 +239,44 @@ def read_postings(
     bank_id: int,
     terms: Iterable[str],
     cache: PackCache[Packed] | None = None,
+    tails: PackCache[Tail] | None = None,
+    generation: int = 0,
 ) -> dict[str, Postings]:
     """The live postings of each of `terms` the bank holds: packs (from `cache` where it
-    holds them current), their tombstones taken out, and the rows after them; a few
-    queries whatever the number of terms. Call inside one read transaction."""
+    holds them current), their tombstones taken out, and the rows after them (from `tails`
+    where it holds them current; `generation`: the bank's, read in the same transaction); a
+    few queries whatever the number of terms. Call inside one read transaction."""
     wanted = sorted(set(terms))
     if not wanted:
         return {}
     listed = _json(wanted)
     packs = _read_packs(conn, bank_id, listed, cache)
-    dead: dict[str, list[int]] = {}
+    found: dict[str, list[int]] = {}
     if packs:
         for term, seq in conn.execute(
             "SELECT term, seq FROM pack_dead WHERE bank_id = ?"
             " AND term IN (SELECT value FROM json_each(?))",
             (bank_id, _json(sorted(packs))),
         ):
-            dead.setdefault(str(term), []).append(int(seq))
-    after = _json([[t, packs[t][0] if t in packs else 0] for t in wanted])
-    rows: dict[str, list[tuple[int, int, int]]] = {}
-    for term, seq, tf, length in conn.execute(
-        "WITH q(term, upto) AS (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')"
-        " FROM json_each(?)) SELECT p.term, p.seq, p.tf, p.terms FROM q CROSS JOIN postings p"
-        " WHERE p.bank_id = ? AND p.term = q.term AND p.seq > q.upto ORDER BY p.term, p.seq",
-        (after, bank_id),
-    ):
-        rows.setdefault(str(term), []).append((int(seq), int(tf), int(length)))
+            found.setdefault(str(term), []).append(int(seq))
+    dead = {t: np.array(seqs, dtype=np.int64) for t, seqs in found.items()}
+    rows = _tails(conn, bank_id, wanted, packs, dead, tails, generation)
     out: dict[str, Postings] = {}
     for term in wanted:
         parts_seq: list[npt.NDArray[np.int64]] = []
         parts_tf: list[npt.NDArray[np.float64]] = []
         parts_len: list[npt.NDArray[np.float64]] = []
         if term in packs:
-            pack = packs[term][1]
+            pack = packs[term][2]
             s, t, n = pack.seqs, pack.tfs, pack.lengths
             if term in dead:
-                keep = ~np.isin(s, np.array(dead[term], dtype=np.int64))
+                keep = ~np.isin(s, dead[term])
                 s, t, n = s[keep], t[keep], n[keep]
             parts_seq.append(s)
             parts_tf.append(t)
             parts_len.append(n)
         if term in rows:
-            tail = np.array(rows[term], dtype=np.int64).reshape(-1, 3)
+            tail = rows[term]
             parts_seq.append(tail[:, 0])
             parts_tf.append(tail[:, 1].astype(np.float64))
             parts_len.append(tail[:, 2].astype(np.float64))

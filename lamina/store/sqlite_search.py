@@ -22,7 +22,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +38,7 @@ import orjson
 from ..bank.model import Memory
 from .packs import PackCache
 from .search import SearchFilter
-from .sqlite_postings import Packed, Postings, bm25, pack_cache, read_postings
+from .sqlite_postings import Packed, Postings, Tail, bm25, pack_cache, read_postings, tail_cache
 from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
 
 __all__ = ["SQLiteSearch"]
@@ -205,7 +205,9 @@ class SQLiteSearch:
             info = self._bank_info(conn, bank)
             if info is None:
                 return None
-            return info, read_postings(conn, info.id, terms, self._pack_cache())
+            packs = self._pack_cache()
+            tails = self._tail_cache() if packs is not None else None
+            return info, read_postings(conn, info.id, terms, packs, tails, info.generation)
         finally:
             if began:
                 conn.execute("COMMIT")
@@ -279,8 +281,8 @@ class SQLiteSearch:
             return None
         excluded, chosen = self._filtered(conn, info, where)
         if chosen is not None:
-            return np.isin(seqs, chosen)
-        return ~np.isin(seqs, excluded)
+            return members(seqs, chosen)
+        return ~members(seqs, excluded)
 
     def _filtered(
         self, conn: sqlite3.Connection, info: _BankInfo, where: SearchFilter
@@ -374,6 +376,14 @@ class SQLiteSearch:
             cache = self.__dict__["_packs"] = pack_cache()
         return cache
 
+    def _tail_cache(self) -> PackCache[Tail] | None:
+        if not self.keep_in_memory:
+            return None
+        cache: PackCache[Tail] | None = self.__dict__.get("_tails")
+        if cache is None:
+            cache = self.__dict__["_tails"] = tail_cache()
+        return cache
+
     def sync_vectors(self, bank: str) -> None:
         """Bring the bank's vector files up to date (retain calls this after committing, so
         the next recall finds nothing to add)."""
@@ -424,16 +434,13 @@ class SQLiteSearch:
         if not where.empty:
             excluded, chosen = self._filtered(conn, info, where)
             if chosen is None:
-                keep &= ~np.isin(seqs, excluded)
+                keep &= ~members(seqs, excluded)
             else:
-                keep &= np.isin(seqs, chosen)
+                keep &= members(seqs, chosen)
                 allowed = set(chosen.tolist())
         candidates = np.flatnonzero(keep)
-        # Best first, ties to the lower seq (the file is in seq order, so to the lower slot).
-        order = candidates[np.lexsort((candidates, -scores[candidates]))]
         out: list[tuple[int, float]] = []
-        for start in range(0, len(order), _VERIFY_BATCH):
-            batch = order[start : start + _VERIFY_BATCH]
+        for batch in _best_first(candidates, scores, 2 * depth):
             wanted = [int(s) for s in seqs[batch]]
             if allowed is not None:
                 live = allowed
@@ -575,6 +582,39 @@ class SQLiteSearch:
             (orjson.dumps(sorted({int(s) for s in seqs})).decode(), bank),
         )
         return {int(row[0]): self._memory(bank, row, row[-1]) for row in rows}
+
+
+def members(values: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Which of `values` are in `wanted` (sorted, as filters give them): `np.isin`, by binary
+    search when `values` is sorted too (seqs of a vector file or of postings), which saves
+    sorting both at every search."""
+    if not len(values) or not len(wanted) or np.any(values[1:] < values[:-1]):
+        return np.isin(values, wanted)
+    at = np.searchsorted(values, wanted)
+    inside = at < len(values)
+    at = at[inside]
+    out = np.zeros(len(values), dtype=bool)
+    out[at[values[at] == wanted[inside]]] = True
+    return out
+
+
+def _best_first(
+    candidates: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], first: int
+) -> Iterator[npt.NDArray[np.int64]]:
+    """`candidates` (slots) in batches of _VERIFY_BATCH, best score first, ties to the lower
+    slot (the file is in seq order, so the lower seq): the best `first` (and their ties)
+    sorted first, the rest only if a caller reads that far."""
+    top = candidates
+    if len(candidates) > first > 0:
+        values = scores[candidates]
+        kth = np.partition(values, len(values) - first)[len(values) - first]
+        top = candidates[values >= kth]
+    order = top[np.lexsort((top, -scores[top]))]
+    yield from (order[i : i + _VERIFY_BATCH] for i in range(0, len(order), _VERIFY_BATCH))
+    if len(top) < len(candidates):
+        rest = np.setdiff1d(candidates, top, assume_unique=True)
+        order = rest[np.lexsort((rest, -scores[rest]))]
+        yield from (order[i : i + _VERIFY_BATCH] for i in range(0, len(order), _VERIFY_BATCH))
 
 
 def _said_since(cutoff: datetime | None) -> tuple[str, list[Any]]:

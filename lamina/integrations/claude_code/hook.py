@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,9 +62,9 @@ from ...config import data_home, load_config
 from .contract import Notices, clamp_block, user_should_know, with_system_message
 from .project import hook_bank
 from .prompt import PromptAnswer, PromptRequest
-from .warm_client import WarmUnavailable, ask
+from .warm_client import WarmUnavailable, ask, process_age
 
-__all__ = ["HookSettings", "hook_main", "run_hook", "run_worker"]
+__all__ = ["HookCall", "HookSettings", "hook_main", "process_age", "run_hook", "run_worker"]
 
 RETAIN_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact", "SessionEnd"})
 
@@ -124,15 +124,21 @@ def _flag(*values: object) -> bool:
     return False
 
 
-def process_age() -> float:
-    """Seconds since this process started (Linux: from /proc; elsewhere 0)."""
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        start_ticks = int(fields[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
+@dataclass(frozen=True, slots=True)
+class HookCall:
+    """Where an event is handled: by this process for itself (the defaults), or by the warm
+    server for a hook process that handed it over (lamina.integrations.claude_code.warm)."""
+
+    env: Mapping[str, str] | None = None
+    """The hook process's environment (None: this process's)."""
+    cwd: str | None = None
+    """Its working directory (None: this process's)."""
+    started: float | None = None
+    """The time.monotonic() instant the hook process started (None: this process's start)."""
+    warm_tried: str | None = None
+    """Why the warm server did not answer, when the hook process asked it already."""
+    answer: Callable[[PromptRequest, dict[str, float]], PromptAnswer] | None = None
+    """The warm server's own recall (None: ask the warm server, else recall here)."""
 
 
 class HookLog:
@@ -225,11 +231,16 @@ def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
 
 
 def run_hook(
-    stdin: str, *, home: str | Path | None = None, settings: HookSettings | None = None
+    stdin: str,
+    *,
+    home: str | Path | None = None,
+    settings: HookSettings | None = None,
+    call: HookCall | None = None,
 ) -> str:
     """Handle one hook event; returns what to print on stdout ("" for nothing). Never raises:
     errors are logged and reported on stderr in one line."""
-    started = time.monotonic() - process_age()
+    call = call or HookCall()
+    started = time.monotonic() - process_age() if call.started is None else call.started
     event = session = ""
     try:
         base = data_home(home)
@@ -242,7 +253,7 @@ def run_hook(
         return _notice(default, stdin, "", f"Lamina is not working: {exc}")
     log = HookLog(base)
     try:
-        cfg = settings or HookSettings.from_env()
+        cfg = settings or HookSettings.from_env(call.env)
         payload = orjson.loads(stdin or b"{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook payload is not a JSON object")
@@ -251,15 +262,17 @@ def run_hook(
         from .detect import stands_aside
         from .project import session_directory
 
-        winner = stands_aside(session_directory(payload, base))
+        winner = stands_aside(session_directory(payload, base, call.env) or call.cwd, call.env)
         if winner:
             log.write(event, session, f"skipped: {winner} serves this session")
             return ""
         return with_system_message(
-            _dispatch(payload, base, cfg, started, log, event, session),
+            _dispatch(payload, base, cfg, started, log, event, session, call),
             Notices(base).take(session),
         )
     except Exception as exc:
+        if call.answer is not None:
+            raise  # the warm server answers with an error: the hook process does the work
         log.write(event, session, f"failed: {exc!r}\n{traceback.format_exc()}")
         print(f"lamina: {event or 'hook'} failed open: {exc}", file=sys.stderr)
         if user_should_know(exc):
@@ -283,9 +296,12 @@ def _dispatch(
     log: HookLog,
     event: str,
     session: str,
+    call: HookCall,
 ) -> str:
     if event == "UserPromptSubmit":
-        return _prompt(payload, base, cfg, started, log)
+        return _prompt(payload, base, cfg, started, log, call)
+    if call.answer is not None:
+        raise ValueError(f"the warm server answers UserPromptSubmit only, not {event!r}")
     if event in RETAIN_EVENTS:
         _spawn_worker(payload, base, event)
         log.write(event, session, "retain started in the background")
@@ -321,7 +337,12 @@ TIMINGS_MARK = " | timings "
 
 
 def _prompt(
-    payload: Mapping[str, Any], home: Path, cfg: HookSettings, started: float, log: HookLog
+    payload: Mapping[str, Any],
+    home: Path,
+    cfg: HookSettings,
+    started: float,
+    log: HookLog,
+    call: HookCall,
 ) -> str:
     """UserPromptSubmit: the warm server's answer, else this process's own within the limit."""
     session = str(payload.get("session_id") or "")
@@ -333,7 +354,7 @@ def _prompt(
     deadline = started + cfg.time_limit - 0.05
     request = PromptRequest(
         prompt=prompt,
-        bank=hook_bank(payload, home),
+        bank=hook_bank(payload, home, call.env, call.cwd),
         session=session,
         transcript=str(payload.get("transcript_path") or ""),
         context_turns=cfg.context_turns,
@@ -342,7 +363,15 @@ def _prompt(
     )
     record: dict[str, Any] = {"path": "cold"}
     mark = time.monotonic()
-    answer = _ask_warm(home, request, deadline, record)
+    if call.answer is not None:  # this is the warm server, answering for a hook process
+        server: dict[str, float] = {}
+        answer = call.answer(request, server)
+        record.update(path="warm", server_ms={k: round(v * 1000, 1) for k, v in server.items()})
+    elif call.warm_tried is not None:
+        answer = None
+        record["warm_unavailable"] = call.warm_tried
+    else:
+        answer = _ask_warm(home, request, deadline, record)
     stages["warm"] = time.monotonic() - mark
     if answer is None:
         answer = _cold(request, home, cfg, deadline, stages)
@@ -467,12 +496,15 @@ def _cold(
     return answer
 
 
-def hook_main(stdin: str, home: str | Path | None = None) -> NoReturn:
+def hook_main(
+    stdin: str, home: str | Path | None = None, warm_tried: str | None = None
+) -> NoReturn:
     """`lamina hook` as a process: handle the event, write the output, flush, and leave with
     os._exit(0) -- no interpreter finalisation while a daemon thread may still be inside native
-    code (onnxruntime aborts the process with SIGABRT when torn down under a running thread)."""
+    code (onnxruntime aborts the process with SIGABRT when torn down under a running thread).
+    `warm_tried`: why the warm server did not answer, when it was asked already."""
     try:
-        output = run_hook(stdin, home=home)
+        output = run_hook(stdin, home=home, call=HookCall(warm_tried=warm_tried))
         if output:
             sys.stdout.write(output + "\n")
         sys.stdout.flush()

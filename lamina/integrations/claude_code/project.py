@@ -49,6 +49,12 @@ def session_directory(
     return cwd
 
 
-def hook_bank(payload: Mapping[str, Any], home: Path, env: Mapping[str, str] | None = None) -> str:
-    """The bank this event's session reads and writes."""
-    return default_bank(session_directory(payload, home, env), env)
+def hook_bank(
+    payload: Mapping[str, Any],
+    home: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> str:
+    """The bank this event's session reads and writes (`cwd`: the hook process's working
+    directory, when another process answers for it)."""
+    return default_bank(session_directory(payload, home, env) or cwd, env)

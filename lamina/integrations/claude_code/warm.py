@@ -8,7 +8,11 @@ imports, opens and loads everything again.
 - **Protocol**: one JSON object per line; one request and one answer per connection. Every
   request carries `v` (the protocol), `version` (lamina's) and `home` (the data directory); the
   server answers only requests for its own data directory, of its own protocol and version.
-  `op` is `recall` (with `request`, a `PromptRequest`), `ping` or `stop`. Every answer has
+  `op` is `hook` (a UserPromptSubmit handed over by `lamina hook`: the payload as Claude
+  Code gave it, the hook process's LAMINA_* and CLAUDE_PROJECT_DIR/CLAUDE_CONFIG_DIR
+  variables, its working directory and age; answered with `output`, what the hook prints,
+  computed by the same code as the hook's own, logged the same way), `recall` (with
+  `request`, a `PromptRequest`), `ping` or `stop`. Every answer has
   `v`, `version` and `ok`; `ok: false` comes with an `error`. Bad input (not JSON, too long,
   the wrong shape, a client that never finishes its line) gets an error answer or a closed
   connection, never a crash; one request's failure does not touch the next.
@@ -38,9 +42,10 @@ import orjson
 
 from ... import __version__
 from ...errors import InputError
-from .hook import HookLog
-from .prompt import PromptRequest, answer_prompt
+from .hook import HookCall, HookLog, run_hook
+from .prompt import PromptAnswer, PromptRequest, answer_prompt
 from .warm_client import (
+    MAX_MESSAGE,
     PROTOCOL,
     SOCKET_PATH_LIMIT,
     WarmUnavailable,
@@ -226,6 +231,8 @@ class WarmServer:
         if op == "stop":
             self._stopping = True
             return {"ok": True, "stopping": True, "pid": os.getpid()}, False
+        if op == "hook":
+            return self._hook(data), True
         if op != "recall":
             raise ValueError(f"unknown op {op!r}")
         request = PromptRequest.from_json(data.get("request"))
@@ -241,6 +248,38 @@ class WarmServer:
             "bank_found": answer.bank_found,
             "stages": stages,
         }, True
+
+    def _hook(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A UserPromptSubmit handed over by a hook process, answered as that process would
+        answer it (its environment and working directory, its deadline), recalling here."""
+        payload, env, cwd, age = (
+            data.get("payload"),
+            data.get("env"),
+            data.get("cwd"),
+            data.get("age"),
+        )
+        if not isinstance(payload, str) or len(payload) > MAX_MESSAGE:
+            raise ValueError("payload: expected the hook's input as a string")
+        if not isinstance(env, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise ValueError("env: expected an object of strings")
+        if not isinstance(cwd, str) or isinstance(age, bool) or not isinstance(age, int | float):
+            raise ValueError("cwd, age: expected a string and a number")
+        if env.get("LAMINA_DATABASE_URL", "") != os.environ.get("LAMINA_DATABASE_URL", ""):
+            raise ValueError("this server serves another database (LAMINA_DATABASE_URL)")
+        assert self.memory_bank is not None
+        memory_bank = self.memory_bank
+
+        def answer(request: PromptRequest, stages: dict[str, float]) -> PromptAnswer:
+            return answer_prompt(memory_bank, request, stages)
+
+        call = HookCall(
+            env=env, cwd=cwd, started=time.monotonic() - max(0.0, float(age)), answer=answer
+        )
+        output = run_hook(payload, home=self.home, call=call)
+        self.requests += 1
+        return {"ok": True, "output": output}
 
     def status(self) -> dict[str, Any]:
         return {

@@ -1,34 +1,56 @@
 """The hook's side of the warm path: ask the warm server of a data directory over its unix socket.
 
-Only the standard library is imported here, so a hook answered by the warm server never loads
-numpy, the model or the store. The protocol is one JSON object per line: the client sends one
-request line, the server answers one line and closes the connection.
+Only built-in modules of the standard library are imported here (`_socket` and `_json`, the
+C halves of socket and json, whose Python halves and what they import, re and enum, would
+double the CPU time of a warm prompt's process; no pathlib, no typing), so a hook answered by
+the warm server loads neither numpy, the model, the store, nor the rest of Lamina.
+`lamina hook` calls `answer_hook` first, which finds the data directory, hands the event to
+the server (op `hook`: the payload as Claude Code gave it, the variables that choose the bank
+and settings, the working directory, how long this process has run) and prints what the
+server answers. Anything else (another event, no server, a data directory only
+`lamina.config` can find) takes the full hook (lamina.integrations.claude_code.hook), which
+asks the server again only when it was not asked here. The protocol is one JSON object per
+line: the client sends one request line, the server answers one line and closes the
+connection.
 
 Every failure is a `WarmUnavailable` with a short reason (no server, a stale socket file, a
 socket path too long for AF_UNIX, a server of another version, no answer in time, a bad answer);
 the hook then takes the cold path. A missing or stale socket costs well under a millisecond.
 """
 
+# os.path, not pathlib: importing pathlib would cost every warm prompt a few ms.
+# ruff: noqa: PTH109, PTH110, PTH111, PTH118, PTH123
+
 from __future__ import annotations
 
-import json
+import _socket
 import os
-import socket
+import sys
 import time
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # importing typing and pathlib would cost every warm prompt a few ms
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+    from typing import Any
 
 __all__ = [
+    "FORWARDED_VARIABLES",
     "MAX_MESSAGE",
     "PROTOCOL",
     "SOCKET_PATH_LIMIT",
     "WarmUnavailable",
+    "answer_hook",
     "ask",
+    "client_home",
+    "dumps",
+    "loads",
+    "process_age",
     "run_dir",
     "socket_path",
 ]
 
-PROTOCOL = 1
+PROTOCOL = 2
 """Bumped whenever a request or an answer changes shape."""
 
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -58,29 +80,41 @@ def socket_path(home: Path) -> Path:
     return run_dir(home) / "warm.sock"
 
 
-def ask(home: Path, request: dict[str, Any], timeout: float, version: str) -> dict[str, Any]:
+def process_age() -> float:
+    """Seconds since this process started (Linux: from /proc; elsewhere 0)."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as handle:
+            uptime = float(handle.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def ask(home: Path | str, request: dict[str, Any], timeout: float, version: str) -> dict[str, Any]:
     """Send one request to the warm server of `home` and return its answer (a JSON object with
     `"ok": true`), if the server runs lamina `version` and this protocol. Raises
     WarmUnavailable; waits at most `timeout` seconds in all."""
-    path = socket_path(home)
-    encoded = os.fsencode(path)
+    base = os.path.realpath(os.fspath(home))
+    encoded = os.fsencode(os.path.join(base, "run", "warm.sock"))
     if len(encoded) > SOCKET_PATH_LIMIT:
         raise WarmUnavailable(
             f"socket path too long for AF_UNIX ({len(encoded)} bytes > {SOCKET_PATH_LIMIT})"
         )
-    if not path.exists():
+    if not os.path.exists(encoded):
         raise WarmUnavailable("no warm server")
     body = {
         "v": PROTOCOL,
         "version": version,
-        "home": str(home.resolve()),
+        "home": base,
         **request,
     }
-    line = json.dumps(body, ensure_ascii=False).encode() + b"\n"
+    line = dumps(body).encode() + b"\n"
     if len(line) > MAX_MESSAGE:
         raise WarmUnavailable("request too large for the warm server")
     deadline = time.monotonic() + timeout
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(max(0.001, timeout))
         try:
@@ -108,7 +142,7 @@ def ask(home: Path, request: dict[str, Any], timeout: float, version: str) -> di
     finally:
         sock.close()
     try:
-        data = json.loads(answer)
+        data = loads(answer.decode())
     except ValueError:
         raise WarmUnavailable("warm server sent an answer that is not JSON") from None
     if not isinstance(data, dict):
@@ -125,7 +159,7 @@ def ask(home: Path, request: dict[str, Any], timeout: float, version: str) -> di
     return data
 
 
-def read_line(sock: socket.socket, deadline: float | None = None) -> bytes:
+def read_line(sock: _socket.socket, deadline: float | None = None) -> bytes:
     """One newline-ended message (without its newline), the protocol's unit both ways.
     Raises EOFError when the peer closes first, ValueError past MAX_MESSAGE bytes and
     TimeoutError past `deadline` (a time.monotonic() instant; None: the socket's timeout)."""
@@ -148,3 +182,170 @@ def read_line(sock: socket.socket, deadline: float | None = None) -> bytes:
         size += len(chunk)
         if size > MAX_MESSAGE:
             raise ValueError(f"the message is longer than {MAX_MESSAGE} bytes")
+
+
+# -- JSON with the C half of json only ---------------------------------------------------------
+
+
+class _Context:
+    """What json's C scanner asks of its decoder."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name: str) -> float:
+        raise ValueError(f"{name} is not JSON")
+
+
+def _make_codec() -> tuple[Callable[[str], str], Callable[[str], object]]:
+    try:
+        from _json import encode_basestring_ascii, make_scanner
+    except ImportError:  # an interpreter without json's C half
+        import json
+
+        return json.dumps, json.loads
+    scan = make_scanner(_Context())  # type: ignore[arg-type]  # it reads these attributes
+
+    def load(text: str) -> object:
+        start = len(text) - len(text.lstrip(" \t\n\r"))  # JSON's whitespace
+        try:
+            value, end = scan(text, start)
+        except StopIteration:
+            raise ValueError("not JSON") from None
+        if text[end:].strip(" \t\n\r"):
+            raise ValueError("not JSON: extra data")
+        return value
+
+    return encode_basestring_ascii, load
+
+
+_quote, _load = _make_codec()
+
+
+def dumps(value: object) -> str:
+    """JSON of dicts (string keys), lists, strings, numbers, booleans and None."""
+    if isinstance(value, str):
+        return _quote(value)
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else "true" if value else "false"
+    if isinstance(value, int | float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{value} is not JSON")
+        return repr(value) if isinstance(value, float) else str(int(value))
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"JSON keys are strings, not {type(key).__name__}")
+            items.append(f"{_quote(key)}:{dumps(item)}")
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(dumps(item) for item in value) + "]"
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def loads(text: str) -> object:
+    """The value of one JSON document (ValueError when it is not one)."""
+    return _load(text)
+
+
+# -- the hook's warm path ----------------------------------------------------------------------
+
+FORWARDED_VARIABLES = ("CLAUDE_PROJECT_DIR", "CLAUDE_CONFIG_DIR")
+"""Sent with a hook to the server besides every LAMINA_* variable: what chooses the event's
+bank, settings and installation (nothing else of the environment leaves this process)."""
+
+
+def client_home(home: str | None, environ: Mapping[str, str]) -> tuple[str | None, dict[str, Any]]:
+    """The data directory as `lamina.config.data_home` finds it, with the standard library
+    only, and the config file's contents ({} when there is none). None where that takes more
+    than this: outside Linux (unless LAMINA_CONFIG names the file), or a config file that
+    cannot be read (the full hook reports it)."""
+    path = environ.get("LAMINA_CONFIG")
+    if path:
+        path = os.path.expanduser(path)
+    elif sys.platform == "linux" and "ANDROID_DATA" not in environ:
+        # platformdirs' user config folder on Linux, which lamina.config uses.
+        folder = environ.get("XDG_CONFIG_HOME", "")
+        folder = folder if folder.strip() else os.path.expanduser("~/.config")
+        path = os.path.join(folder, "lamina", "config.toml")
+    else:
+        return None, {}
+    config: dict[str, Any] = {}
+    if os.path.exists(path):
+        import tomllib
+
+        try:
+            with open(path, "rb") as handle:
+                config = tomllib.load(handle)
+        except (OSError, ValueError):
+            return None, {}
+    if home:
+        return os.path.expanduser(home), config
+    if environ.get("LAMINA_HOME"):
+        return os.path.expanduser(environ["LAMINA_HOME"]), config
+    configured = config.get("home")
+    if isinstance(configured, str) and configured:
+        return os.path.expanduser(configured), config
+    if sys.platform != "linux" or "ANDROID_DATA" in environ:
+        return None, config
+    # platformdirs' user data folder on Linux.
+    folder = environ.get("XDG_DATA_HOME", "")
+    folder = folder if folder.strip() else os.path.expanduser("~/.local/share")
+    return os.path.join(folder, "lamina"), config
+
+
+def _time_limit(environ: Mapping[str, str], config: Mapping[str, Any]) -> float:
+    """LAMINA_HOOK_TIME_LIMIT, else the config file's [hook] time_limit, else 3 s (as
+    HookSettings reads it)."""
+    table = config.get("hook")
+    for raw in (
+        environ.get("LAMINA_HOOK_TIME_LIMIT"),
+        table.get("time_limit") if isinstance(table, dict) else None,
+    ):
+        try:
+            if raw is not None and raw != "":
+                return float(raw)
+        except (TypeError, ValueError):
+            continue
+    return 3.0
+
+
+def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None, str]:
+    """A UserPromptSubmit hook answered by the warm server: (what to print, "") when it
+    answered, else (None, why not: "" when the server was not asked). Never raises."""
+    try:
+        started = time.monotonic() - process_age()
+        payload = loads(stdin.strip() or "{}")
+        if not isinstance(payload, dict) or payload.get("hook_event_name") != "UserPromptSubmit":
+            return None, ""
+        environ = os.environ
+        base, config = client_home(home, environ)
+        if base is None:
+            return None, ""
+        limit = _time_limit(environ, config)
+        forwarded = {
+            k: v for k, v in environ.items() if k.startswith("LAMINA_") or k in FORWARDED_VARIABLES
+        }
+        left = started + limit - 0.05 - time.monotonic()
+        request = {
+            "op": "hook",
+            "payload": stdin,
+            "env": forwarded,
+            "cwd": os.getcwd(),
+            "age": time.monotonic() - started,
+        }
+        # At most half of the time left, so a server that hangs leaves the cold path the rest.
+        reply = ask(base, request, timeout=max(0.05, left / 2), version=version)
+        output = reply.get("output")
+        if not isinstance(output, str):
+            raise WarmUnavailable("warm server sent an answer of the wrong shape")
+        return output, ""
+    except WarmUnavailable as exc:
+        return None, exc.reason
+    except Exception as exc:  # anything unforeseen: the full hook still answers
+        return None, f"warm path failed: {exc!r}"[:300]
