@@ -49,12 +49,12 @@ from ..bank.model import Memory
 from ..bank.query import QueryOptions, compose_recall_query
 from ..bank.recall import RecallOptions
 from ..context.frontier import CompileOptions
+from ..context.pins import pin_json
 from ..context.stored import StoredLog
 from ..errors import InputError, NotFoundError
 from ..messages import Message
 from ..store.base import Store, StoredPin, StoredSummary
 from .api.deps import Auth
-from ..context.pins import pin_json
 from .logs import check_budget, find_log, log_summariser, read_message_list
 
 __all__ = ["ASSETS", "include_inspector", "router"]
@@ -471,9 +471,7 @@ def _strip(
 ) -> StripOut:
     summaries = {s.id: s for s in store.load_summaries(bank, log)}
     pins = store.load_pins(bank, log)
-    stretches, head, tail = strip_of(
-        frontier, summaries, stored.log.tokens, stored.log.shown, pins
-    )
+    stretches, head, tail = strip_of(frontier, summaries, stored.log.tokens, stored.log.shown, pins)
     by_level: dict[str, int] = {}
     for summary in summaries.values():
         by_level[str(summary.level)] = by_level.get(str(summary.level), 0) + 1
@@ -586,7 +584,10 @@ def _message_text(message: Message) -> str:
         return text
     uses = [f"[tool call: {u.name}]" for u in message.tool_uses]
     results = [f"[tool result] {r.text[:300]}" for r in message.tool_results]
-    return "\n".join(uses + results)
+    shown = uses + results
+    if not shown and message.blocks:
+        shown = [f"[{', '.join(sorted({b.type for b in message.blocks}))}]"]
+    return "\n".join(shown)
 
 
 # -- hook activity -----------------------------------------------------------------------------

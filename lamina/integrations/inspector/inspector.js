@@ -196,10 +196,42 @@ function confirmDialog(title, text, ok) {
   });
 }
 
-function memoryCard(m, bank, refresh) {
-  const long = m.text.length > 600;
-  const text = el("div", { class: "text", text: long ? m.text.slice(0, 600) + "…" : m.text });
-  const more = long ? el("button", { type: "button", text: "Show all", onclick: () => { text.textContent = m.text; more.remove(); } }) : null;
+const EXCERPT = 600;
+
+function marked(text, words) {
+  // The text with every searched word in <mark>, as text nodes (never parsed as HTML).
+  if (!words.length) return [text];
+  const lower = text.toLowerCase();
+  const out = [];
+  let at = 0;
+  while (at < text.length) {
+    let best = -1, size = 0;
+    for (const w of words) {
+      const i = lower.indexOf(w, at);
+      if (i >= 0 && (best < 0 || i < best)) { best = i; size = w.length; }
+    }
+    if (best < 0) break;
+    out.push(text.slice(at, best), el("mark", { text: text.slice(best, best + size) }));
+    at = best + size;
+  }
+  out.push(text.slice(at));
+  return out;
+}
+
+function excerpt(text, words) {
+  // The first EXCERPT characters, or a window around the first searched word.
+  if (text.length <= EXCERPT) return text;
+  const lower = text.toLowerCase();
+  const hits = words.map((w) => lower.indexOf(w)).filter((i) => i >= 0);
+  const first = hits.length ? Math.min(...hits) : 0;
+  const start = first > EXCERPT - 150 ? first - 150 : 0;
+  return (start ? "…" : "") + text.slice(start, start + EXCERPT) + "…";
+}
+
+function memoryCard(m, bank, refresh, words) {
+  const long = m.text.length > EXCERPT;
+  const text = el("div", { class: "text" }, marked(excerpt(m.text, words), words));
+  const more = long ? el("button", { type: "button", text: "Show all", onclick: () => { fill(text, marked(m.text, words)); more.remove(); } }) : null;
   const lines = m.source.first_line ? `lines ${m.source.first_line}–${m.source.last_line}` : `${m.source.records} records`;
   const said = m.said_at && m.said_at !== m.occurred_at ? `said ${when(m.said_at)}` : null;
   const forgetMemory = async () => {
@@ -278,7 +310,7 @@ async function pageMemories(bank, params) {
   );
   const filtered = Object.values(filters).some(Boolean);
   const list = page.items.length
-    ? el("div", { id: "memories" }, page.items.map((m) => memoryCard(m, bank, refresh)))
+    ? el("div", { id: "memories" }, page.items.map((m) => memoryCard(m, bank, refresh, filters.q.toLowerCase().split(/\s+/).filter(Boolean))))
     : empty(filtered ? "No memory matches these filters." : "This bank holds no memories yet.");
   const paged = page.total > limit;
   show(el("h2", { text: `Memories of ${bank}` }), form, status,
