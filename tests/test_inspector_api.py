@@ -220,3 +220,24 @@ def test_empty_answers(tmp_path: Path) -> None:
     assert api.get("/v1/hooks").json()["runs"] == []
     assert api.get("/v1/banks/none/memories").status_code == 404
     memory.close()
+
+
+def test_inspect_refuses_a_port_in_use_in_one_line(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "lamina", "--home", str(tmp_path), "inspect", "--no-browser",
+             "--port", str(port)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert out.returncode != 0
+    assert out.stderr.strip() == (
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+    assert out.stdout == ""

@@ -251,6 +251,40 @@ def test_keyboard_reaches_every_page(browser: Any, served: Served) -> None:
     assert watched.problems == []
 
 
+def test_forget_a_memory_then_its_document_after_confirming(browser: Any, served: Served) -> None:
+    documents = httpx.get(f"{served.url}v1/banks/demo/documents").json()["documents"]
+    other = next(d["id"] for d in documents if d["id"] != SESSION_ID)
+    watched = Watched(browser)
+    page = watched.open(f"{served.url}#/memories?bank=demo&document={other}", "#memories .memory")
+    count = page.locator("#memory-count").inner_text()
+    total = int(count.split()[0].replace(",", ""))
+    first = page.locator("#memories .memory").first.get_attribute("data-id")
+    page.locator("#memories .memory").first.get_by_text("Forget memory").click()
+    assert page.locator("#confirm").is_visible()
+    page.click("#confirm button[value=cancel]")  # cancelling forgets nothing
+    assert page.locator(f"[data-id='{first}']").count() == 1
+    page.locator("#memories .memory").first.get_by_text("Forget memory").click()
+    page.click("#confirm-ok")
+    page.wait_for_selector(f"[role=status]:has-text('Forgot memory {first}')")
+    assert page.locator(f"[data-id='{first}']").count() == 0
+    assert page.locator("#memory-count").inner_text().startswith(f"{total - 1:,} ")
+    assert httpx.get(f"{served.url}v1/banks/demo/memories/{first}").status_code == 404
+    page.locator("#memories .memory").first.get_by_text("Forget document").click()
+    assert other in page.locator("#confirm-text").inner_text()
+    page.keyboard.press("Escape")  # the dialog closes from the keyboard too, forgetting nothing
+    assert page.locator("#memories .memory").count() > 0
+    page.locator("#memories .memory").first.get_by_text("Forget document").click()
+    page.click("#confirm-ok")
+    page.wait_for_selector("p.empty")
+    assert "No memory matches" in page.locator("p.empty").inner_text()
+    remaining = httpx.get(f"{served.url}v1/banks/demo/documents").json()["documents"]
+    assert [d["id"] for d in remaining] == [SESSION_ID]
+    watched.shot("memories-forgotten")
+    watched.close()
+    # The document filter still names the forgotten document: no request failed for it.
+    assert watched.problems == []
+
+
 def test_with_keys_the_page_asks_for_one_and_sees_only_its_bank(
     browser: Any, tmp_path: Path
 ) -> None:
