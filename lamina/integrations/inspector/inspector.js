@@ -29,6 +29,7 @@ function el(tag, attrs, ...children) {
   }
   return node;
 }
+const short = (n) => (n >= 10000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n));
 const num = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en"));
 function when(iso) {
   if (!iso) return "—";
@@ -96,9 +97,13 @@ async function loadBanks() {
   banks = data.banks;
   fill(bankSelect, ...banks.map((b) => el("option", { value: b.bank, text: b.bank })));
   forgetKey.hidden = !sessionStorage.getItem(KEY);
+  document.getElementById("who").hidden = !banks.length && forgetKey.hidden;
+  bankSelect.hidden = !banks.length;
+  document.querySelector("label[for=bank-select]").hidden = !banks.length;
 }
 
 function keyForm(reason) {
+  document.getElementById("who").hidden = true;
   const input = el("input", { type: "password", id: "api-key", autocomplete: "off", required: true, placeholder: "lam_…" });
   const form = el("form", { class: "stack keyform", onsubmit: (e) => {
     e.preventDefault();
@@ -440,7 +445,8 @@ async function pageLogs(bank, params) {
 }
 
 function drawStrip(target, bank, s) {
-  const detail = el("div", { id: "summary-detail" });
+  const detail = el("div", { id: "summary-detail" },
+    el("p", { class: "muted", text: "Choose a stretch (click it, or Tab to it and press Enter): a summary opens beside the messages it covers." }));
   const total = s.stretches.reduce((a, x) => a + Math.max(1, x.tokens), 0) || 1;
   const buttons = s.stretches.map((x, i) => {
     const name = x.level ? `summary level ${x.level}` : "raw";
@@ -452,7 +458,7 @@ function drawStrip(target, bank, s) {
         for (const other of target.querySelectorAll(".strip button")) other.setAttribute("aria-pressed", "false");
         b.setAttribute("aria-pressed", "true");
         showStretch(detail, bank, s, x);
-      } }, x.level ? `L${x.level}` : "raw");
+      } }, `${x.level ? "L" + x.level : "raw"} · ${short(x.tokens)}`);
     b.dataset.index = i;
     return b;
   });
