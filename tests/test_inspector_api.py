@@ -241,3 +241,59 @@ def test_inspect_refuses_a_port_in_use_in_one_line(tmp_path: Path) -> None:
         f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
     )
     assert out.stdout == ""
+
+
+BODIES = {"/recall/preview": {"query": "port"}, "/strip": {"budget": 8000}}
+
+
+def test_every_inspector_endpoint_needs_a_key_and_hides_other_banks(tmp_path: Path) -> None:
+    from fastapi.routing import APIRoute
+
+    from lamina.integrations.http_inspect import router
+    from lamina.integrations.logs import read_message_list
+
+    memory = MemoryBank(
+        open_store(str(tmp_path / "keys.db")), retain_options=RetainOptions(embed=False)
+    )
+    said = read_message_list([{"role": "user", "content": "The notes API listens on port 8040."}])
+    for name in ("alpha", "beta"):
+        memory.retain_messages(said, name, "notes")
+        StoredLog.open(memory.store, name, "l", ExtractiveSummariser()).append(said)
+    key = "lam_alpha_key"
+    memory.store.create_api_key("alpha", hash_key(key), ["alpha"])
+    api = client(memory, tmp_path, Gate.at_start(memory.store, "127.0.0.1"))
+    routes = [r for r in router.routes if isinstance(r, APIRoute)]
+    assert len(routes) >= 8
+    for route in routes:
+        for method in route.methods:
+            path = route.path.format(bank="beta", log="l", memory_id="m", summary="s")
+            body = next((b for end, b in BODIES.items() if path.endswith(end)), None)
+            anonymous = api.request(method, path, json=body)
+            assert anonymous.status_code == 401, (method, path)
+            other = api.request(method, path, json=body, headers={"Authorization": f"Bearer {key}"})
+            if "{bank}" in route.path:
+                assert other.status_code == 404, (method, path, other.text)
+                assert "beta" not in other.text.replace("'beta'", "")  # nothing of it leaks
+            else:
+                assert other.status_code == 200, (method, path)
+    memory.close()
+
+
+def test_a_log_never_compiled_is_one_raw_stretch(database: str, tmp_path: Path) -> None:
+    from lamina.integrations.logs import read_message_list
+
+    memory = MemoryBank(open_store(database), retain_options=RetainOptions(embed=False))
+    said = read_message_list([{"role": "user", "content": "hello there"},
+                              {"role": "assistant", "content": "hi, how can I help?"}])  # fmt: skip
+    memory.retain_messages(said, "alpha", "d")
+    StoredLog.open(memory.store, "alpha", "fresh", ExtractiveSummariser()).append(said)
+    StoredLog.open(memory.store, "alpha", "empty", ExtractiveSummariser())
+    api = client(memory, tmp_path)
+    strip = api.get("/v1/banks/alpha/logs/fresh/strip").json()
+    assert not strip["compiled"]
+    assert [(s["start"], s["end"], s["region"], s["level"]) for s in strip["stretches"]] == [
+        (0, 2, "uncompiled", 0)
+    ]
+    empty = api.post("/v1/banks/alpha/logs/empty/strip", json={"budget": 8000})
+    assert empty.status_code == 400 and "no messages" in empty.json()["error"]["message"]
+    memory.close()
