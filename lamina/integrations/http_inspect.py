@@ -41,7 +41,7 @@ import orjson
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from ..access import Access
 from ..bank.bank import MemoryBank
@@ -54,7 +54,9 @@ from ..context.stored import StoredLog
 from ..errors import InputError, NotFoundError
 from ..messages import Message
 from ..store.base import Store, StoredPin, StoredSummary
-from .api.deps import Auth
+from .api.deps import Auth, bank_for
+from .api.errors import errors
+from .api.models import Answer, Body, CompileReport, RecallAnswer
 from .logs import check_budget, find_log, log_summariser, read_message_list
 
 __all__ = ["ASSETS", "include_inspector", "router"]
@@ -70,7 +72,7 @@ router = APIRouter(tags=["inspector"])
 
 
 # -- shapes ------------------------------------------------------------------------------------
-class SourceSpan(BaseModel):
+class MemorySource(Answer):
     file: str | None
     """The document's source file, when it was retained from one."""
     first_line: int | None
@@ -80,7 +82,7 @@ class SourceSpan(BaseModel):
     records: int
 
 
-class MemoryOut(BaseModel):
+class MemoryOut(Answer):
     id: str
     document: str
     kind: str
@@ -88,7 +90,7 @@ class MemoryOut(BaseModel):
     occurred_at: datetime | None
     """When what it describes happened."""
     said_at: datetime | None
-    source: SourceSpan
+    source: MemorySource
     speakers: list[str]
     entities: list[str]
     tags: list[str]
@@ -96,7 +98,7 @@ class MemoryOut(BaseModel):
     embedder: str | None
 
 
-class MemoryPage(BaseModel):
+class MemoryPage(Answer):
     bank: str
     items: list[MemoryOut]
     total: int
@@ -109,7 +111,7 @@ class MemoryPage(BaseModel):
     """How `q` matched: every word occurs in the text, case folded."""
 
 
-class BankDetail(BaseModel):
+class BankDetail(Answer):
     bank: str
     created_at: datetime | None
     documents: int
@@ -127,26 +129,45 @@ class BankDetail(BaseModel):
     """The whole database's size on disk (all banks), when the store knows it."""
 
 
-class PreviewBody(BaseModel):
+class PreviewBody(Body):
     query: str | None = Field(default=None, max_length=20_000)
     """Search with this text as it is; or give `prompt` (and `context`) to compose it."""
     prompt: str | None = Field(default=None, max_length=20_000)
+    """The next prompt: the query is composed from it and the last turns of `context`, as the
+    prompt hook composes it."""
     context: list[Any] | None = Field(default=None, max_length=2_000)
     """Earlier messages (Anthropic or OpenAI shape, or Claude Code records) the hook would
     take the last turns of."""
     context_turns: int = Field(default=3, ge=0, le=100)
+    """Turns of `context` before the prompt that enter the query."""
     max_chars: int = Field(default=800, ge=1, le=100_000)
+    """Cap on the composed query; the oldest context is dropped first."""
     budget: int = Field(default=1024, ge=1, le=200_000)
+    """Tokens the recalled memories may take, together."""
     limit: int = Field(default=50, ge=1, le=1000)
+    """At most this many memories."""
 
 
-class StripBody(BaseModel):
+class RecallPreview(RecallAnswer):
+    composed: bool
+    """The query was composed from a prompt and context (as the hook does)."""
+    block: str
+    """The exact `<lamina_memories>` block the prompt hook would inject ("" for none)."""
+    block_tokens: int
+    block_chars: int
+    block_memories: int
+    """Memories the block holds (the hook clamps it under Claude Code's limit)."""
+
+
+class StripBody(Body):
     budget: int = Field(ge=1_000, le=2_000_000)
+    """Tokens of the compiled request, reply reserve included."""
     reserve: int | None = Field(default=None, ge=0)
-    """Default: an eighth of the budget, at most 4,000 (as `lamina compile`)."""
+    """Tokens kept for the reply; default an eighth of the budget, at most 4,000 (as
+    `lamina compile`)."""
 
 
-class Stretch(BaseModel):
+class Stretch(Answer):
     start: int
     end: int
     """Log positions `start` to `end - 1`."""
@@ -162,7 +183,7 @@ class Stretch(BaseModel):
     pins: list[str]
 
 
-class StripOut(BaseModel):
+class StripOut(Answer):
     bank: str
     log: str
     messages: int
@@ -179,10 +200,11 @@ class StripOut(BaseModel):
     prefix_break: int | None = None
     """Preview: the first log position whose rendering differs from the last compile's
     (the cached prefix ends there); None when the prefix is kept or there was no compile."""
-    report: dict[str, Any] | None = None
+    report: CompileReport | None = None
+    """Preview: the compile's report."""
 
 
-class CoveredMessage(BaseModel):
+class CoveredMessage(Answer):
     position: int
     role: str
     kind: str
@@ -190,7 +212,7 @@ class CoveredMessage(BaseModel):
     tokens: int
 
 
-class SummaryOut(BaseModel):
+class SummaryOut(Answer):
     id: str
     level: int
     start: int
@@ -203,7 +225,7 @@ class SummaryOut(BaseModel):
     covered: int
 
 
-class HookRun(BaseModel):
+class HookRun(Answer):
     time: str
     event: str
     session: str
@@ -211,7 +233,7 @@ class HookRun(BaseModel):
     timings: dict[str, Any] | None
 
 
-class HookRuns(BaseModel):
+class HookRuns(Answer):
     log: str | None
     runs: list[HookRun]
 
@@ -223,10 +245,8 @@ def _memory_bank(request: Request) -> MemoryBank:
 
 
 def _bank(request: Request, auth: Access, bank: str) -> str:
-    """The bank if this caller may use it and it exists; else 404 (as `create_app` does)."""
-    if not auth.allows(bank) or _memory_bank(request).store.get_bank(bank) is None:
-        raise NotFoundError(f"no bank named {bank!r}")
-    return bank
+    """The bank if this caller may use it and it exists; else 404 (`api.deps.bank_for`)."""
+    return bank_for(_memory_bank(request), auth, bank)
 
 
 def memory_out(memory: Memory, file: str | None) -> MemoryOut:
@@ -237,7 +257,7 @@ def memory_out(memory: Memory, file: str | None) -> MemoryOut:
         text=memory.text,
         occurred_at=memory.occurred_at,
         said_at=memory.said_at,
-        source=SourceSpan(
+        source=MemorySource(
             file=file,
             first_line=memory.first_line,
             last_line=memory.last_line,
@@ -296,7 +316,7 @@ def _sources(store: Store, bank: str) -> dict[str, str | None]:
 
 
 # -- banks and memories ------------------------------------------------------------------------
-@router.get("/v1/banks/{bank}", response_model=BankDetail)
+@router.get("/v1/banks/{bank}", response_model=BankDetail, responses=errors(404))
 def bank_detail(bank: str, request: Request, auth: Auth) -> BankDetail:
     name = _bank(request, auth, bank)
     store = _memory_bank(request).store
@@ -322,7 +342,7 @@ def bank_detail(bank: str, request: Request, auth: Auth) -> BankDetail:
     )
 
 
-@router.get("/v1/banks/{bank}/memories", response_model=MemoryPage)
+@router.get("/v1/banks/{bank}/memories", response_model=MemoryPage, responses=errors(404))
 def list_memories(
     bank: str,
     request: Request,
@@ -360,7 +380,9 @@ def list_memories(
     )
 
 
-@router.get("/v1/banks/{bank}/memories/{memory_id}", response_model=MemoryOut)
+@router.get(
+    "/v1/banks/{bank}/memories/{memory_id:path}", response_model=MemoryOut, responses=errors(404)
+)
 def show_memory(bank: str, memory_id: str, request: Request, auth: Auth) -> MemoryOut:
     name = _bank(request, auth, bank)
     store = _memory_bank(request).store
@@ -372,7 +394,11 @@ def show_memory(bank: str, memory_id: str, request: Request, auth: Auth) -> Memo
 
 
 # -- recall playground -------------------------------------------------------------------------
-@router.post("/v1/banks/{bank}/recall/preview")
+@router.post(
+    "/v1/banks/{bank}/recall/preview",
+    response_model=RecallPreview,
+    responses=errors(400, 404, 413, 422),
+)
 def recall_preview(bank: str, body: PreviewBody, request: Request, auth: Auth) -> dict[str, Any]:
     """Recall as the prompt hook does it, with the block it would inject."""
     from ..tokens import count_text
@@ -500,14 +526,18 @@ def _open_log(request: Request, bank: str, log: str) -> tuple[Store, StoredLog]:
     return store, StoredLog.open(store, bank, log, log_summariser(store))
 
 
-@router.get("/v1/banks/{bank}/logs/{log}/strip", response_model=StripOut)
+@router.get("/v1/banks/{bank}/logs/{log}/strip", response_model=StripOut, responses=errors(404))
 def log_strip(bank: str, log: str, request: Request, auth: Auth) -> StripOut:
     name = _bank(request, auth, bank)
     store, stored = _open_log(request, name, log)
     return _strip(store, name, log, store.load_frontier(name, log), stored, preview=False)
 
 
-@router.post("/v1/banks/{bank}/logs/{log}/strip", response_model=StripOut)
+@router.post(
+    "/v1/banks/{bank}/logs/{log}/strip",
+    response_model=StripOut,
+    responses=errors(400, 404, 413, 422),
+)
 def log_strip_preview(
     bank: str, log: str, body: StripBody, request: Request, auth: Auth
 ) -> StripOut:
@@ -526,7 +556,7 @@ def log_strip_preview(
     options = CompileOptions(budget=body.budget, reserve=reserve)
     result = stored.compiler.compile(stored.log, options, "anthropic", stored.pins())
     out = _strip(store, name, log, frontier_to_json(result.frontier), stored, preview=True)
-    out.report = result.report
+    out.report = CompileReport.model_validate(result.report)
     if before is not None:
         for old, new in zip(before.items, result.frontier.items, strict=False):
             if old != new:
@@ -540,7 +570,11 @@ def log_strip_preview(
     return out
 
 
-@router.get("/v1/banks/{bank}/logs/{log}/summaries/{summary}", response_model=SummaryOut)
+@router.get(
+    "/v1/banks/{bank}/logs/{log}/summaries/{summary}",
+    response_model=SummaryOut,
+    responses=errors(404),
+)
 def log_summary_detail(
     bank: str, log: str, summary: str, request: Request, auth: Auth
 ) -> SummaryOut:
@@ -622,7 +656,7 @@ def parse_hook_line(line: str) -> HookRun | None:
     )
 
 
-@router.get("/v1/hooks", response_model=HookRuns)
+@router.get("/v1/hooks", response_model=HookRuns, responses=errors())
 def hook_runs(
     request: Request, auth: Auth, limit: int = Query(default=200, ge=1, le=HOOK_LOG_LINES)
 ) -> HookRuns:

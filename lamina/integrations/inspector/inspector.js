@@ -93,7 +93,7 @@ function currentBank(params) {
 }
 
 async function loadBanks() {
-  const data = await api("GET", "/v1/banks");
+  const data = await api("GET", "/v1/banks?limit=1000");
   banks = data.banks;
   fill(bankSelect, ...banks.map((b) => el("option", { value: b.bank, text: b.bank })));
   forgetKey.hidden = !sessionStorage.getItem(KEY);
@@ -283,7 +283,7 @@ async function pageMemories(bank, params) {
   }
   const [page, documents] = await Promise.all([
     api("GET", `${bankPath(bank)}/memories?${query}`),
-    api("GET", `${bankPath(bank)}/documents`),
+    api("GET", `${bankPath(bank)}/documents?limit=1000`),
   ]);
   const field = (name, label, input) => el("label", { for: `f-${name}` }, label, input);
   const q = el("input", { id: "f-q", type: "search", name: "q", value: filters.q, placeholder: "words in the text" });
