@@ -20,9 +20,10 @@
     GET  /v1/banks/{bank}/logs/{log}/summaries/{s} a summary with the messages it covers
     GET  /v1/hooks                                 the last hook runs (from the hook log)
 
-Every endpoint asks the same gate as the API (`http._access`): a key sees only its banks, and
-another bank answers 404 as if it did not exist. Hook runs are shown for a key when their
-session is a document of one of its banks; the log's path only to a caller that sees every bank.
+Every endpoint asks the same gate as the API (`api.deps.Auth` and `bank_for`): a key sees only
+its banks, and another bank answers 404 as if it did not exist. Hook runs are shown for a key
+when their session is a document of one of its banks; the log's path only to a caller that sees
+every bank.
 
 `q` is a plain text search: every word of it must occur in a memory's text (case folded), a
 scan of the bank's memories without their vectors, so it finds what a user typed even where
