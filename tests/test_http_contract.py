@@ -110,6 +110,14 @@ def test_live_answers_match_the_published_schemas(server: Server) -> None:
     assert call("PUT", f"{log}/pins/clash", json=clash).status_code == 409
     assert call("DELETE", f"{log}/pins/start").status_code == 200
     memory = hits["results"][0]["id"]
+    # The web inspector's reads (lamina.integrations.http_inspect) on a log that folds.
+    preview = {"query": "which port?", "budget": 500}
+    assert call("POST", "/v1/banks/alpha/recall/preview", json=preview).json()["block"]
+    folds = "/v1/banks/alpha/logs/folds"
+    assert call("POST", f"{folds}/messages", json={"messages": chat(40)}).status_code == 200
+    strip = call("POST", f"{folds}/strip", json={"budget": 2000, "reserve": 500}).json()
+    summary = next(s["summary"] for s in strip["stretches"] if s["summary"])
+    assert call("GET", f"{folds}/summaries/{summary}").status_code == 200
     # Any other GET route (one added later) is called with the values at hand for its
     # parameters, so it is checked too without a line of its own here.
     known = {"bank": "alpha", "document": DOCUMENT, "log": "contract", "memory": memory,

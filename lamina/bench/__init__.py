@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "hook": "hook:hook_bench",
     "agent": "agent:agent_bench",
     "mcp": "mcp:mcp_bench",
+    "inspector": "inspector:inspector_bench",
 }
 """Benchmark name -> `module:command` inside this package."""
 

@@ -279,8 +279,9 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
     gate = Gate.at_start(memory.store, host)
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"lamina serve: listening on http://{shown}:{port} ({gate.describe()})", err=True)
-    uvicorn.run(create_app(memory=memory, max_body=max_body, gate=gate), host=host, port=port,
-                log_level="warning")  # fmt: skip
+    app = create_app((ctx.find_root().obj or {}).get("home"), memory=memory, max_body=max_body,
+                     gate=gate)  # fmt: skip
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 @click.group()

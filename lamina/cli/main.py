@@ -257,7 +257,7 @@ def recall_query(
 
 
 def _register_bank_commands() -> None:
-    from . import admin, bank, logs, pins, store, warm
+    from . import admin, bank, inspector, logs, pins, store, warm
 
     bank.register(cli)
     admin.register(cli)
@@ -265,6 +265,7 @@ def _register_bank_commands() -> None:
     logs.register(cli)
     pins.register(cli)
     warm.register(cli)
+    inspector.register(cli)
 
 
 _register_bank_commands()

@@ -134,4 +134,7 @@ def create_app(
 
     for router in (banks.router, recall_retain.router, context.router, operations.router):
         app.include_router(router)
+    from .http_inspect import include_inspector  # the web inspector's pages and reads
+
+    include_inspector(app, home)
     return app

@@ -1,0 +1,700 @@
+"""The web inspector: its pages (`/`) and the read endpoints they need beside the HTTP API.
+
+    GET  /                                         the inspector (static, no bank data)
+    GET  /v1/banks/{bank}                          one bank in detail: counts, last retain,
+                                                   embedders, size on disk, logs
+    GET  /v1/banks/{bank}/memories                 q, document, kind, tag, since, until,
+                                                   limit, offset -> items, total, kinds
+    GET  /v1/banks/{bank}/memories/{memory}        one memory
+    POST /v1/banks/{bank}/recall/preview           query (or prompt + context, composed as
+                                                   the hook does), budget -> results with
+                                                   per-channel scores, the exact block the
+                                                   hook would inject and its tokens
+    GET  /v1/banks/{bank}/logs/{log}/strip         a log as stretches (raw or a summary level)
+                                                   as its last compile showed them, with
+                                                   tokens, pins, head and recent windows
+    POST /v1/banks/{bank}/logs/{log}/strip         the same for a compile with another budget,
+                                                   computed and not kept (summaries it writes
+                                                   are kept, as every compile's are), with
+                                                   where it would break the cached prefix
+    GET  /v1/banks/{bank}/logs/{log}/summaries/{s} a summary with the messages it covers
+    GET  /v1/hooks                                 the last hook runs (from the hook log)
+
+Every endpoint asks the same gate as the API (`api.deps.Auth` and `bank_for`): a key sees only
+its banks, and another bank answers 404 as if it did not exist. Hook runs are shown for a key
+when their session is a document of one of its banks; the log's path only to a caller that sees
+every bank.
+
+`q` is a plain text search: every word of it must occur in a memory's text (case folded), a
+scan of the bank's memories without their vectors, so it finds what a user typed even where
+the lexical index would stem or drop it. Pages read only these endpoints and the API's own.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import Field
+
+from ..access import Access
+from ..bank.bank import MemoryBank
+from ..bank.model import Memory
+from ..bank.query import QueryOptions, compose_recall_query
+from ..bank.recall import RecallOptions
+from ..context.frontier import CompileOptions
+from ..context.pins import pin_json
+from ..context.stored import StoredLog
+from ..errors import InputError, NotFoundError
+from ..messages import Message
+from ..store.base import Store, StoredPin, StoredSummary
+from .api.deps import Auth, bank_for
+from .api.errors import errors
+from .api.models import Answer, Body, CompileReport, RecallAnswer
+from .logs import check_budget, find_log, log_summariser, read_message_list
+
+__all__ = ["ASSETS", "include_inspector", "router"]
+
+ASSETS = Path(__file__).with_name("inspector")
+HOOK_LOG_LINES = 4000
+"""Lines read from the end of the hook log."""
+COVERED_LIMIT = 200
+"""Messages shown with a summary at most (the first ones; the count says how many it covers)."""
+MESSAGE_CHARS = 2000
+
+router = APIRouter(tags=["inspector"])
+
+
+# -- shapes ------------------------------------------------------------------------------------
+class MemorySource(Answer):
+    file: str | None
+    """The document's source file, when it was retained from one."""
+    first_line: int | None
+    last_line: int | None
+    first_record: str | None
+    last_record: str | None
+    records: int
+
+
+class MemoryOut(Answer):
+    id: str
+    document: str
+    kind: str
+    text: str
+    occurred_at: datetime | None
+    """When what it describes happened."""
+    said_at: datetime | None
+    source: MemorySource
+    speakers: list[str]
+    entities: list[str]
+    tags: list[str]
+    tokens: int | None
+    embedder: str | None
+
+
+class MemoryPage(Answer):
+    bank: str
+    items: list[MemoryOut]
+    total: int
+    """Memories matching the filters (all pages)."""
+    limit: int
+    offset: int
+    kinds: dict[str, int]
+    """Memories of each kind in the bank (for the filter)."""
+    search: str = "words"
+    """How `q` matched: every word occurs in the text, case folded."""
+
+
+class BankDetail(Answer):
+    bank: str
+    created_at: datetime | None
+    documents: int
+    memories: int
+    records: int
+    embedded: int
+    embedders: dict[str, int]
+    first_time: datetime | None
+    last_time: datetime | None
+    last_retain: datetime | None
+    last_document: str | None
+    logs: int
+    bank_bytes: int | None
+    database_bytes: int | None
+    """The whole database's size on disk (all banks), when the store knows it."""
+
+
+class PreviewBody(Body):
+    query: str | None = Field(default=None, max_length=20_000)
+    """Search with this text as it is; or give `prompt` (and `context`) to compose it."""
+    prompt: str | None = Field(default=None, max_length=20_000)
+    """The next prompt: the query is composed from it and the last turns of `context`, as the
+    prompt hook composes it."""
+    context: list[Any] | None = Field(default=None, max_length=2_000)
+    """Earlier messages (Anthropic or OpenAI shape, or Claude Code records) the hook would
+    take the last turns of."""
+    context_turns: int = Field(default=3, ge=0, le=100)
+    """Turns of `context` before the prompt that enter the query."""
+    max_chars: int = Field(default=800, ge=1, le=100_000)
+    """Cap on the composed query; the oldest context is dropped first."""
+    budget: int = Field(default=1024, ge=1, le=200_000)
+    """Tokens the recalled memories may take, together."""
+    limit: int = Field(default=50, ge=1, le=1000)
+    """At most this many memories."""
+
+
+class RecallPreview(RecallAnswer):
+    composed: bool
+    """The query was composed from a prompt and context (as the hook does)."""
+    block: str
+    """The exact `<lamina_memories>` block the prompt hook would inject ("" for none)."""
+    block_tokens: int
+    block_chars: int
+    block_memories: int
+    """Memories the block holds (the hook clamps it under Claude Code's limit)."""
+
+
+class StripBody(Body):
+    budget: int = Field(ge=1_000, le=2_000_000)
+    """Tokens of the compiled request, reply reserve included."""
+    reserve: int | None = Field(default=None, ge=0)
+    """Tokens kept for the reply; default an eighth of the budget, at most 4,000 (as
+    `lamina compile`)."""
+
+
+class Stretch(Answer):
+    start: int
+    end: int
+    """Log positions `start` to `end - 1`."""
+    region: str
+    """`head`, `middle`, `recent`, or `uncompiled` (no compile yet)."""
+    level: int
+    """0: shown raw; k: shown as one summary of level k."""
+    summary: str | None
+    tokens: int
+    """The messages' own tokens."""
+    shown_tokens: int
+    """What the stretch costs in the request (the summary's tokens when folded)."""
+    pins: list[str]
+
+
+class StripOut(Answer):
+    bank: str
+    log: str
+    messages: int
+    tokens: int
+    compiled: bool
+    preview: bool
+    head_end: int
+    tail_start: int
+    request_tokens: int | None
+    stretches: list[Stretch]
+    levels: list[int]
+    pins: list[dict[str, Any]]
+    summaries_by_level: dict[str, int]
+    prefix_break: int | None = None
+    """Preview: the first log position whose rendering differs from the last compile's
+    (the cached prefix ends there); None when the prefix is kept or there was no compile."""
+    report: CompileReport | None = None
+    """Preview: the compile's report."""
+
+
+class CoveredMessage(Answer):
+    position: int
+    role: str
+    kind: str
+    text: str
+    tokens: int
+
+
+class SummaryOut(Answer):
+    id: str
+    level: int
+    start: int
+    end: int
+    tokens: int
+    text: str
+    children: list[str]
+    summariser: str
+    messages: list[CoveredMessage]
+    covered: int
+
+
+class HookRun(Answer):
+    time: str
+    event: str
+    session: str
+    outcome: str
+    timings: dict[str, Any] | None
+
+
+class HookRuns(Answer):
+    log: str | None
+    runs: list[HookRun]
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _memory_bank(request: Request) -> MemoryBank:
+    memory: MemoryBank = request.app.state.memory
+    return memory
+
+
+def _bank(request: Request, auth: Access, bank: str) -> str:
+    """The bank if this caller may use it and it exists; else 404 (`api.deps.bank_for`)."""
+    return bank_for(_memory_bank(request), auth, bank)
+
+
+def memory_out(memory: Memory, file: str | None) -> MemoryOut:
+    return MemoryOut(
+        id=memory.id,
+        document=memory.document,
+        kind=memory.kind,
+        text=memory.text,
+        occurred_at=memory.occurred_at,
+        said_at=memory.said_at,
+        source=MemorySource(
+            file=file,
+            first_line=memory.first_line,
+            last_line=memory.last_line,
+            first_record=memory.first_record,
+            last_record=memory.last_record,
+            records=len(memory.record_ids),
+        ),
+        speakers=list(memory.speakers),
+        entities=list(memory.entities),
+        tags=list(memory.tags),
+        tokens=memory.tokens,
+        embedder=memory.embedder,
+    )
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _matches(
+    memory: Memory,
+    words: Sequence[str],
+    document: str | None,
+    kind: str | None,
+    tag: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> bool:
+    if document is not None and memory.document != document:
+        return False
+    if kind is not None and memory.kind != kind:
+        return False
+    if tag is not None and tag not in memory.tags:
+        return False
+    if since is not None or until is not None:
+        when = _aware(memory.time)
+        if when is None or (since is not None and when < since):
+            return False
+        if until is not None and when > until:
+            return False
+    if words:
+        text = memory.text.casefold()
+        return all(w in text for w in words)
+    return True
+
+
+def _newest_first(memory: Memory) -> tuple[int, float]:
+    when = _aware(memory.time)
+    return (0, -when.timestamp()) if when is not None else (1, 0.0)
+
+
+def _sources(store: Store, bank: str) -> dict[str, str | None]:
+    return {d.id: d.source for d in store.list_documents(bank)}
+
+
+# -- banks and memories ------------------------------------------------------------------------
+@router.get("/v1/banks/{bank}", response_model=BankDetail, responses=errors(404))
+def bank_detail(bank: str, request: Request, auth: Auth) -> BankDetail:
+    name = _bank(request, auth, bank)
+    store = _memory_bank(request).store
+    stats = store.bank_stats(name)
+    found = store.get_bank(name)
+    documents = store.list_documents(name)
+    last = max(documents, key=lambda d: d.updated_at, default=None)
+    return BankDetail(
+        bank=name,
+        created_at=found.created_at if found else None,
+        documents=stats.documents,
+        memories=stats.memories,
+        records=stats.records,
+        embedded=stats.embedded,
+        embedders=dict(stats.embedders),
+        first_time=stats.first_time,
+        last_time=stats.last_time,
+        last_retain=last.updated_at if last else None,
+        last_document=last.id if last else None,
+        logs=len(store.list_logs(name)),
+        bank_bytes=stats.bytes,
+        database_bytes=store.size_bytes(),
+    )
+
+
+@router.get("/v1/banks/{bank}/memories", response_model=MemoryPage, responses=errors(404))
+def list_memories(
+    bank: str,
+    request: Request,
+    auth: Auth,
+    q: str | None = Query(default=None, max_length=2000),
+    document: str | None = None,
+    kind: str | None = None,
+    tag: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = Query(default=50, ge=1, le=500),
+    offset: int = Query(default=0, ge=0),
+) -> MemoryPage:
+    name = _bank(request, auth, bank)
+    store = _memory_bank(request).store
+    words = [w for w in (q or "").casefold().split() if w]
+    since, until = _aware(since), _aware(until)
+    kinds: dict[str, int] = {}
+    found: list[Memory] = []
+    for row in store.iter_memories(name, with_embeddings=False):
+        memory = row.memory
+        kinds[memory.kind] = kinds.get(memory.kind, 0) + 1
+        if _matches(memory, words, document or None, kind or None, tag or None, since, until):
+            found.append(memory)
+    found.sort(key=_newest_first)
+    sources = _sources(store, name)
+    page = found[offset : offset + limit]
+    return MemoryPage(
+        bank=name,
+        items=[memory_out(m, sources.get(m.document)) for m in page],
+        total=len(found),
+        limit=limit,
+        offset=offset,
+        kinds=dict(sorted(kinds.items())),
+    )
+
+
+@router.get(
+    "/v1/banks/{bank}/memories/{memory_id:path}", response_model=MemoryOut, responses=errors(404)
+)
+def show_memory(bank: str, memory_id: str, request: Request, auth: Auth) -> MemoryOut:
+    name = _bank(request, auth, bank)
+    store = _memory_bank(request).store
+    found = store.get_memories(name, [memory_id])
+    if not found:
+        raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
+    document = store.get_document(name, found[0].document)
+    return memory_out(found[0], document.source if document else None)
+
+
+# -- recall playground -------------------------------------------------------------------------
+@router.post(
+    "/v1/banks/{bank}/recall/preview",
+    response_model=RecallPreview,
+    responses=errors(400, 404, 413, 422),
+)
+def recall_preview(bank: str, body: PreviewBody, request: Request, auth: Auth) -> dict[str, Any]:
+    """Recall as the prompt hook does it, with the block it would inject."""
+    from ..tokens import count_text
+    from .claude_code.contract import clamped
+
+    name = _bank(request, auth, bank)
+    memory = _memory_bank(request)
+    if body.prompt is not None and body.prompt.strip():
+        given: list[Message] = read_message_list(body.context or [])
+        options = QueryOptions(context_turns=body.context_turns, max_chars=body.max_chars)
+        query = compose_recall_query(given, body.prompt, options).query
+        composed = True
+    elif body.query is not None and body.query.strip():
+        query, composed = body.query, False
+    else:
+        raise InputError("give a 'query', or a 'prompt' (with optional 'context')")
+    result = memory.recall(query, name, RecallOptions(budget=body.budget, limit=body.limit))
+    block, shown = clamped(result)
+    return {
+        "bank": name,
+        **result.as_dict(),
+        "composed": composed,
+        "block": block,
+        "block_tokens": count_text(block) if block else 0,
+        "block_chars": len(block),
+        "block_memories": shown,
+    }
+
+
+# -- context log strip -------------------------------------------------------------------------
+def _overlapping(pins: Iterable[StoredPin], start: int, end: int) -> list[str]:
+    return [
+        p.name
+        for p in pins
+        if p.start is not None and p.end is not None and p.start < end and start < p.end
+    ]
+
+
+def strip_of(
+    frontier: Mapping[str, Any] | None,
+    summaries: Mapping[str, StoredSummary],
+    tokens: Sequence[int],
+    shown: Sequence[int],
+    pins: Sequence[StoredPin],
+) -> tuple[list[Stretch], int, int]:
+    """The log's stretches in order, as `frontier` (a stored frontier's JSON) shows them, with
+    the head's end and the recent window's start."""
+    length = len(tokens)
+
+    def stretch(start: int, end: int, region: str, summary: StoredSummary | None) -> Stretch:
+        own = sum(tokens[start:end])
+        return Stretch(
+            start=start,
+            end=end,
+            region=region,
+            level=summary.level if summary else 0,
+            summary=summary.id if summary else None,
+            tokens=own,
+            shown_tokens=summary.tokens if summary else sum(shown[start:end]),
+            pins=_overlapping(pins, start, end),
+        )
+
+    if frontier is None or "items" not in frontier:
+        return ([stretch(0, length, "uncompiled", None)] if length else []), 0, length
+    head = min(int(frontier.get("head_end", 0)), length)
+    tail = min(int(frontier.get("tail_start", length)), length)
+    out: list[Stretch] = [stretch(0, head, "head", None)] if head else []
+    at = head
+    for item in frontier.get("items", []):
+        if isinstance(item, str):
+            summary = summaries.get(item)
+            if summary is None:
+                continue
+            start, end = summary.start, summary.end
+        else:
+            summary, (start, end) = None, (int(item[0]), int(item[1]))
+        if start > at:  # a gap the frontier does not name (should not happen): shown as raw
+            out.append(stretch(at, start, "middle", None))
+        out.append(stretch(start, min(end, length), "middle", summary))
+        at = max(at, end)
+    if at < tail:
+        out.append(stretch(at, tail, "middle", None))
+    if tail < length:
+        out.append(stretch(max(tail, at), length, "recent", None))
+    return out, head, tail
+
+
+def _strip(
+    store: Store,
+    bank: str,
+    log: str,
+    frontier: Mapping[str, Any] | None,
+    stored: StoredLog,
+    *,
+    preview: bool,
+) -> StripOut:
+    summaries = {s.id: s for s in store.load_summaries(bank, log)}
+    pins = store.load_pins(bank, log)
+    stretches, head, tail = strip_of(frontier, summaries, stored.log.tokens, stored.log.shown, pins)
+    by_level: dict[str, int] = {}
+    for summary in summaries.values():
+        by_level[str(summary.level)] = by_level.get(str(summary.level), 0) + 1
+
+    tokens = frontier.get("tokens") if frontier else None
+    return StripOut(
+        bank=bank,
+        log=log,
+        messages=len(stored.log),
+        tokens=sum(stored.log.tokens),
+        compiled=frontier is not None and "items" in frontier,
+        preview=preview,
+        head_end=head,
+        tail_start=tail,
+        request_tokens=int(tokens) if isinstance(tokens, int) else None,
+        stretches=stretches,
+        levels=sorted({s.level for s in stretches}),
+        pins=[pin_json(p) for p in pins],
+        summaries_by_level=dict(sorted(by_level.items(), key=lambda kv: int(kv[0]))),
+    )
+
+
+def _open_log(request: Request, bank: str, log: str) -> tuple[Store, StoredLog]:
+    store = _memory_bank(request).store
+    find_log(store, bank, log)
+    return store, StoredLog.open(store, bank, log, log_summariser(store))
+
+
+@router.get("/v1/banks/{bank}/logs/{log}/strip", response_model=StripOut, responses=errors(404))
+def log_strip(bank: str, log: str, request: Request, auth: Auth) -> StripOut:
+    name = _bank(request, auth, bank)
+    store, stored = _open_log(request, name, log)
+    return _strip(store, name, log, store.load_frontier(name, log), stored, preview=False)
+
+
+@router.post(
+    "/v1/banks/{bank}/logs/{log}/strip",
+    response_model=StripOut,
+    responses=errors(400, 404, 413, 422),
+)
+def log_strip_preview(
+    bank: str, log: str, body: StripBody, request: Request, auth: Auth
+) -> StripOut:
+    """What a compile with `budget` would show; the stored frontier is left as it is."""
+    from ..context.stored import frontier_to_json
+
+    reserve = min(4000, body.budget // 8) if body.reserve is None else body.reserve
+    problem = check_budget(body.budget, reserve)
+    if problem is not None:
+        raise InputError(f"reserve: {problem}")
+    name = _bank(request, auth, bank)
+    store, stored = _open_log(request, name, log)
+    if not len(stored.log):
+        raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
+    before = stored.compiler.previous
+    options = CompileOptions(budget=body.budget, reserve=reserve)
+    result = stored.compiler.compile(stored.log, options, "anthropic", stored.pins())
+    out = _strip(store, name, log, frontier_to_json(result.frontier), stored, preview=True)
+    out.report = CompileReport.model_validate(result.report)
+    if before is not None:
+        for old, new in zip(before.items, result.frontier.items, strict=False):
+            if old != new:
+                out.prefix_break = new[0] if isinstance(new, tuple) else new.start
+                break
+        else:
+            if len(before.items) != len(result.frontier.items):
+                out.prefix_break = result.frontier.tail_start
+        if before.head_end != result.frontier.head_end:
+            out.prefix_break = min(before.head_end, result.frontier.head_end)
+    return out
+
+
+@router.get(
+    "/v1/banks/{bank}/logs/{log}/summaries/{summary}",
+    response_model=SummaryOut,
+    responses=errors(404),
+)
+def log_summary_detail(
+    bank: str, log: str, summary: str, request: Request, auth: Auth
+) -> SummaryOut:
+    name = _bank(request, auth, bank)
+    store = _memory_bank(request).store
+    find_log(store, name, log)
+    found = next((s for s in store.load_summaries(name, log) if s.id == summary), None)
+    if found is None:
+        raise NotFoundError(f"no summary {summary!r} in log {log!r} of bank {name!r}")
+    from ..context.log import ContextLog
+
+    covered = store.read_log(name, log, start=found.start)[: found.end - found.start]
+    shown = covered[:COVERED_LIMIT]
+    counted = ContextLog.from_messages(shown)
+    return SummaryOut(
+        id=found.id,
+        level=found.level,
+        start=found.start,
+        end=found.end,
+        tokens=found.tokens,
+        text=found.text,
+        children=list(found.children),
+        summariser=found.summariser,
+        messages=[
+            CoveredMessage(
+                position=found.start + i,
+                role=m.role.value,
+                kind=str(m.kind),
+                text=_message_text(m)[:MESSAGE_CHARS],
+                tokens=counted.tokens[i],
+            )
+            for i, m in enumerate(shown)
+        ],
+        covered=len(covered),
+    )
+
+
+def _message_text(message: Message) -> str:
+    text = message.text.strip()
+    if text:
+        return text
+    uses = [f"[tool call: {u.name}]" for u in message.tool_uses]
+    results = [f"[tool result] {r.text[:300]}" for r in message.tool_results]
+    shown = uses + results
+    if not shown and message.blocks:
+        shown = [f"[{', '.join(sorted({b.type for b in message.blocks}))}]"]
+    return "\n".join(shown)
+
+
+# -- hook activity -----------------------------------------------------------------------------
+def _hook_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        return [line.rstrip("\n") for line in deque(handle, maxlen=HOOK_LOG_LINES)]
+
+
+def parse_hook_line(line: str) -> HookRun | None:
+    """One hook log line: `<time> <event> <session> <message>[ | timings <json>]`."""
+    from .claude_code.hook import TIMINGS_MARK
+
+    head, mark, timings = line.partition(TIMINGS_MARK)
+    parts = head.split(" ", 3)
+    if len(parts) < 3 or not parts[0][:4].isdigit():
+        return None
+    record: dict[str, Any] | None = None
+    if mark:
+        try:
+            loaded = orjson.loads(timings)
+        except orjson.JSONDecodeError:
+            loaded = None
+        record = loaded if isinstance(loaded, dict) else None
+    return HookRun(
+        time=parts[0],
+        event=parts[1],
+        session=parts[2],
+        outcome=parts[3] if len(parts) > 3 else "",
+        timings=record,
+    )
+
+
+@router.get("/v1/hooks", response_model=HookRuns, responses=errors())
+def hook_runs(
+    request: Request, auth: Auth, limit: int = Query(default=200, ge=1, le=HOOK_LOG_LINES)
+) -> HookRuns:
+    """The last hook runs, newest first."""
+    path: Path = request.app.state.inspector_home / "logs" / "hooks.log"
+    everything = auth.banks is None or "*" in auth.banks
+    store = _memory_bank(request).store
+    allowed = [] if everything else [b for b in (auth.banks or []) if store.get_bank(b)]
+    seen: dict[str, bool] = {}
+
+    def visible(session: str) -> bool:
+        if everything:
+            return True
+        if session not in seen:
+            documents = (store.get_document(b, session) for b in allowed)
+            seen[session] = any(d is not None for d in documents)
+        return seen[session]
+
+    runs: list[HookRun] = []
+    for line in reversed(_hook_lines(path)):
+        run = parse_hook_line(line)
+        if run is not None and visible(run.session):
+            runs.append(run)
+            if len(runs) == limit:
+                break
+    return HookRuns(log=str(path) if everything else None, runs=runs)
+
+
+# -- the pages ---------------------------------------------------------------------------------
+def include_inspector(app: FastAPI, home: str | Path | None = None) -> None:
+    """Add the inspector's endpoints and pages to the API's app."""
+    from ..config import data_home
+
+    app.state.inspector_home = data_home(home)
+    app.include_router(router)
+    app.mount("/inspector", StaticFiles(directory=ASSETS), name="inspector")
+
+    @app.get("/", include_in_schema=False)
+    def inspector_page() -> FileResponse:
+        return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,328 @@
+"""The web inspector in a real browser: Debian's Chromium driven headless by Playwright (its
+bundled driver; no browser is downloaded) against a real `lamina serve` on 127.0.0.1, with a
+bank retained from the shared Claude Code sessions and a context log compiled from one.
+
+Screenshots of every page (laptop and phone widths) go to artifacts/inspector/ (git-ignored;
+CI keeps them as artefacts). Without Chromium or Playwright the tests skip with the reason,
+unless LAMINA_REQUIRE_CHROMIUM=1 (as in CI): then they fail with it. LAMINA_CHROMIUM names
+another Chromium binary (default /usr/bin/chromium).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lamina.integrations.claude_code.hook import TIMINGS_MARK, HookLog
+
+from .conftest import CLAUDE_CODE, ROOT, needs_shared
+
+httpx = pytest.importorskip("httpx")
+
+SHOTS = ROOT / "artifacts" / "inspector"
+CHROMIUM = os.environ.get("LAMINA_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+LONG = CLAUDE_CODE / "obra-long-conversation.jsonl"
+SESSION_ID = "9a9eadc8-c1f1-493e-a0f1-884aa996b05b"
+PHONE = {"width": 390, "height": 844}
+pytestmark = needs_shared
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("LAMINA_REQUIRE_CHROMIUM") == "1":
+        pytest.fail(
+            f"Chromium and Playwright are required here (LAMINA_REQUIRE_CHROMIUM=1): {reason}"
+        )
+    pytest.skip(f"{reason} (apt-get install chromium; pip install playwright)")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"no Chromium at {CHROMIUM}")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is not installed")
+    with sync_playwright() as driver:
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def lamina(home: Path, *args: str) -> str:
+    env = {**os.environ, "LAMINA_HOME": str(home)}
+    env.pop("LAMINA_DATABASE_URL", None)
+    out = subprocess.run([sys.executable, "-m", "lamina", *args], capture_output=True,
+                         text=True, env=env, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+class Served:
+    """`lamina inspect --no-browser` on a free loopback port, as a user starts it."""
+
+    def __init__(self, home: Path) -> None:
+        env = {**os.environ, "LAMINA_HOME": str(home)}
+        env.pop("LAMINA_DATABASE_URL", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "lamina", "inspect", "--no-browser"],
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True)  # fmt: skip
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        assert self.url.startswith("http://127.0.0.1:"), self.url
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise RuntimeError("the inspector did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    home = tmp_path_factory.mktemp("inspector") / "home"
+    lamina(home, "retain", str(LONG), "--bank", "demo")
+    lamina(
+        home, "retain", str(CLAUDE_CODE / "drmaciver-python-to-rust-port.jsonl"), "--bank", "demo"
+    )
+    lamina(home, "compile", str(LONG), "--budget", "6000", "--bank", "demo", "--log", "long")
+    timings = {"path": "cold", "memories": 4, "chars": 2100, "lexical_only": False,
+               "stages_ms": {"start": 41.0, "open_store": 5.2, "query": 3.1, "search": 77.0},
+               "total_ms": 127.4}  # fmt: skip
+    HookLog(home).write("UserPromptSubmit", SESSION_ID,
+                        f"injected 4 memories (2100 chars) (cold path){TIMINGS_MARK}"
+                        f"{json.dumps(timings)}")  # fmt: skip
+    HookLog(home).write("Stop", SESSION_ID, "retain started")
+    server = Served(home)
+    yield server
+    server.stop()
+
+
+class Watched:
+    """A page whose console errors, failed requests and error answers are collected."""
+
+    def __init__(self, browser: Any, viewport: dict[str, int] | None = None) -> None:
+        self.context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.problems: list[str] = []
+        self.page.on("console", lambda m: m.type == "error" and self.problems.append(m.text))
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+        self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
+        self.page.on(
+            "response",
+            lambda r: r.status >= 400 and self.problems.append(f"{r.status}: {r.url}"),
+        )
+
+    def open(self, url: str, ready: str) -> Any:
+        self.page.goto(url)
+        self.page.wait_for_selector(ready)
+        return self.page
+
+    def shot(self, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+    def close(self) -> None:
+        self.context.close()
+
+
+PAGES = [
+    ("banks", "#/banks", ".card"),
+    ("memories", "#/memories?bank=demo", "#memories .memory"),
+    ("recall", "#/recall?bank=demo&q=scenario+testing+oracle", "#block"),
+    ("logs", "#/logs?bank=demo&log=long", "#strip button"),
+    ("hooks", "#/hooks", "table"),
+]
+
+
+@pytest.mark.parametrize(("name", "where", "ready"), PAGES)
+def test_every_page_loads_cleanly_on_laptop_and_phone(
+    browser: Any, served: Served, name: str, where: str, ready: str
+) -> None:
+    for size, viewport in (("laptop", None), ("phone", PHONE)):
+        watched = Watched(browser, viewport)
+        page = watched.open(served.url + where, ready)
+        assert page.locator("main h2").first.is_visible()
+        assert page.locator("main .error").count() == 0, page.locator("main .error").inner_text()
+        watched.shot(f"{name}-{size}")
+        if size == "phone":  # nothing wider than the screen but what scrolls on purpose
+            overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
+            assert overflow <= 1, f"{name} is {overflow}px wider than a phone screen"
+        watched.close()
+        assert watched.problems == [], f"{name} ({size}): {watched.problems}"
+
+
+def test_search_finds_a_word_from_a_shared_session(browser: Any, served: Served) -> None:
+    watched = Watched(browser)
+    page = watched.open(served.url + "#/memories?bank=demo", "#memories .memory")
+    page.fill("#f-q", "Containerfile")
+    page.press("#f-q", "Enter")
+    page.wait_for_selector("#memory-count:has-text('matching')")
+    texts = page.locator("#memories .memory .text").all_inner_texts()
+    assert texts and all("containerfile" in t.lower() for t in texts)
+    marks = page.locator("#memories .memory .text mark").all_inner_texts()
+    assert marks and {m.lower() for m in marks} == {"containerfile"}
+    page.fill("#f-q", "zzzz-no-such-word")
+    page.press("#f-q", "Enter")
+    page.wait_for_selector("p.empty")
+    assert "No memory matches" in page.locator("p.empty").inner_text()
+    watched.shot("memories-search")
+    watched.close()
+    assert watched.problems == []
+
+
+def test_recall_playground_shows_channel_bars_and_the_block(browser: Any, served: Served) -> None:
+    watched = Watched(browser)
+    page = watched.open(served.url + "#/recall?bank=demo", "#r-query")
+    page.fill("#r-query", "which oracle evaluates the screenshots?")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#block")
+    bars = page.locator("#hits .bar.lexical > span, #hits .bar.dense > span")
+    widths = [b.evaluate("e => e.getBoundingClientRect().width") for b in bars.all()]
+    assert any(w > 0 for w in widths)
+    labels = page.locator("#hits .bar").evaluate_all("bars => bars.map(b => b.ariaLabel)")
+    assert any(label.startswith("lexical: rank") for label in labels)
+    assert any(label.startswith("dense: rank") for label in labels)
+    assert page.locator("#block").inner_text().startswith("<lamina_memories>")
+    assert "tokens" in page.locator("#block-size").inner_text()
+    # The hook's way: a prompt and the turns before it, composed into the query.
+    page.check("#r-hook")
+    page.fill("#r-prompt", "what should the oracle look at?")
+    page.fill("#r-context", "user: we want scenario tests\nassistant: with screenshots")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=composed as the hook does")
+    watched.shot("recall-hook")
+    watched.close()
+    assert watched.problems == []
+
+
+def test_log_strip_levels_summary_and_another_budget(browser: Any, served: Served) -> None:
+    watched = Watched(browser)
+    page = watched.open(served.url + "#/logs?bank=demo&log=long", "#strip button")
+    levels = set(page.locator("#strip button").evaluate_all("bs => bs.map(b => b.dataset.level)"))
+    assert len(levels) >= 2 and "0" in levels, levels
+    summary = page.locator("#strip button:not([data-level='0'])").first
+    summary.focus()
+    page.keyboard.press("Enter")  # keyboard works as well as a click
+    page.wait_for_selector("#summary-text")
+    assert page.locator("#summary-detail .covered .msg").count() > 0
+    watched.shot("logs-summary")
+    before = page.locator("#strip button").count()
+    page.fill("#s-budget", "40000")
+    page.click("text=Compile (preview)")
+    page.wait_for_selector("#prefix-note")
+    assert "Preview" in page.locator("#strip-holder").inner_text()
+    assert page.locator("#strip button").count() != before
+    watched.shot("logs-preview")
+    watched.close()
+    assert watched.problems == []
+
+
+def test_keyboard_reaches_every_page(browser: Any, served: Served) -> None:
+    watched = Watched(browser)
+    page = watched.open(served.url, ".card")
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "Hook activity":
+            break
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Hook activity")
+    page.wait_for_function("location.hash === '#/hooks'")
+    watched.close()
+    assert watched.problems == []
+
+
+def test_forget_a_memory_then_its_document_after_confirming(browser: Any, served: Served) -> None:
+    documents = httpx.get(f"{served.url}v1/banks/demo/documents").json()["documents"]
+    other = next(d["id"] for d in documents if d["id"] != SESSION_ID)
+    watched = Watched(browser)
+    page = watched.open(f"{served.url}#/memories?bank=demo&document={other}", "#memories .memory")
+    count = page.locator("#memory-count").inner_text()
+    total = int(count.split()[0].replace(",", ""))
+    first = page.locator("#memories .memory").first.get_attribute("data-id")
+    page.locator("#memories .memory").first.get_by_text("Forget memory").click()
+    assert page.locator("#confirm").is_visible()
+    page.click("#confirm button[value=cancel]")  # cancelling forgets nothing
+    assert page.locator(f"[data-id='{first}']").count() == 1
+    page.locator("#memories .memory").first.get_by_text("Forget memory").click()
+    page.click("#confirm-ok")
+    page.wait_for_selector(f"[role=status]:has-text('Forgot memory {first}')")
+    assert page.locator(f"[data-id='{first}']").count() == 0
+    assert page.locator("#memory-count").inner_text().startswith(f"{total - 1:,} ")
+    assert httpx.get(f"{served.url}v1/banks/demo/memories/{first}").status_code == 404
+    page.locator("#memories .memory").first.get_by_text("Forget document").click()
+    assert other in page.locator("#confirm-text").inner_text()
+    page.keyboard.press("Escape")  # the dialog closes from the keyboard too, forgetting nothing
+    assert page.locator("#memories .memory").count() > 0
+    page.locator("#memories .memory").first.get_by_text("Forget document").click()
+    page.click("#confirm-ok")
+    page.wait_for_selector("p.empty")
+    assert "No memory matches" in page.locator("p.empty").inner_text()
+    remaining = httpx.get(f"{served.url}v1/banks/demo/documents").json()["documents"]
+    assert [d["id"] for d in remaining] == [SESSION_ID]
+    watched.shot("memories-forgotten")
+    watched.close()
+    # The document filter still names the forgotten document: no request failed for it.
+    assert watched.problems == []
+
+
+def test_with_keys_the_page_asks_for_one_and_sees_only_its_bank(
+    browser: Any, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    lamina(home, "retain", str(CLAUDE_CODE / "drmaciver-python-to-rust-port.jsonl"),
+           "--bank", "alpha")  # fmt: skip
+    lamina(home, "retain", str(CLAUDE_CODE / "spotter-258c7280.subagent-acompact-fffbd0.jsonl"),
+           "--bank", "beta")  # fmt: skip
+    key = json.loads(lamina(home, "keys", "create", "alpha-reader", "--bank", "alpha", "--json"))
+    server = Served(home)
+    try:
+        watched = Watched(browser)
+        page = watched.open(server.url, "#api-key")
+        watched.shot("key-asked")
+        page.fill("#api-key", "lam_not_a_key")
+        page.press("#api-key", "Enter")
+        page.wait_for_selector("text=That key was refused")
+        page.fill("#api-key", key["key"])
+        page.press("#api-key", "Enter")
+        page.wait_for_selector(".card")
+        assert page.locator(".card h3").all_inner_texts() == ["alpha"]
+        options = page.locator("#bank-select option").all_inner_texts()
+        assert options == ["alpha"]
+        page.goto(server.url + "#/memories?bank=beta")  # another bank is not there for it
+        page.wait_for_selector("#memories .memory")
+        assert "Memories of alpha" in page.locator("main h2").inner_text()
+        watched.shot("key-given")
+        watched.close()
+        # Only the refused attempts failed: no key, then a wrong one.
+        assert all("401" in p for p in watched.problems), watched.problems
+        assert watched.problems
+    finally:
+        server.stop()
+
+
+def test_screenshots_folder_is_ignored_by_git() -> None:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "check-ignore", "-q", "artifacts/inspector/banks-laptop.png"],
+                         cwd=ROOT, check=False)  # fmt: skip
+    assert out.returncode == 0
