@@ -86,6 +86,10 @@ class RecallOptions:
     of a live session still in the model's context; what was compacted away stays)."""
     now: datetime | None = None
     """Reference time for relative expressions ("last May", "two weeks ago"); default: now."""
+    time_text: str | None = None
+    """The text whose time expressions drive the time channel; None: the whole query. A query
+    composed from a prompt and the turns before it passes the prompt, so a date quoted earlier
+    in the conversation ("I restored one last year") does not stand for the question's own."""
     channel_weights: Mapping[str, float] = field(
         default_factory=lambda: {
             "dense": 1.0,
@@ -234,10 +238,12 @@ def without_common(query: str, entities: Sequence[str], df: Callable[[str], int]
 
 
 def query_ranges(query: str, options: RecallOptions) -> list[TimeRange]:
-    """The times the query names, when the time channel counts."""
+    """The times the query names (or `options.time_text`, when given), when the time channel
+    counts."""
     if options.channel_weights.get("time", 0.0) <= 0:
         return []
-    return resolve_time_expressions(query, options.now)
+    text = query if options.time_text is None else options.time_text
+    return resolve_time_expressions(text, options.now)
 
 
 def _top(

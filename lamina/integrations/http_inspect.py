@@ -410,13 +410,15 @@ def recall_preview(bank: str, body: PreviewBody, request: Request, auth: Auth) -
     if body.prompt is not None and body.prompt.strip():
         given: list[Message] = read_message_list(body.context or [])
         options = QueryOptions(context_turns=body.context_turns, max_chars=body.max_chars)
-        query = compose_recall_query(given, body.prompt, options).query
-        composed = True
+        recall_query = compose_recall_query(given, body.prompt, options)
+        # As the hook does: only the prompt's own time words drive the time channel.
+        query, time_text, composed = recall_query.query, recall_query.prompt, True
     elif body.query is not None and body.query.strip():
-        query, composed = body.query, False
+        query, time_text, composed = body.query, None, False
     else:
         raise InputError("give a 'query', or a 'prompt' (with optional 'context')")
-    result = memory.recall(query, name, RecallOptions(budget=body.budget, limit=body.limit))
+    recall_options = RecallOptions(budget=body.budget, limit=body.limit, time_text=time_text)
+    result = memory.recall(query, name, recall_options)
     block, shown = clamped(result)
     return {
         "bank": name,

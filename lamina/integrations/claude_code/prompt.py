@@ -160,14 +160,16 @@ def answer_prompt(
     stages["open_store"] = stages.get("open_store", 0.0) + now - mark
     mark = now
     options = QueryOptions(context_turns=request.context_turns, max_chars=request.max_query_chars)
+    time_text: str | None = None  # the query's own time words: only the prompt's count
     if request.transcript and Path(request.transcript).is_file():
-        query = recall_query_for_file(request.transcript, request.prompt, options).query
+        composed = recall_query_for_file(request.transcript, request.prompt, options)
+        query, time_text = composed.query, composed.prompt
         compacted = last_compaction(request.transcript)
     else:
         query = clean_text(request.prompt)[: request.max_query_chars]
         compacted = None
     exclude = {request.session: compacted} if request.session else {}
-    recall_options = RecallOptions(budget=request.budget, exclude=exclude)
+    recall_options = RecallOptions(budget=request.budget, exclude=exclude, time_text=time_text)
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
