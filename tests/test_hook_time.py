@@ -7,6 +7,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,26 @@ def test_a_prompt_naming_a_time_still_gets_the_time_channel(
     prompt = "How did the deploy of the web app go last week?"
     got = answer(bank, prompt, transcript(tmp_path / "t.jsonl", prompt), "deploy")
     assert got == [FACTS[3][1], FACTS[2][1]]  # last week's, though an earlier turn says "last year"
+
+
+def test_the_recall_preview_composes_as_the_hook_does(bank: MemoryBank, tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from lamina.integrations.http import create_app
+
+    api = TestClient(create_app(tmp_path, memory=bank), base_url="http://127.0.0.1")
+    context = [{"role": role, "content": text} for role, text in CONTEXT]
+
+    def preview(prompt: str) -> dict[str, Any]:
+        body = {"prompt": prompt, "context": context}
+        answer: dict[str, Any] = api.post("/v1/banks/proj/recall/preview", json=body).json()
+        assert answer["composed"] is True and "last year" in answer["query"]
+        return answer
+
+    plain = preview("How does the billing database backup job run?")
+    assert plain["results"] and all("time" not in h["channels"] for h in plain["results"])
+    assert plain["results"][0]["text"].endswith(FACTS[1][1])
+    timed = preview("How did the deploy of the web app go last week?")
+    assert timed["results"][0]["text"].endswith(FACTS[3][1])
+    assert "time" in timed["results"][0]["channels"]

@@ -135,7 +135,8 @@ class PreviewBody(Body):
     """Search with this text as it is; or give `prompt` (and `context`) to compose it."""
     prompt: str | None = Field(default=None, max_length=20_000)
     """The next prompt: the query is composed from it and the last turns of `context`, as the
-    prompt hook composes it."""
+    prompt hook composes it (only the prompt's own time words, "last week", drive the time
+    channel)."""
     context: list[Any] | None = Field(default=None, max_length=2_000)
     """Earlier messages (Anthropic or OpenAI shape, or Claude Code records) the hook would
     take the last turns of."""
