@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lamina.bank.units import build_units, memory_id
+from lamina.integrations.claude_code.hook import TIMINGS_MARK
 from lamina.readers import read_transcript
 from lamina.store.sqlite import SQLiteStore
 
@@ -114,6 +115,18 @@ def test_prompt_gets_memories_of_other_sessions_only(tmp_path: Path) -> None:
     context = output["hookSpecificOutput"]["additionalContext"]
     assert output["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
     assert context.startswith("<lamina_memories>") and "INKWELL_DB_PATH" in context
+    # The hook log says which memories went in (the inspector's hook page links them).
+    line = next(
+        x for x in reversed((home / "logs" / "hooks.log").read_text().splitlines())
+        if " UserPromptSubmit another-session injected " in x
+    )  # fmt: skip
+    record = json.loads(line.split(TIMINGS_MARK, 1)[1])
+    store = SQLiteStore(home / "lamina.db")
+    injected = store.get_memories(record["bank"], record["ids"])
+    assert len(injected) == len(record["ids"]) == record["memories"] >= 1
+    best = next(m for m in injected if m.id == record["ids"][0])
+    assert best.text.split("\n", 1)[0][:40] in context
+    store.close()
     # The same session still has all of this in its context: nothing is injected.
     same = hook(
         home,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from lamina.integrations.claude_code.hook import TIMINGS_MARK, HookLog
+from lamina.integrations.claude_code.hook import HookLog
 
 from .conftest import CLAUDE_CODE, ROOT, needs_shared
 
@@ -105,12 +105,20 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         home, "retain", str(CLAUDE_CODE / "drmaciver-python-to-rust-port.jsonl"), "--bank", "demo"
     )
     lamina(home, "compile", str(LONG), "--budget", "6000", "--bank", "demo", "--log", "long")
-    timings = {"path": "cold", "memories": 4, "chars": 2100, "lexical_only": False,
-               "stages_ms": {"start": 41.0, "open_store": 5.2, "query": 3.1, "search": 77.0},
-               "total_ms": 127.4}  # fmt: skip
-    HookLog(home).write("UserPromptSubmit", SESSION_ID,
-                        f"injected 4 memories (2100 chars) (cold path){TIMINGS_MARK}"
-                        f"{json.dumps(timings)}")  # fmt: skip
+    # A real prompt hook run, as Claude Code starts it, so the hook page shows a real log line.
+    event = {
+        "hook_event_name": "UserPromptSubmit",
+        "session_id": SESSION_ID,
+        "prompt": "How do we test the oracle against screenshots?",
+        "cwd": str(home),
+    }
+    ran = subprocess.run(
+        [sys.executable, "-m", "lamina", "hook"], input=json.dumps(event), capture_output=True,
+        text=True, timeout=120,
+        env={**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "demo",
+             "LAMINA_HOOK_TIME_LIMIT": "60"},
+    )  # fmt: skip
+    assert ran.returncode == 0 and "lamina_memories" in ran.stdout, ran.stderr
     HookLog(home).write("Stop", SESSION_ID, "retain started")
     server = Served(home)
     yield server
@@ -247,6 +255,20 @@ def test_keyboard_reaches_every_page(browser: Any, served: Served) -> None:
     page.keyboard.press("Enter")
     page.wait_for_selector("text=Hook activity")
     page.wait_for_function("location.hash === '#/hooks'")
+    watched.close()
+    assert watched.problems == []
+
+
+def test_hook_activity_names_the_injected_memories(browser: Any, served: Served) -> None:
+    watched = Watched(browser)
+    page = watched.open(f"{served.url}#/hooks", "ol.injected a")
+    injected = page.locator("ol.injected a")
+    assert injected.count() >= 1
+    first = injected.first.inner_text()
+    injected.first.click()
+    page.wait_for_selector("#memories .memory")
+    assert page.locator("#memories .memory").first.get_attribute("data-id") == first
+    watched.shot("hooks-memory")
     watched.close()
     assert watched.problems == []
 

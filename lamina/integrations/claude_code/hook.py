@@ -390,7 +390,9 @@ def _prompt(
     else:
         message = f"injected {answer.memories} memories ({len(answer.context)} chars)"
     record.update(
+        bank=request.bank,
         memories=answer.memories if answer else 0,
+        ids=list(answer.ids) if answer else [],
         chars=len(answer.context) if answer else 0,
         lexical_only=bool(answer and answer.lexical_only),
         over_limit=answer is None,
@@ -445,11 +447,13 @@ def _ask_warm(
             for k, v in server_stages.items()
             if isinstance(v, int | float)
         }
+    ids = reply.get("ids")
     return PromptAnswer(
         context,
         memories,
         lexical_only=reply.get("lexical_only") is True,
         bank_found=reply.get("bank_found") is not False,
+        ids=tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else (),
     )
 
 

@@ -90,6 +90,8 @@ class PromptAnswer:
     lexical_only: bool = False
     """The query was not embedded in time (or the model failed): dense channel left out."""
     bank_found: bool = True
+    ids: tuple[str, ...] = ()
+    """The injected memories' ids, best first (the hook log keeps them: what was injected)."""
 
 
 def last_compaction(transcript: str) -> datetime | None:
@@ -179,7 +181,8 @@ def answer_prompt(
         # Clamped under Claude Code's 10,000-character limit (it moves a longer context
         # to a file), the lowest-ranked memories dropped first.
         block, shown = clamped(result)
-        return PromptAnswer(block, shown, lexical_only=not dense)
+        ids = tuple(hit.memory.id for hit in result.hits[:shown])
+        return PromptAnswer(block, shown, lexical_only=not dense, ids=ids)
 
     if dense_until is not None:
         embedded = _embed_in_background(memory_bank, query)

@@ -246,6 +246,7 @@ class WarmServer:
             "memories": answer.memories,
             "lexical_only": answer.lexical_only,
             "bank_found": answer.bank_found,
+            "ids": list(answer.ids),
             "stages": stages,
         }, True
 

@@ -272,6 +272,14 @@ function memoryCard(m, bank, refresh, words) {
 
 async function pageMemories(bank, params) {
   if (needBank(bank)) return;
+  if (params.get("id")) {  // one memory, e.g. from the hook activity page
+    const m = await api("GET", `${bankPath(bank)}/memories/${enc(params.get("id"))}`);
+    show(el("h2", { text: `A memory of ${bank}` }),
+      el("p", {}, el("a", { href: `#/memories?bank=${enc(bank)}`, text: "← All memories" })),
+      el("p", { class: "muted", role: "status" }),
+      el("div", { id: "memories" }, memoryCard(m, bank, () => go("memories", { bank }), [])));
+    return;
+  }
   const filters = { q: params.get("q") || "", document: params.get("document") || "", kind: params.get("kind") || "",
     tag: params.get("tag") || "", since: params.get("since") || "", until: params.get("until") || "" };
   const offset = Number(params.get("offset") || 0);
@@ -542,7 +550,11 @@ async function pageHooks() {
               Object.entries(stages).map(([k, v]) => el("span", { title: `${k} ${v} ms`, style: `width:${(100 * v) / sum}%` }))),
             el("span", { class: "muted", style: "font-size:0.8rem", text: Object.entries(stages).map(([k, v]) => `${k} ${v}`).join(" · ") }),
           ] : "—"),
-          el("td", { text: t.memories !== undefined ? `${t.memories} memories, ${num(t.chars)} chars${t.lexical_only ? " (lexical only)" : ""}` : "—" }),
+          el("td", {}, t.memories !== undefined ? [
+            el("span", { text: `${t.memories} memories, ${num(t.chars)} chars${t.lexical_only ? " (lexical only)" : ""}` }),
+            (t.ids || []).length && t.bank ? el("ol", { class: "injected" }, t.ids.map((id) =>
+              el("li", {}, el("a", { class: "mono", href: `#/memories?bank=${enc(t.bank)}&id=${enc(id)}`, text: id })))) : null,
+          ] : "—"),
         );
       }))))));
   show(head, where, sections);
