@@ -185,3 +185,39 @@ def test_a_reopened_log_reads_its_token_counts_instead_of_counting(store: Store)
         live.log.tokens, live.log.shown, live.log.uncut
     )  # fmt: skip
     assert reopened.compile(OPTIONS).request == live.compile(OPTIONS).request
+
+
+def _plain(messages: list[dict[str, object]]) -> list[str]:
+    """A request's messages without cache marks, comparable across compiles."""
+    out = []
+    for message in messages:
+        text = json.dumps(message, sort_keys=True)
+        out.append(text.replace(', "cache_control": {"type": "ephemeral"}', ""))
+    return out
+
+
+def test_each_compile_records_where_it_broke_the_cached_prefix(store: Store) -> None:
+    """A stored log remembers its last compiles and, for each, where its request stopped
+    repeating the previous one (the provider's cached prefix); that survives a reopen."""
+    log = StoredLog.open(store, "proj", "live", ExtractiveSummariser())
+    requests = []
+    for message in example():
+        log.append([message])
+        if message.role is Role.ASSISTANT:
+            requests.append(_plain(log.compile(OPTIONS).request["messages"]))
+    history = StoredLog.open(store, "proj", "live", ExtractiveSummariser()).compiles
+    assert len(history) == len(requests) > 3
+    assert history[0]["first"] is True and history[0]["prefix_break"] is None
+    kept = broke = 0
+    for entry, before, after in zip(history[1:], requests[:-1], requests[1:], strict=True):
+        assert entry["first"] is False
+        # Kept: the earlier request, bar its last message (the turn being answered, which the
+        # next request extends), is where the next one starts.
+        repeats = after[: len(before) - 1] == before[:-1]
+        if entry["prefix_break"] is None:
+            kept += 1
+            assert repeats, entry
+        else:
+            broke += 1
+            assert isinstance(entry["prefix_break"], int) and not repeats, entry
+    assert kept and broke  # this session at 4,000 tokens both extends and folds

@@ -104,6 +104,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     lamina(
         home, "retain", str(CLAUDE_CODE / "drmaciver-python-to-rust-port.jsonl"), "--bank", "demo"
     )
+    # Two compiles, the second at a smaller budget, so the log has a compile history with a
+    # broken cache prefix; the last one (6,000 tokens) is what the strip shows.
+    lamina(home, "compile", str(LONG), "--budget", "12000", "--bank", "demo", "--log", "long")
     lamina(home, "compile", str(LONG), "--budget", "6000", "--bank", "demo", "--log", "long")
     # A real prompt hook run, as Claude Code starts it, so the hook page shows a real log line.
     event = {
@@ -234,6 +237,10 @@ def test_log_strip_levels_summary_and_another_budget(browser: Any, served: Serve
     page.wait_for_selector("#summary-text")
     assert page.locator("#summary-detail .covered .msg").count() > 0
     watched.shot("logs-summary")
+    history = page.locator("#compiles tbody tr")
+    assert history.count() == 2
+    assert "broke at message" in history.first.inner_text()  # newest first: the smaller budget
+    assert "first compile" in history.last.inner_text()
     before = page.locator("#strip button").count()
     page.fill("#s-budget", "40000")
     page.click("text=Compile (preview)")

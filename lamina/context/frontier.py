@@ -16,6 +16,7 @@ Token estimates use what each message costs as sent (`ContextLog.shown`: thinkin
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ __all__ = [
     "Frontier",
     "OverBudgetError",
     "choose_frontier",
+    "prefix_break",
 ]
 
 PAIR_OVERHEAD = 16
@@ -118,6 +120,45 @@ class Frontier:
     unheld: tuple[tuple[int, int, int, str], ...] = ()
     """Runs of chunks an exact pin holds at a level whose summary could not be written, shown
     raw instead, as `(start, end, level, why)`."""
+
+
+def _segments(frontier: Frontier) -> list[tuple[int, int] | Summary]:
+    """The layout in log order, adjacent raw stretches joined (they render as one run), the
+    recent window open-ended (a later log only adds to it)."""
+    parts: list[tuple[int, int] | Summary] = [
+        (0, frontier.head_end),
+        *frontier.items,
+        (frontier.tail_start, sys.maxsize),
+    ]
+    joined: list[tuple[int, int] | Summary] = []
+    for part in parts:
+        if isinstance(part, tuple):
+            if part[0] >= part[1]:
+                continue
+            last = joined[-1] if joined else None
+            if isinstance(last, tuple) and last[1] == part[0]:
+                joined[-1] = (last[0], part[1])
+                continue
+        joined.append(part)
+    return joined
+
+
+def prefix_break(before: Frontier | None, after: Frontier) -> int | None:
+    """The first log position whose rendering in `after` differs from `before`'s: where the
+    provider's cached prefix of the previous request ends. None when `after` keeps all of
+    `before` (it may only add at the end) or there was no previous layout."""
+    if before is None:
+        return None
+    old_parts, new_parts = _segments(before), _segments(after)
+    for old, new in zip(old_parts, new_parts, strict=False):
+        if old == new:
+            continue
+        if isinstance(old, tuple) and isinstance(new, tuple) and old[0] == new[0]:
+            return min(old[1], new[1])  # the same messages up to the shorter run's end
+        return new[0] if isinstance(new, tuple) else new.start
+    if len(old_parts) > len(new_parts):
+        return after.tail_start
+    return None
 
 
 class _Plan:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from ..bank.redact import Redactor, redact_message
@@ -29,7 +30,7 @@ from ..tokens import TokenCounter, default_counter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
-from .frontier import CompileOptions, Frontier
+from .frontier import CompileOptions, Frontier, prefix_break
 from .log import ContextLog, counts_key, enters_log, system_text
 from .pins import Pin, PinMode, check_pins
 from .render import RequestFormat
@@ -39,6 +40,8 @@ from .summarise import Summariser
 __all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
 
 FRONTIER_VERSION = 1
+COMPILES_KEPT = 50
+"""Compiles remembered with a log's state (`StoredLog.compiles`), newest last."""
 
 
 def _stored(summary: Summary) -> StoredSummary:
@@ -143,6 +146,9 @@ class StoredLog:
         forest = Forest(summariser, known, on_write=self._save_summary, failures=failures)
         previous = None if state is None else frontier_from_json(state, forest, len(self.log))
         self.compiler = Compiler(summariser, forest=forest, previous=previous)
+        self.compiles: list[dict[str, JSONValue]] = _compiles(state)
+        """The last compiles (`COMPILES_KEPT`): when, messages, tokens, and `prefix_break`,
+        where each broke the previous request's cached prefix (None: kept it whole)."""
 
     @classmethod
     def open(
@@ -244,6 +250,7 @@ class StoredLog:
         pins = self.pins()
         if ahead:
             self.compiler.ready_first = True
+        before = self.compiler.previous
         try:
             result = self.compiler.compile(self.log, options, request_format, pins)
         except LaminaError:
@@ -252,6 +259,13 @@ class StoredLog:
             if previous is not None and self.compiler.forest.failures:
                 self._save_state(previous)
             raise
+        self.compiles = [*self.compiles, {
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "messages": len(self.log),
+            "tokens": result.frontier.tokens,
+            "first": before is None,
+            "prefix_break": prefix_break(before, result.frontier),
+        }][-COMPILES_KEPT:]  # fmt: skip
         self._save_state(result.frontier)
         if ahead:
             self.compiler.prefetch_in_background(self.log, options, pins)
@@ -278,7 +292,14 @@ class StoredLog:
         if self.log.system:
             state["system"] = self.log.system
         state["failures"] = [f.to_json() for f in self.compiler.forest.permanent_failures()]
+        state["compiles"] = list(self.compiles)
         return state
+
+
+def _compiles(state: Mapping[str, Any] | None) -> list[dict[str, JSONValue]]:
+    """The compile history stored with the frontier (entries of another shape are skipped)."""
+    entries = (state or {}).get("compiles")
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
 
 
 def _failures(state: Mapping[str, Any] | None) -> list[SummaryFailure]:

@@ -185,6 +185,20 @@ class Stretch(Answer):
     pins: list[str]
 
 
+class CompileEvent(Answer):
+    at: str
+    """When the compile ran (UTC, ISO 8601)."""
+    messages: int
+    """Messages the log held."""
+    tokens: int
+    """Tokens of the compiled request."""
+    first: bool
+    """No earlier layout to keep: the whole request was new to the provider's cache."""
+    prefix_break: int | None
+    """The first log position whose rendering differed from the previous compile's (where
+    the cached prefix ended); None when the previous request was kept whole."""
+
+
 class StripOut(Answer):
     bank: str
     log: str
@@ -199,6 +213,8 @@ class StripOut(Answer):
     levels: list[int]
     pins: list[dict[str, Any]]
     summaries_by_level: dict[str, int]
+    compiles: list[CompileEvent] = Field(default_factory=list)
+    """The log's last stored compiles, oldest first, with where each broke the cache."""
     prefix_break: int | None = None
     """Preview: the first log position whose rendering differs from the last compile's
     (the cached prefix ends there); None when the prefix is kept or there was no compile."""
@@ -521,7 +537,15 @@ def _strip(
         levels=sorted({s.level for s in stretches}),
         pins=[pin_json(p) for p in pins],
         summaries_by_level=dict(sorted(by_level.items(), key=lambda kv: int(kv[0]))),
+        compiles=[e for c in stored.compiles if (e := _compile_event(c)) is not None],
     )
+
+
+def _compile_event(entry: Mapping[str, Any]) -> CompileEvent | None:
+    try:
+        return CompileEvent.model_validate(entry)
+    except ValueError:
+        return None  # a history entry of another shape is skipped, not an error
 
 
 def _open_log(request: Request, bank: str, log: str) -> tuple[Store, StoredLog]:
@@ -546,6 +570,7 @@ def log_strip_preview(
     bank: str, log: str, body: StripBody, request: Request, auth: Auth
 ) -> StripOut:
     """What a compile with `budget` would show; the stored frontier is left as it is."""
+    from ..context.frontier import prefix_break
     from ..context.stored import frontier_to_json
 
     reserve = min(4000, body.budget // 8) if body.reserve is None else body.reserve
@@ -561,16 +586,7 @@ def log_strip_preview(
     result = stored.compiler.compile(stored.log, options, "anthropic", stored.pins())
     out = _strip(store, name, log, frontier_to_json(result.frontier), stored, preview=True)
     out.report = CompileReport.model_validate(result.report)
-    if before is not None:
-        for old, new in zip(before.items, result.frontier.items, strict=False):
-            if old != new:
-                out.prefix_break = new[0] if isinstance(new, tuple) else new.start
-                break
-        else:
-            if len(before.items) != len(result.frontier.items):
-                out.prefix_break = result.frontier.tail_start
-        if before.head_end != result.frontier.head_end:
-            out.prefix_break = min(before.head_end, result.frontier.head_end)
+    out.prefix_break = prefix_break(before, result.frontier)
     return out
 
 

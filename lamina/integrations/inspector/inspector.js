@@ -491,10 +491,27 @@ function drawStrip(target, bank, s) {
     el("div", { class: "strip", id: "strip", role: "group", "aria-label": "the log from oldest to newest" }, buttons),
     s.pins.length ? el("p", { class: "muted", text: `Pins: ${s.pins.map((p) => `${p.name} (${p.mode}${p.level ? " " + p.level : ""})`).join(", ")}` }) : null,
     detail,
+    compileHistory(s.compiles || []),
     el("details", {}, el("summary", { text: "Stretches as a table" }), el("div", { class: "table-wrap" }, el("table", {},
       el("thead", {}, el("tr", {}, ["messages", "region", "shown as", "tokens", "shown tokens", "pins"].map((h) => el("th", { text: h })))),
       el("tbody", {}, rows)))),
   );
+}
+
+function compileHistory(compiles) {
+  // The log's last compiles, newest first: did each keep the provider's cached prefix?
+  if (!compiles.length) return null;
+  const kept = compiles.filter((c) => !c.first && c.prefix_break === null).length;
+  const later = compiles.filter((c) => !c.first).length;
+  return el("section", { id: "compiles", "aria-label": "recent compiles" },
+    el("h3", { text: "Recent compiles and the prompt cache" }),
+    el("p", { class: "muted", text: later ? `${kept} of ${later} compiles after the first kept the previous request's prefix whole.` : "One compile so far." }),
+    el("div", { class: "table-wrap" }, el("table", {},
+      el("thead", {}, el("tr", {}, ["when", "messages", "request tokens", "cached prefix"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, compiles.slice().reverse().map((c) => el("tr", { class: c.prefix_break !== null && !c.first ? "broke" : "" },
+        el("td", { text: when(c.at) }), el("td", { class: "num", text: num(c.messages) }),
+        el("td", { class: "num", text: num(c.tokens) }),
+        el("td", { text: c.first ? "first compile" : c.prefix_break === null ? "kept" : `broke at message ${c.prefix_break}` })))))));
 }
 
 async function showStretch(target, bank, s, x) {
