@@ -42,6 +42,8 @@ from ..tokens import count_text
 from .base import (
     SPEND_KEPT,
     ContextLogInfo,
+    MemoryFilter,
+    MemoryPage,
     MemoryRow,
     RetainBatch,
     RetainOutcome,
@@ -152,6 +154,11 @@ def _url_number(url: str, query: dict[str, str], name: str, default: float, leas
 
 def _vector(value: Any) -> npt.NDArray[np.float32] | None:
     return None if value is None else np.asarray(value, dtype=np.float32)
+
+
+def _aware(value: datetime) -> datetime:
+    """A time without a zone is taken as UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class PostgresStore(PostgresSearch):
@@ -606,6 +613,64 @@ class PostgresStore(PostgresSearch):
             )
             for row in cur:
                 yield MemoryRow(int(row[0]), self._memory(bank, row))
+
+    def page_memories(
+        self, bank: str, where: MemoryFilter, limit: int, offset: int = 0
+    ) -> MemoryPage:
+        with self._conn() as conn:
+            bank_row = conn.execute("SELECT id FROM banks WHERE name = %s", (bank,)).fetchone()
+            if bank_row is None:
+                return MemoryPage([], 0, {})
+            bank_id = int(bank_row[0])
+            kinds = {
+                str(kind): int(n)
+                for kind, n in conn.execute(
+                    "SELECT kind, count(*) FROM memories WHERE bank_id = %s GROUP BY kind"
+                    " ORDER BY kind",
+                    (bank_id,),
+                )
+            }
+            clauses: list[str] = ["m.bank_id = %s"]
+            params: list[Any] = [bank_id]
+            if where.document is not None:
+                clauses.append(
+                    "m.document_id = (SELECT id FROM documents WHERE bank_id = %s AND name = %s)"
+                )
+                params += [bank_id, where.document]
+            if where.kind is not None:
+                clauses.append("m.kind = %s")
+                params.append(where.kind)
+            if where.tag is not None:
+                clauses.append("%s = ANY(m.tags)")
+                params.append(where.tag)
+            if where.since is not None:
+                clauses.append("m.t >= %s")
+                params.append(_aware(where.since))
+            if where.until is not None:
+                clauses.append("m.t <= %s")
+                params.append(_aware(where.until))
+            for word in where.words:
+                # strpos() takes the word literally (no LIKE wildcards to escape).
+                clauses.append("strpos(lower(m.text), lower(%s)) > 0")
+                params.append(word)
+            condition = " AND ".join(clauses)
+            rows = conn.execute(
+                f"SELECT m.seq, count(*) OVER () FROM memories m WHERE {condition}"
+                " ORDER BY m.t DESC NULLS LAST, m.seq LIMIT %s OFFSET %s",
+                (*params, limit, offset),
+            ).fetchall()
+            if rows:
+                total = int(rows[0][1])
+            elif len(clauses) == 1:
+                total = sum(kinds.values())
+            else:
+                counted = conn.execute(
+                    f"SELECT count(*) FROM memories m WHERE {condition}", params
+                ).fetchone()
+                total = int(counted[0]) if counted else 0
+        seqs = [int(row[0]) for row in rows]
+        found = dict(self._memories_where(bank, "m.seq", seqs, with_embeddings=False))
+        return MemoryPage([found[s] for s in seqs if s in found], total, kinds)
 
     def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
         if not entities:
