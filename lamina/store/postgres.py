@@ -156,6 +156,19 @@ def _vector(value: Any) -> npt.NDArray[np.float32] | None:
     return None if value is None else np.asarray(value, dtype=np.float32)
 
 
+def _either_case(word: str) -> str:
+    """A regular expression matching `word` literally with each letter in either case (the
+    database's locale may fold ASCII only)."""
+    out: list[str] = []
+    for char in word:
+        forms = sorted({f for f in (char, char.lower(), char.upper()) if len(f) == 1})
+        if len(forms) > 1:
+            out.append("[" + "".join(forms) + "]")
+        else:
+            out.append(char if char.isalnum() else "\\" + char)
+    return "".join(out)
+
+
 def _aware(value: datetime) -> datetime:
     """A time without a zone is taken as UTC."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -650,9 +663,12 @@ class PostgresStore(PostgresSearch):
                 clauses.append("m.t <= %s")
                 params.append(_aware(where.until))
             for word in where.words:
-                # strpos() takes the word literally (no LIKE wildcards to escape).
-                clauses.append("strpos(lower(m.text), lower(%s)) > 0")
-                params.append(word)
+                if word.isascii():  # strpos() takes it literally (no wildcards to escape)
+                    clauses.append("strpos(lower(m.text), %s) > 0")
+                    params.append(word.lower())
+                else:  # lower() folds ASCII only under the C locale
+                    clauses.append("m.text ~ %s")
+                    params.append(_either_case(word))
             condition = " AND ".join(clauses)
             rows = conn.execute(
                 f"SELECT m.seq, count(*) OVER () FROM memories m WHERE {condition}"
