@@ -670,21 +670,22 @@ class PostgresStore(PostgresSearch):
                     clauses.append("m.text ~ %s")
                     params.append(_either_case(word))
             condition = " AND ".join(clauses)
-            rows = conn.execute(
-                f"SELECT m.seq, count(*) OVER () FROM memories m WHERE {condition}"
-                " ORDER BY m.t DESC NULLS LAST, m.seq LIMIT %s OFFSET %s",
-                (*params, limit, offset),
-            ).fetchall()
-            if rows:
-                total = int(rows[0][1])
-            elif len(clauses) == 1:
-                total = sum(kinds.values())
+            order = (
+                f"SELECT m.seq FROM memories m WHERE {condition}"
+                " ORDER BY m.t DESC NULLS LAST, m.seq"
+            )
+            if where.words:  # the texts are scanned once: every match's seq, then the page
+                matched = [int(row[0]) for row in conn.execute(order, params)]
+                total, seqs = len(matched), matched[offset : offset + limit]
             else:
-                counted = conn.execute(
-                    f"SELECT count(*) FROM memories m WHERE {condition}", params
-                ).fetchone()
-                total = int(counted[0]) if counted else 0
-        seqs = [int(row[0]) for row in rows]
+                rows = conn.execute(f"{order} LIMIT %s OFFSET %s", (*params, limit, offset))
+                seqs = [int(row[0]) for row in rows]
+                total = sum(kinds.values())
+                if len(clauses) > 1:
+                    counted = conn.execute(
+                        f"SELECT count(*) FROM memories m WHERE {condition}", params
+                    ).fetchone()
+                    total = int(counted[0]) if counted else 0
         found = dict(self._memories_where(bank, "m.seq", seqs, with_embeddings=False))
         return MemoryPage([found[s] for s in seqs if s in found], total, kinds)
 

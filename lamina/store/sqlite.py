@@ -632,23 +632,22 @@ class SQLiteStore(SQLiteSearch):
                 params.append(word.casefold())
         condition = " AND ".join(clauses)
         # Newest first: SQLite sorts NULL below every time, so memories without one come last;
-        # ties in storage order. Only seqs are sorted; the rows are read for the page alone.
-        rows = conn.execute(
-            f"SELECT m.seq, count(*) OVER () FROM memories m WHERE {condition}"
-            " ORDER BY m.t DESC, m.seq LIMIT ? OFFSET ?",
-            (*params, limit, offset),
-        ).fetchall()
-        if rows:
-            total = int(rows[0][1])
-        elif len(clauses) == 1:
-            total = sum(kinds.values())
+        # ties in storage order. Only seqs are sorted (from the (bank_id, t) index when nothing
+        # but times filters); the rows are read for the page alone.
+        order = f"SELECT m.seq FROM memories m WHERE {condition} ORDER BY m.t DESC, m.seq"
+        if where.words:  # the texts are scanned once: every match's seq, then the page
+            matched = [int(row[0]) for row in conn.execute(order, params)]
+            total, seqs = len(matched), matched[offset : offset + limit]
         else:
-            total = int(
-                conn.execute(
-                    f"SELECT count(*) FROM memories m WHERE {condition}", params
-                ).fetchone()[0]
+            rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset))
+            seqs = [int(row[0]) for row in rows]
+            counted = f"SELECT count(*) FROM memories m WHERE {condition}"
+            filtered = len(clauses) > 1
+            total = (
+                int(conn.execute(counted, params).fetchone()[0])
+                if filtered
+                else sum(kinds.values())
             )
-        seqs = [int(row[0]) for row in rows]
         found: dict[int, Memory] = {}
         if seqs:
             marks = ",".join("?" * len(seqs))
