@@ -606,6 +606,9 @@ class SQLiteStore(SQLiteSearch):
         clauses: list[str] = ["m.bank_id = ?"]
         params: list[Any] = [bank_id]
         if where.document is not None:
+            # The document's own index (its memories only), not the bank's time index the
+            # planner would pick for the order (70 ms instead of 0.1 at 100,000 memories).
+            clauses[0] = "+m.bank_id = ?"
             clauses.append(
                 "m.document_id = (SELECT id FROM documents WHERE bank_id = ? AND name = ?)"
             )
