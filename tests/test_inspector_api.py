@@ -299,3 +299,68 @@ def test_a_log_never_compiled_is_one_raw_stretch(database: str, tmp_path: Path) 
     empty = api.post("/v1/banks/alpha/logs/empty/strip", json={"budget": 8000})
     assert empty.status_code == 400 and "no messages" in empty.json()["error"]["message"]
     memory.close()
+
+
+def test_memory_filters_run_in_the_store(database: str, tmp_path: Path) -> None:
+    """Words are taken literally (`%` and `_` too), case ignored beyond ASCII; tags, time bounds
+    (inclusive), documents and pages filter as a user reads them; kinds count the whole bank."""
+    from datetime import UTC, datetime
+
+    from lamina.bank.model import Cursor, Memory
+    from lamina.store.base import RetainBatch
+
+    def day(n: int) -> datetime:
+        return datetime(2024, 1, n, 12, 0, tzinfo=UTC)
+
+    said = [  # id, document, kind, text, time, tags (storage order)
+        ("m1", "d1", "turn", "Tickets were 50% off on Friday", day(3), ("trip",)),
+        ("m2", "d1", "turn", "Tickets were 500 off at the door", day(2), ("trip",)),
+        ("m3", "d2", "fact", "The file_name column holds it", day(2), ("code",)),
+        ("m4", "d2", "turn", "The filename column holds it", None, ("code",)),
+        ("m5", "d3", "turn", "Wir wohnen in der GROSSEN Straße, ÄPFEL(2)* im Korb", day(1), ()),
+    ]
+    memory = MemoryBank(open_store(database), retain_options=RetainOptions(embed=False))
+    store = memory.store
+    for mid, doc, kind, text, when, tags in said:
+        made = Memory(mid, "f", doc, kind, text, (f"r-{mid}",), when, when, tags=tags,
+                      content_hash=mid)  # fmt: skip
+        version = store.get_cursor("f", doc).version
+        store.apply_retain(RetainBatch("f", doc, version, Cursor(), [f"r-{mid}"], [made]))
+    api = client(memory, tmp_path)
+
+    def ids(**params: object) -> tuple[list[str], int]:
+        answer = api.get("/v1/banks/f/memories", params=params)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        assert page["kinds"] == {"fact": 1, "turn": 4}  # the whole bank, whatever the filter
+        return [m["id"] for m in page["items"]], page["total"]
+
+    # Newest first; a tie keeps storage order; no time comes last.
+    assert ids() == (["m1", "m2", "m3", "m5", "m4"], 5)
+    assert ids(q="50%") == (["m1"], 1)
+    assert ids(q="50% FRIDAY") == (["m1"], 1)
+    assert ids(q="file_name") == (["m3"], 1)
+    assert ids(q="FILE_") == (["m3"], 1)
+    assert ids(q="%") == (["m1"], 1)
+    assert ids(q="äpfel straße") == (["m5"], 1)
+    assert ids(q="äpfel(2)*") == (["m5"], 1)
+    assert ids(q="äpfel2") == ([], 0)
+    assert ids(q="column holds") == (["m3", "m4"], 2)
+    assert ids(q="column nowhere") == ([], 0)
+    assert ids(tag="trip") == (["m1", "m2"], 2)
+    assert ids(tag="code", kind="turn") == (["m4"], 1)
+    assert ids(tag="tri") == ([], 0)
+    assert ids(document="d2") == (["m3", "m4"], 2)
+    assert ids(document="nope") == ([], 0)
+    assert ids(kind="fact") == (["m3"], 1)
+    # Bounds are inclusive, in any zone; a memory without a time is outside any bound.
+    assert ids(since="2024-01-02T12:00:00Z") == (["m1", "m2", "m3"], 3)
+    assert ids(until="2024-01-02T13:00:00+01:00") == (["m2", "m3", "m5"], 3)
+    assert ids(since="2024-01-02T00:00:00Z", until="2024-01-02T23:59:59Z") == (["m2", "m3"], 2)
+    # Pages slice the same order; the total counts every page, also past the last one.
+    assert ids(limit=2, offset=1) == (["m2", "m3"], 5)
+    assert ids(limit=2, offset=4) == (["m4"], 5)
+    assert ids(offset=9) == ([], 5)
+    assert ids(tag="trip", offset=5) == ([], 2)
+    assert ids(q="tickets", limit=1, offset=1) == (["m2"], 2)
+    memory.close()

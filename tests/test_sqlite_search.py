@@ -370,7 +370,7 @@ def test_a_bank_of_the_previous_schema_searches_the_same_after_migrating(
     store.close()
     monkeypatch.setattr(sqlite, "MIGRATIONS", sqlite_migrations.MIGRATIONS)
     store = SQLiteStore(path)
-    assert store.migrate() == ["0007_posting_packs_by_rowid"]
+    assert store.migrate()[0] == "0007_posting_packs_by_rowid"  # and any later ones
     assert store.conn.execute("SELECT * FROM posting_packs ORDER BY term").fetchall() == packs
     for query in queries:
         assert store.lexical_search("b", tokenize(query), 100, SearchFilter()) == before[query]

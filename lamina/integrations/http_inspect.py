@@ -25,9 +25,10 @@ its banks, and another bank answers 404 as if it did not exist. Hook runs are sh
 when their session is a document of one of its banks; the log's path only to a caller that sees
 every bank.
 
-`q` is a plain text search: every word of it must occur in a memory's text (case folded), a
-scan of the bank's memories without their vectors, so it finds what a user typed even where
-the lexical index would stem or drop it. Pages read only these endpoints and the API's own.
+`q` is a plain text search: every word of it must occur in a memory's text (case ignored,
+taken literally), filtered, sorted and paged in the database (`Store.page_memories`, no
+vectors read), so it finds what a user typed even where the lexical index would stem or drop
+it. Pages read only these endpoints and the API's own.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from ..context.pins import pin_json
 from ..context.stored import StoredLog
 from ..errors import InputError, NotFoundError
 from ..messages import Message
-from ..store.base import Store, StoredPin, StoredSummary
+from ..store.base import MemoryFilter, Store, StoredPin, StoredSummary
 from .api.deps import Auth, bank_for
 from .api.errors import errors
 from .api.models import Answer, Body, CompileReport, RecallAnswer
@@ -297,40 +298,14 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def _matches(
-    memory: Memory,
-    words: Sequence[str],
-    document: str | None,
-    kind: str | None,
-    tag: str | None,
-    since: datetime | None,
-    until: datetime | None,
-) -> bool:
-    if document is not None and memory.document != document:
-        return False
-    if kind is not None and memory.kind != kind:
-        return False
-    if tag is not None and tag not in memory.tags:
-        return False
-    if since is not None or until is not None:
-        when = _aware(memory.time)
-        if when is None or (since is not None and when < since):
-            return False
-        if until is not None and when > until:
-            return False
-    if words:
-        text = memory.text.casefold()
-        return all(w in text for w in words)
-    return True
-
-
-def _newest_first(memory: Memory) -> tuple[int, float]:
-    when = _aware(memory.time)
-    return (0, -when.timestamp()) if when is not None else (1, 0.0)
-
-
-def _sources(store: Store, bank: str) -> dict[str, str | None]:
-    return {d.id: d.source for d in store.list_documents(bank)}
+def _sources(store: Store, bank: str, memories: Iterable[Memory]) -> dict[str, str | None]:
+    """The source file of each document the memories come from."""
+    out: dict[str, str | None] = {}
+    for memory in memories:
+        if memory.document not in out:
+            found = store.get_document(bank, memory.document)
+            out[memory.document] = found.source if found else None
+    return out
 
 
 # -- banks and memories ------------------------------------------------------------------------
@@ -376,25 +351,23 @@ def list_memories(
 ) -> MemoryPage:
     name = _bank(request, auth, bank)
     store = _memory_bank(request).store
-    words = [w for w in (q or "").casefold().split() if w]
-    since, until = _aware(since), _aware(until)
-    kinds: dict[str, int] = {}
-    found: list[Memory] = []
-    for row in store.iter_memories(name, with_embeddings=False):
-        memory = row.memory
-        kinds[memory.kind] = kinds.get(memory.kind, 0) + 1
-        if _matches(memory, words, document or None, kind or None, tag or None, since, until):
-            found.append(memory)
-    found.sort(key=_newest_first)
-    sources = _sources(store, name)
-    page = found[offset : offset + limit]
+    where = MemoryFilter(
+        words=tuple((q or "").split()),
+        document=document or None,
+        kind=kind or None,
+        tag=tag or None,
+        since=_aware(since),
+        until=_aware(until),
+    )
+    found = store.page_memories(name, where, limit, offset)
+    sources = _sources(store, name, found.memories)
     return MemoryPage(
         bank=name,
-        items=[memory_out(m, sources.get(m.document)) for m in page],
-        total=len(found),
+        items=[memory_out(m, sources.get(m.document)) for m in found.memories],
+        total=found.total,
         limit=limit,
         offset=offset,
-        kinds=dict(sorted(kinds.items())),
+        kinds=dict(sorted(found.kinds.items())),
     )
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from ..context.log import ContextLog
+from ..context.log import ContextLog, counts_key
 from ..context.pins import pin_json
 from ..context.stored import StoredLog
 from ..context.summarise import Summariser
@@ -37,6 +37,7 @@ from ..errors import NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..readers.values import plain_values, read_message_values
 from ..store.base import ContextLogInfo, Store
+from ..tokens import default_counter
 
 __all__ = [
     "MIN_AVAILABLE",
@@ -186,8 +187,17 @@ def find_log(store: Store, bank: str, log: str) -> ContextLogInfo:
 
 
 def log_summary(store: Store, info: ContextLogInfo) -> dict[str, Any]:
-    """What a listing shows of a log: id, messages, tokens (as recorded), summaries, times."""
-    tokens = sum(ContextLog.from_messages(store.read_log(info.bank, info.id)).tokens)
+    """What a listing shows of a log: id, messages, tokens (as recorded), summaries, times.
+
+    The tokens are the per-message counts the log keeps (`StoredLog` stores them as messages
+    arrive); only messages without a kept count are read and counted."""
+    counter = default_counter()
+    counted = store.load_log_counts(info.bank, info.id, counts_key(counter))
+    if len(counted) >= info.messages:
+        tokens = sum(c[0] for c in counted[: info.messages])
+    else:
+        messages = store.read_log(info.bank, info.id)
+        tokens = sum(ContextLog.from_messages(messages, counter, counted).tokens)
     return {
         "id": info.id,
         "messages": info.messages,

@@ -27,6 +27,8 @@ from ..messages import JSONValue, Message
 __all__ = [
     "SPEND_KEPT",
     "ContextLogInfo",
+    "MemoryFilter",
+    "MemoryPage",
     "MemoryRow",
     "RetainBatch",
     "RetainOutcome",
@@ -74,6 +76,35 @@ class MemoryRow:
     seq: int
     memory: Memory
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFilter:
+    """Which memories `Store.page_memories` lists. Unset fields do not filter."""
+
+    words: tuple[str, ...] = ()
+    """Every word must occur in the memory's text, case ignored, taken literally (`%` and `_`
+    are plain characters)."""
+    document: str | None = None
+    kind: str | None = None
+    tag: str | None = None
+    """A tag the memory carries (the tags its document had when it was retained)."""
+    since: datetime | None = None
+    until: datetime | None = None
+    """Bounds (inclusive) on the memory's time (when it happened, else when it was said); a
+    memory without a time is left out when either is set."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPage:
+    """One page of a bank's memories, newest first (ties, and memories without a time, after,
+    in storage order), without their vectors."""
+
+    memories: list[Memory]
+    total: int
+    """Memories matching the filter, on every page."""
+    kinds: dict[str, int]
+    """Memories of each kind in the whole bank (not filtered), by kind name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +227,13 @@ class Store(Protocol):
         self, bank: str, *, after_seq: int = 0, with_embeddings: bool = True
     ) -> Iterator[MemoryRow]:
         """Memories in storage order, those stored after `after_seq` only."""
+        ...
+
+    def page_memories(
+        self, bank: str, where: MemoryFilter, limit: int, offset: int = 0
+    ) -> MemoryPage:
+        """Memories matching `where`, newest first, `limit` of them from `offset`, with the
+        total matching and the bank's count per kind; read in the database, vectors left out."""
         ...
 
     def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int: ...

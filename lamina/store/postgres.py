@@ -42,6 +42,8 @@ from ..tokens import count_text
 from .base import (
     SPEND_KEPT,
     ContextLogInfo,
+    MemoryFilter,
+    MemoryPage,
     MemoryRow,
     RetainBatch,
     RetainOutcome,
@@ -152,6 +154,24 @@ def _url_number(url: str, query: dict[str, str], name: str, default: float, leas
 
 def _vector(value: Any) -> npt.NDArray[np.float32] | None:
     return None if value is None else np.asarray(value, dtype=np.float32)
+
+
+def _either_case(word: str) -> str:
+    """A regular expression matching `word` literally with each letter in either case (the
+    database's locale may fold ASCII only)."""
+    out: list[str] = []
+    for char in word:
+        forms = sorted({f for f in (char, char.lower(), char.upper()) if len(f) == 1})
+        if len(forms) > 1:
+            out.append("[" + "".join(forms) + "]")
+        else:
+            out.append(char if char.isalnum() else "\\" + char)
+    return "".join(out)
+
+
+def _aware(value: datetime) -> datetime:
+    """A time without a zone is taken as UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class PostgresStore(PostgresSearch):
@@ -606,6 +626,68 @@ class PostgresStore(PostgresSearch):
             )
             for row in cur:
                 yield MemoryRow(int(row[0]), self._memory(bank, row))
+
+    def page_memories(
+        self, bank: str, where: MemoryFilter, limit: int, offset: int = 0
+    ) -> MemoryPage:
+        with self._conn() as conn:
+            bank_row = conn.execute("SELECT id FROM banks WHERE name = %s", (bank,)).fetchone()
+            if bank_row is None:
+                return MemoryPage([], 0, {})
+            bank_id = int(bank_row[0])
+            kinds = {
+                str(kind): int(n)
+                for kind, n in conn.execute(
+                    "SELECT kind, count(*) FROM memories WHERE bank_id = %s GROUP BY kind"
+                    " ORDER BY kind",
+                    (bank_id,),
+                )
+            }
+            clauses: list[str] = ["m.bank_id = %s"]
+            params: list[Any] = [bank_id]
+            if where.document is not None:
+                clauses.append(
+                    "m.document_id = (SELECT id FROM documents WHERE bank_id = %s AND name = %s)"
+                )
+                params += [bank_id, where.document]
+            if where.kind is not None:
+                clauses.append("m.kind = %s")
+                params.append(where.kind)
+            if where.tag is not None:
+                clauses.append("%s = ANY(m.tags)")
+                params.append(where.tag)
+            if where.since is not None:
+                clauses.append("m.t >= %s")
+                params.append(_aware(where.since))
+            if where.until is not None:
+                clauses.append("m.t <= %s")
+                params.append(_aware(where.until))
+            for word in where.words:
+                if word.isascii():  # strpos() takes it literally (no wildcards to escape)
+                    clauses.append("strpos(lower(m.text), %s) > 0")
+                    params.append(word.lower())
+                else:  # lower() folds ASCII only under the C locale
+                    clauses.append("m.text ~ %s")
+                    params.append(_either_case(word))
+            condition = " AND ".join(clauses)
+            order = (
+                f"SELECT m.seq FROM memories m WHERE {condition}"
+                " ORDER BY m.t DESC NULLS LAST, m.seq"
+            )
+            if where.words:  # the texts are scanned once: every match's seq, then the page
+                matched = [int(row[0]) for row in conn.execute(order, params)]
+                total, seqs = len(matched), matched[offset : offset + limit]
+            else:
+                rows = conn.execute(f"{order} LIMIT %s OFFSET %s", (*params, limit, offset))
+                seqs = [int(row[0]) for row in rows]
+                total = sum(kinds.values())
+                if len(clauses) > 1:
+                    counted = conn.execute(
+                        f"SELECT count(*) FROM memories m WHERE {condition}", params
+                    ).fetchone()
+                    total = int(counted[0]) if counted else 0
+        found = dict(self._memories_where(bank, "m.seq", seqs, with_embeddings=False))
+        return MemoryPage([found[s] for s in seqs if s in found], total, kinds)
 
     def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
         if not entities:

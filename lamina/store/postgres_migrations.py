@@ -338,4 +338,11 @@ MIGRATIONS: list[tuple[str, str]] = [
             FOR EACH STATEMENT EXECUTE FUNCTION lamina_records_counted();
         """,
     ),
+    (
+        "0009_memories_by_kind",
+        """
+        -- The inspector's count of memories per kind (and its kind filter) read this index.
+        CREATE INDEX memories_by_bank_kind ON memories (bank_id, kind);
+        """,
+    ),
 ]

@@ -32,6 +32,8 @@ from ..tokens import count_text
 from .base import (
     SPEND_KEPT,
     ContextLogInfo,
+    MemoryFilter,
+    MemoryPage,
     MemoryRow,
     RetainBatch,
     RetainOutcome,
@@ -65,6 +67,18 @@ def _dt(value: str | None) -> datetime | None:
 
 def _iso(value: datetime | None) -> str | None:
     return value.astimezone(UTC).isoformat() if value else None
+
+
+def _bound(value: datetime) -> str:
+    """A time bound as stored times are written (UTC ISO text, which sorts as time does); a
+    time without a zone is taken as UTC."""
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def _fold(value: str | None) -> str | None:
+    """`lamina_fold(text)` in SQL: Python's case folding, for words SQLite's ASCII-only
+    `lower()` cannot fold."""
+    return value.casefold() if value is not None else None
 
 
 def _json(value: Any) -> str:
@@ -147,6 +161,7 @@ class SQLiteStore(SQLiteSearch):
             _enable_wal(conn, self.path)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.create_function("lamina_fold", 1, _fold, deterministic=True)
         with self._lock:
             self._all.append(conn)
         return conn
@@ -573,6 +588,79 @@ class SQLiteStore(SQLiteSearch):
         )
         for row in rows:
             yield MemoryRow(int(row[0]), self._memory(bank, row, row[16]))
+
+    def page_memories(
+        self, bank: str, where: MemoryFilter, limit: int, offset: int = 0
+    ) -> MemoryPage:
+        conn = self.conn
+        bank_id = self._bank_id(conn, bank)
+        if bank_id is None:
+            return MemoryPage([], 0, {})
+        kinds = {
+            str(kind): int(n)
+            for kind, n in conn.execute(
+                "SELECT kind, count(*) FROM memories WHERE bank_id = ? GROUP BY kind ORDER BY kind",
+                (bank_id,),
+            )
+        }
+        clauses: list[str] = ["m.bank_id = ?"]
+        params: list[Any] = [bank_id]
+        if where.document is not None:
+            # The document's own index (its memories only), not the bank's time index the
+            # planner would pick for the order (70 ms instead of 0.1 at 100,000 memories).
+            clauses[0] = "+m.bank_id = ?"
+            clauses.append(
+                "m.document_id = (SELECT id FROM documents WHERE bank_id = ? AND name = ?)"
+            )
+            params += [bank_id, where.document]
+        if where.kind is not None:
+            clauses.append("m.kind = ?")
+            params.append(where.kind)
+        if where.tag is not None:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(m.tags) WHERE value = ?)")
+            params.append(where.tag)
+        if where.since is not None:
+            clauses.append("m.t >= ?")
+            params.append(_bound(where.since))
+        if where.until is not None:
+            clauses.append("m.t <= ?")
+            params.append(_bound(where.until))
+        for word in where.words:
+            # instr() takes the word literally (no LIKE wildcards to escape).
+            if word.isascii():
+                clauses.append("instr(lower(m.text), ?) > 0")
+                params.append(word.lower())
+            else:
+                clauses.append("instr(lamina_fold(m.text), ?) > 0")
+                params.append(word.casefold())
+        condition = " AND ".join(clauses)
+        # Newest first: SQLite sorts NULL below every time, so memories without one come last;
+        # ties in storage order. Only seqs are sorted (from the (bank_id, t) index when nothing
+        # but times filters); the rows are read for the page alone.
+        order = f"SELECT m.seq FROM memories m WHERE {condition} ORDER BY m.t DESC, m.seq"
+        if where.words:  # the texts are scanned once: every match's seq, then the page
+            matched = [int(row[0]) for row in conn.execute(order, params)]
+            total, seqs = len(matched), matched[offset : offset + limit]
+        else:
+            rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset))
+            seqs = [int(row[0]) for row in rows]
+            counted = f"SELECT count(*) FROM memories m WHERE {condition}"
+            filtered = len(clauses) > 1
+            total = (
+                int(conn.execute(counted, params).fetchone()[0])
+                if filtered
+                else sum(kinds.values())
+            )
+        found: dict[int, Memory] = {}
+        if seqs:
+            marks = ",".join("?" * len(seqs))
+            for row in conn.execute(
+                f"SELECT {self._MEMORY_COLUMNS}, NULL FROM memories m"
+                f" JOIN documents d ON d.id = m.document_id WHERE m.seq IN ({marks})",
+                seqs,
+            ):
+                found[int(row[0])] = self._memory(bank, row, None)
+        return MemoryPage([found[s] for s in seqs if s in found], total, kinds)
 
     def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
         with self._write() as conn:
