@@ -174,16 +174,22 @@ def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) ->
     recent = sorted(documents, key=lambda d: d.updated_at, reverse=True)[: cfg.digest_sessions]
     if not recent:
         return ""
+    from ...store.base import MemoryFilter
+
     openers: dict[str, tuple[datetime | None, str]] = {}
-    wanted = {d.id for d in recent}
-    for row in memory_bank.store.iter_memories(bank_name, with_embeddings=False):
-        memory = row.memory
-        if memory.kind not in ("turn", "line", "part") or memory.document not in wanted:
-            continue
-        known = openers.get(memory.document)
-        if known is None or (memory.time and known[0] and memory.time < known[0]):
-            first = memory.text.split("\n", 1)[0]
-            openers[memory.document] = (memory.time, first[:200])
+    store = memory_bank.store
+    for document in recent:
+        # The session's oldest memories (the last page, pages being newest first), read by the
+        # document's index: this costs the session's size, not the bank's.
+        where = MemoryFilter(document=document.id)
+        total = store.page_memories(bank_name, where, 1).total
+        for memory in store.page_memories(bank_name, where, 200, max(0, total - 200)).memories:
+            if memory.kind not in ("turn", "line", "part"):
+                continue
+            known = openers.get(memory.document)
+            if known is None or (memory.time and known[0] and memory.time < known[0]):
+                first = memory.text.split("\n", 1)[0]
+                openers[memory.document] = (memory.time, first[:200])
     lines = ["<lamina_memories>", "Recent sessions in this project:"]
     for document in recent:
         when, opener = openers.get(document.id, (document.updated_at, ""))
