@@ -84,6 +84,10 @@ async def session_run(home: Path) -> dict[str, Any]:
         )
         out["forget_missing"] = await session.call_tool("forget_document", {"document": "nope"})
         out["docs"] = payload(await session.call_tool("list_documents", {}))
+        out["pages"] = [
+            payload(await session.call_tool("list_documents", {"limit": 1, "offset": n}))
+            for n in (0, 1, 2)
+        ]
         out["compiled"] = payload(
             await session.call_tool("compile_transcript", {"path": str(EXAMPLE), "budget": 8000})
         )
@@ -189,6 +193,12 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
         "7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17",
         "notes",
     }
+    # A model pages through a long list instead of taking it whole into its context.
+    assert out["docs"]["total"] == 2
+    paged = [d["id"] for page in out["pages"] for d in page["documents"]]
+    assert paged == [d["id"] for d in out["docs"]["documents"]]
+    assert [page["total"] for page in out["pages"]] == [2, 2, 2]
+    assert out["pages"][2]["documents"] == []
 
 
 def leaves(error: BaseException) -> list[BaseException]:

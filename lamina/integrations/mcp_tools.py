@@ -50,6 +50,10 @@ Bank = Annotated[
 Log = Annotated[
     str, Field(description="The context log's id in the bank (created by append_to_log).")
 ]
+Limit = Annotated[
+    int, Field(ge=1, le=1000, description="At most this many entries (a page); see `total`.")
+]
+Offset = Annotated[int, Field(ge=0, description="Entries to skip, for the next page.")]
 MessageFormat = Annotated[
     Literal["anthropic", "openai", "claude-code"] | None,
     Field(description="The shape of `messages`; detected when absent."),
@@ -305,14 +309,21 @@ class Tools:
         return {"default": self.fallback, "banks": banks}
 
     @_tool_errors
-    def list_documents(self, bank: Bank = None, ctx: Context | None = None) -> dict[str, Any]:
+    def list_documents(
+        self, bank: Bank = None, limit: Limit = 100, offset: Offset = 0,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         name = self.pick(bank, ctx, must_exist=True)
+        documents = self.memory.documents(name)
         return {
             "bank": name,
             "documents": [
                 {"id": d.id, "source": d.source, "updated_at": d.updated_at.isoformat()}
-                for d in self.memory.documents(name)
+                for d in documents[offset : offset + limit]
             ],
+            "total": len(documents),
+            "limit": limit,
+            "offset": offset,
         }
 
     @_tool_errors
@@ -407,10 +418,20 @@ class Tools:
         return {"request": result.request, "report": result.report}
 
     @_tool_errors
-    def list_logs(self, bank: Bank = None, ctx: Context | None = None) -> dict[str, Any]:
+    def list_logs(
+        self, bank: Bank = None, limit: Limit = 100, offset: Offset = 0,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         name = self.pick(bank, ctx, must_exist=True)
         store = self.memory.store
-        return {"bank": name, "logs": [log_summary(store, i) for i in store.list_logs(name)]}
+        logs = store.list_logs(name)
+        return {
+            "bank": name,
+            "logs": [log_summary(store, i) for i in logs[offset : offset + limit]],
+            "total": len(logs),
+            "limit": limit,
+            "offset": offset,
+        }
 
     @_tool_errors
     def pin_log(
