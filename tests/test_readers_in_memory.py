@@ -17,7 +17,7 @@ from lamina.messages import Message, Role, TextBlock, ToolResultBlock, ToolUseBl
 from lamina.readers.base import bound_depth
 from lamina.readers.values import plain_values
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, LOCOMO, needs_shared
 from .test_readers_messages import ANTHROPIC_SESSION, OPENAI_SESSION
 
 
@@ -55,6 +55,24 @@ def test_claude_code_records_in_memory_read_as_the_transcript_does() -> None:
     transcript = lamina.read_message_list(records)
     assert transcript.format == "claude-code"
     assert shape(transcript.messages) == shape(lamina.read_transcript(str(EXAMPLE)).messages)
+
+
+@needs_shared
+def test_locomo_samples_in_memory_read_as_the_file_does(tmp_path: Path) -> None:
+    """LoCoMo samples sent as a list (or one sample) read like the file, in memory: no
+    temporary file, and a mistake names what was sent."""
+    samples = orjson.loads(LOCOMO.read_bytes())[:2]
+    whole = lamina.read_message_list(samples)
+    assert whole.format == "locomo" and whole.path == "messages"
+    assert shape(whole.messages) == shape(from_file(tmp_path, samples).messages)
+    one = lamina.read_message_list(samples[0], format="locomo")
+    assert shape(one.messages) == shape(from_file(tmp_path, samples[0]).messages)
+    assert len(whole.messages) > len(one.messages) > 100
+    warnings: list[Any] = []
+    lamina.read_message_list([{"sample_id": "s", "conversation": {"speaker_a": "A",
+        "session_1": [{"speaker": "A", "text": 5}]}}], format="locomo",
+        on_warning=warnings.append)  # fmt: skip
+    assert warnings and all(str(w).startswith("messages: ") for w in warnings)
 
 
 def test_anthropic_sdk_objects_are_taken_as_they_are() -> None:

@@ -25,7 +25,7 @@ Every dialog turn becomes one message, in session order and then turn order:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -248,6 +248,16 @@ def read_locomo(path: str, warn: WarningSink) -> Iterator[Message]:
     """The dialog turns of every sample in a LoCoMo file, as messages."""
     for sample in read_locomo_samples(path, warn):
         yield from sample.messages
+
+
+def locomo_messages(values: Iterable[Any], source: str, warn: WarningSink) -> Iterator[Message]:
+    """The dialog turns of LoCoMo samples held in memory, as `read_locomo` reads them from a
+    file (`source` names them in warnings)."""
+    parser = _Parser(source, warn)
+    for position, value in enumerate(values):
+        sample = parser.sample(value, position)
+        if sample is not None:
+            yield from sample.messages
 
 
 class LocomoReader:

@@ -12,20 +12,17 @@ as they are. The caller's data is never changed.
 
 Each item of a list is read as a JSON line of a file would be, so the formats, the ids
 (`messages:<index>` where a message has none of its own), the warnings and the format detection
-are those of the file readers. `claude-code`, `anthropic` and `openai` are read in memory; a
-format that has only a file reader (e.g. a third-party one) is given a temporary file.
+are those of the file readers. Every built-in format is read in memory (`claude-code`,
+`anthropic`, `openai`, and `locomo` samples, a list of them or one); a format that has only a
+file reader (e.g. a third-party one) is an error: nothing is written to disk for it.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from ..errors import InputError, ReadWarning, UnknownFormatError
+from ..errors import InputError, UnknownFormatError
 from ..messages import Message
 from .anthropic import MessageRecord, RecordContext, expand_container, is_container
 from .anthropic import message_from_record as anthropic_message
@@ -125,10 +122,17 @@ def _read_anthropic(values: list[Any], source: str, warn: WarningSink) -> Iterat
             yield message
 
 
+def _read_locomo(values: list[Any], source: str, warn: WarningSink) -> Iterator[Message]:
+    from .locomo import locomo_messages
+
+    return locomo_messages(values, source, warn)
+
+
 _IN_MEMORY: dict[str, Callable[[list[Any], str, WarningSink], Iterator[Message]]] = {
     "claude-code": _read_claude_code,
     "openai": _read_openai,
     "anthropic": _read_anthropic,
+    "locomo": _read_locomo,
 }
 
 
@@ -156,11 +160,4 @@ def read_message_values(
     read = _IN_MEMORY.get(reader.name)
     if read is not None:
         return reader.name, list(read(values, source, sink))
-    with tempfile.TemporaryDirectory(prefix="lamina-messages-") as tmp:
-        path = Path(tmp) / f"{source}.jsonl"
-        path.write_bytes(b"".join(orjson.dumps(v) + b"\n" for v in values))
-
-        def relabel(w: ReadWarning) -> None:
-            sink(ReadWarning(source, w.line, w.reason))
-
-        return reader.name, list(reader.read(str(path), relabel))
+    raise UnknownFormatError(source, f"{reader.name} is read from files, not message lists")
