@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import LaminaError, ReadWarning
+from ..errors import ReadWarning
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import detect_format, get_reader
 from ..readers.base import WarningSink, iter_json_lines
@@ -297,7 +297,7 @@ class TailQueries:
         opts = options or QueryOptions()
         try:
             result = self._from_kept(path, prompt, opts)
-        except (OSError, ValueError, LaminaError):
+        except Exception:  # what was kept is dropped, never trusted; the file is read anew
             self.kept.pop(path, None)
             result = None
         if result is not None:
