@@ -371,11 +371,10 @@ class TailQueries:
             result = compose_recall_query(inside, prompt, opts)
             if not result.reached_start:
                 return result
-            # The fresh read reached its start too, unless a response of several lines
-            # straddles `low` (a record of one line across `low` is in neither).
-            if tail.reach > low or any(
-                _end(m) > low and len(m.records) > 1 for m in messages[:first]
-            ):
+            # The fresh read reached its start too, unless a response begun before its first
+            # line goes on after it (that response's later lines are the read's first message).
+            begin = _line_start(path, low)
+            if tail.reach > begin or any(_end(m) > begin for m in messages[:first]):
                 return None
             window *= 4
         return None
@@ -405,6 +404,18 @@ class TailQueries:
         subagent = is_subagent_file(path)
         builder = claude_code_builder(path, _ignore, subagent=subagent)
         return _Tail(ino, start, start, fingerprint, builder, [], subagent=subagent)
+
+
+def _line_start(path: str, at: int) -> int:
+    """The first line start at or after `at` (where a read of the file's end begins)."""
+    with Path(path).open("rb") as handle:
+        handle.seek(at - 1)
+        while chunk := handle.read(64 * 1024):
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                return at + newline
+            at += len(chunk)
+        return at
 
 
 def _end(message: Message) -> int:
