@@ -373,8 +373,12 @@ class TailQueries:
                 return result
             # The fresh read reached its start too, unless a response begun before its first
             # line goes on after it (that response's later lines are the read's first message).
+            # A subagent's response found inline is such a part too, but never speaks.
             begin = _line_start(path, low)
-            if tail.reach > begin or any(_end(m) > begin for m in messages[:first]):
+            if tail.reach > begin or any(
+                _end(m) > begin and not (tail.subagent is False and _all_sidechain(m))
+                for m in messages[:first]
+            ):
                 return None
             window *= 4
         return None
@@ -416,6 +420,11 @@ def _line_start(path: str, at: int) -> int:
                 return at + newline
             at += len(chunk)
         return at
+
+
+def _all_sidechain(message: Message) -> bool:
+    """Whether every record of a message is a subagent's (so is any part of it, read alone)."""
+    return all(isinstance(r, dict) and r.get("isSidechain") for r in message.records)
 
 
 def _end(message: Message) -> int:
