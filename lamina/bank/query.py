@@ -21,17 +21,27 @@ gathered or the cap is reached, so a huge transcript costs no more than a small 
 
 from __future__ import annotations
 
+import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from ..errors import ReadWarning
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import detect_format, get_reader
-from ..readers.base import WarningSink
-from ..readers.claude_code import read_tail
+from ..readers.base import WarningSink, iter_json_lines
+from ..readers.claude_code import claude_code_builder, is_subagent_file, read_tail
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 
-__all__ = ["QueryOptions", "RecallQuery", "compose_recall_query", "recall_query_for_file"]
+__all__ = [
+    "QueryOptions",
+    "RecallQuery",
+    "TailQueries",
+    "compose_recall_query",
+    "recall_query_for_file",
+]
 
 MIN_SHORTENED = 40
 """A context entry that does not fit is shortened to the room left when that holds at least
@@ -222,3 +232,206 @@ def recall_query_for_file(
         if whole or not result.reached_start:
             return result
         window *= 4
+
+
+DEFAULT_WINDOW = 256 * 1024
+"""The bytes of a transcript's end `recall_query_for_file` reads first."""
+
+_FINGERPRINT = 64
+"""Bytes before the read position kept to tell an appended file from a rewritten one."""
+
+
+def _ignore(_w: ReadWarning) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class _Tail:
+    """What a `TailQueries` keeps of one transcript: the messages built so far (those that
+    can still fall in the window), the builder that made them (to go on with the next lines)
+    and where reading stopped."""
+
+    ino: tuple[int, int]
+    start: int
+    """Where the kept messages begin (a line start; 0 when built from the first line)."""
+    read_to: int
+    """Just past the last complete line fed to the builder."""
+    fingerprint: bytes
+    """The bytes just before `read_to`."""
+    builder: Any
+    messages: list[Message]
+    reach: int = -1
+    """How far the messages no longer kept reached (just past their last line)."""
+    subagent: bool | None = None
+    """Whether the file is a subagent's own, as a read of its end decides (once needed)."""
+
+
+class TailQueries:
+    """Recall queries for transcripts that keep growing, for a long-lived process (the warm
+    server): per transcript it keeps the messages of the file's last window and reads only the
+    bytes appended since the previous query. Each answer is the one `recall_query_for_file`
+    gives for the same file and prompt; whenever the kept state cannot give that with certainty
+    (the file shrank, was replaced or rewritten, the query needs messages from before the
+    window, message ids clash), it reads the file as `recall_query_for_file` does.
+
+    Memory is bounded: the `sessions` most recently used transcripts, each holding the
+    messages of one window. Not thread-safe."""
+
+    def __init__(self, sessions: int = 8, window: int = DEFAULT_WINDOW, spans: int = 2) -> None:
+        if sessions < 1 or window < 1 or spans < 1:
+            raise ValueError("sessions, window and spans must be at least 1")
+        self.sessions = sessions
+        self.window = window
+        self.span = window * 4 ** (spans - 1)
+        """Bytes of each transcript's end whose messages are kept: the windows a fresh read
+        tries first (`window`, then 4 times as many, `spans` of them)."""
+        self.kept: OrderedDict[str, _Tail] = OrderedDict()
+        self.hits = 0
+        """Queries answered from kept state (appended bytes read only)."""
+        self.rereads = 0
+        """Queries for which the file was read as `recall_query_for_file` reads it."""
+
+    def query(
+        self, path: str, prompt: str | None = None, options: QueryOptions | None = None
+    ) -> RecallQuery:
+        opts = options or QueryOptions()
+        try:
+            result = self._from_kept(path, prompt, opts)
+        except Exception:  # what was kept is dropped, never trusted; the file is read anew
+            self.kept.pop(path, None)
+            result = None
+        if result is not None:
+            self.hits += 1
+            return result
+        self.rereads += 1
+        return recall_query_for_file(path, prompt, opts, window=self.window)
+
+    def _from_kept(self, path: str, prompt: str | None, opts: QueryOptions) -> RecallQuery | None:
+        with Path(path).open("rb") as handle:
+            st = os.fstat(handle.fileno())
+            size, ino = st.st_size, (st.st_dev, st.st_ino)
+            tail = self.kept.get(path)
+            if tail is not None and not self._trusted(tail, handle, size, ino):
+                tail = None
+            if tail is None:
+                tail = self._new(path, handle, size, ino)
+                if tail is None:
+                    return None
+            self.kept[path] = tail
+            self.kept.move_to_end(path)
+            while len(self.kept) > self.sessions:
+                self.kept.popitem(last=False)
+            handle.seek(tail.read_to)
+            appended = handle.read(max(0, size - tail.read_to))
+        complete = tail.read_to + appended.rfind(b"\n") + 1
+        if complete > tail.read_to:
+            lines = iter_json_lines(
+                path, _ignore, start=tail.read_to, stop=complete, first_line=None
+            )
+            for line in lines:
+                tail.messages.extend(tail.builder.feed(line))
+            done = appended[: complete - tail.read_to]
+            tail.fingerprint = (tail.fingerprint + done)[-_FINGERPRINT:]
+            tail.read_to = complete
+        # The open response and a last line still being written, as a fresh read sees them.
+        probe = tail.builder.fork()
+        extra: list[Message] = []
+        if complete < size:
+            for line in iter_json_lines(path, _ignore, start=complete, first_line=None):
+                extra.extend(probe.feed(line))
+        extra.extend(probe.flush())
+        # Kept: the messages of the last `span` bytes (none needed before them again).
+        drop = 0
+        while drop < len(tail.messages) and _offset(tail.messages[drop]) < size - self.span:
+            tail.reach = max(tail.reach, _end(tail.messages[drop]))
+            drop += 1
+        del tail.messages[:drop]
+        messages = tail.messages + extra
+        # As `recall_query_for_file`: the messages of the last `window` bytes, then of 4 times
+        # as many while the query wants more. A read starting at the first line at or after
+        # `low` gives the kept messages from `low` on, save for a response begun before `low`
+        # (whole here, in part there, and first): it must not be one the query needs.
+        window = self.window
+        while window <= self.span:
+            if window >= size:  # a fresh read reads the whole file, as the builder did
+                if tail.start == 0 and tail.reach < 0:
+                    return compose_recall_query(messages, prompt, opts)
+                return None
+            if tail.subagent is None:
+                tail.subagent = is_subagent_file(path)
+            if tail.builder.subagent not in (None, tail.subagent):
+                return None  # a fresh read of the end takes the file for another kind
+            low = size - window
+            first = 0
+            while first < len(messages) and _offset(messages[first]) < low:
+                first += 1
+            inside = messages[first:]
+            if any(_offset(m) < low or "#" in m.id for m in inside):
+                return None
+            result = compose_recall_query(inside, prompt, opts)
+            if not result.reached_start:
+                return result
+            # The fresh read reached its start too, unless a response begun before its first
+            # line goes on after it (that response's later lines are the read's first message).
+            # A subagent's response found inline is such a part too, but never speaks.
+            begin = _line_start(path, low)
+            if tail.reach > begin or any(
+                _end(m) > begin and not (tail.subagent is False and _all_sidechain(m))
+                for m in messages[:first]
+            ):
+                return None
+            window *= 4
+        return None
+
+    def _trusted(self, tail: _Tail, handle: Any, size: int, ino: tuple[int, int]) -> bool:
+        """Whether the file is the one read before, only appended to since."""
+        if tail.ino != ino or size < tail.read_to:
+            return False
+        if tail.fingerprint:
+            handle.seek(tail.read_to - len(tail.fingerprint))
+            if handle.read(len(tail.fingerprint)) != tail.fingerprint:
+                return False
+        return True
+
+    def _new(self, path: str, handle: Any, size: int, ino: tuple[int, int]) -> _Tail | None:
+        if detect_format(path).name != "claude-code":
+            return None
+        if size <= self.span:  # from the first line, as a whole-file read (subagent undecided)
+            return _Tail(ino, 0, 0, b"", claude_code_builder(path, _ignore), [])
+        start = size - self.span
+        handle.seek(start - 1)
+        data = handle.read(self.span + 1)
+        newline = data.find(b"\n")  # the first line starting at or after size - span
+        start += newline if newline >= 0 else len(data)
+        handle.seek(max(0, start - _FINGERPRINT))
+        fingerprint = handle.read(start - max(0, start - _FINGERPRINT))
+        subagent = is_subagent_file(path)
+        builder = claude_code_builder(path, _ignore, subagent=subagent)
+        return _Tail(ino, start, start, fingerprint, builder, [], subagent=subagent)
+
+
+def _line_start(path: str, at: int) -> int:
+    """The first line start at or after `at` (where a read of the file's end begins)."""
+    with Path(path).open("rb") as handle:
+        handle.seek(at - 1)
+        while chunk := handle.read(64 * 1024):
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                return at + newline
+            at += len(chunk)
+        return at
+
+
+def _all_sidechain(message: Message) -> bool:
+    """Whether every record of a message is a subagent's (so is any part of it, read alone)."""
+    return all(isinstance(r, dict) and r.get("isSidechain") for r in message.records)
+
+
+def _end(message: Message) -> int:
+    source = message.source
+    return -1 if source is None or source.end_offset is None else source.end_offset
+
+
+def _offset(message: Message) -> int:
+    source = message.source
+    return -1 if source is None or source.offset is None else source.offset

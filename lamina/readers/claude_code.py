@@ -126,6 +126,22 @@ class _Builder:
         self.index = 0
         self.recent_ids: deque[str] = deque(maxlen=256)
 
+    def fork(self) -> _Builder:
+        """An independent copy: feeding or flushing it leaves this builder as it was."""
+        other = _Builder(self.path, self.warn, self.subagent)
+        other.index = self.index
+        other.recent_ids = deque(self.recent_ids, maxlen=self.recent_ids.maxlen)
+        pending = self.pending
+        if pending is not None:
+            other.pending = _Pending(
+                pending.message_id,
+                list(pending.records),
+                list(pending.lines),
+                list(pending.blocks),
+                list(pending.held),
+            )
+        return other
+
     # -- helpers ---------------------------------------------------------------------------
     def _source(self, lines: list[Line]) -> Source:
         first = lines[0]
@@ -343,10 +359,11 @@ def _with_kind(message: Message, kind: Kind) -> Message:
     return message if message.kind is kind else replace(message, kind=kind)
 
 
-def claude_code_builder(path: str, warn: WarningSink) -> _Builder:
+def claude_code_builder(path: str, warn: WarningSink, *, subagent: bool | None = None) -> _Builder:
     """What turns Claude Code records into messages line by line (`.feed(line)`, then
-    `.flush()` for the message still open at the end)."""
-    return _Builder(path, warn, None)
+    `.flush()` for the message still open at the end; `.fork()` for a copy to try that on).
+    `subagent` as for `read_claude_code`."""
+    return _Builder(path, warn, subagent)
 
 
 def read_claude_code(

@@ -21,6 +21,7 @@ import orjson
 
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
+    from ...bank.query import TailQueries
 
 __all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction"]
 
@@ -141,6 +142,7 @@ def answer_prompt(
     *,
     dense_until: float | None = None,
     early: Callable[[PromptAnswer], None] | None = None,
+    queries: TailQueries | None = None,
 ) -> PromptAnswer:
     """Recall for one prompt.
 
@@ -148,7 +150,9 @@ def answer_prompt(
     With it (a time.monotonic() instant; the cold path), the query is embedded in the
     background while a lexical-only answer is computed and handed to `early`; then, if the
     embedding is ready by `dense_until`, the full answer is computed and returned, else the
-    lexical one. A caller whose deadline passes meanwhile still has the early answer."""
+    lexical one. A caller whose deadline passes meanwhile still has the early answer.
+    `queries` (the warm server's) composes the query from what it kept of the transcript,
+    reading only what was appended since; the same query either way."""
     from ...bank.query import QueryOptions, recall_query_for_file
     from ...bank.recall import RecallOptions
     from ...turns import clean_text
@@ -164,7 +168,10 @@ def answer_prompt(
     options = QueryOptions(context_turns=request.context_turns, max_chars=request.max_query_chars)
     time_text: str | None = None  # the query's own time words: only the prompt's count
     if request.transcript and Path(request.transcript).is_file():
-        composed = recall_query_for_file(request.transcript, request.prompt, options)
+        if queries is not None:
+            composed = queries.query(request.transcript, request.prompt, options)
+        else:
+            composed = recall_query_for_file(request.transcript, request.prompt, options)
         query, time_text = composed.query, composed.prompt
         compacted = last_compaction(request.transcript)
     else:

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,7 @@ from .warm_client import (
 
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
+    from ...bank.query import TailQueries
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
@@ -123,6 +124,8 @@ class WarmServer:
     requests: int = 0
     errors: int = 0
     started_at: float = 0.0
+    queries: TailQueries | None = field(default=None, repr=False)
+    """What the server keeps of recent transcripts' ends, to read only what was appended."""
     _stopping: bool = False
 
     def serve(self) -> None:
@@ -171,6 +174,10 @@ class WarmServer:
             from ...bank.bank import MemoryBank
 
             self.memory_bank = MemoryBank.open(self.home, serving=True)
+        if self.queries is None:
+            from ...bank.query import TailQueries
+
+            self.queries = TailQueries()
         # Load the model and the tokenizer now, not on the first prompt.
         from ...tokens import count_text
 
@@ -238,7 +245,7 @@ class WarmServer:
         request = PromptRequest.from_json(data.get("request"))
         assert self.memory_bank is not None
         stages: dict[str, float] = {}
-        answer = answer_prompt(self.memory_bank, request, stages)
+        answer = answer_prompt(self.memory_bank, request, stages, queries=self.queries)
         self.requests += 1
         return {
             "ok": True,
@@ -270,10 +277,10 @@ class WarmServer:
         if env.get("LAMINA_DATABASE_URL", "") != os.environ.get("LAMINA_DATABASE_URL", ""):
             raise ValueError("this server serves another database (LAMINA_DATABASE_URL)")
         assert self.memory_bank is not None
-        memory_bank = self.memory_bank
+        memory_bank, queries = self.memory_bank, self.queries
 
         def answer(request: PromptRequest, stages: dict[str, float]) -> PromptAnswer:
-            return answer_prompt(memory_bank, request, stages)
+            return answer_prompt(memory_bank, request, stages, queries=queries)
 
         call = HookCall(
             env=env, cwd=cwd, started=time.monotonic() - max(0.0, float(age)), answer=answer
@@ -291,6 +298,11 @@ class WarmServer:
             "requests": self.requests,
             "errors": self.errors,
             "idle_timeout_s": self.idle_timeout,
+            "transcripts": {
+                "kept": len(q.kept) if (q := self.queries) else 0,
+                "appended_only": q.hits if q else 0,
+                "reread": q.rereads if q else 0,
+            },
         }
 
 
