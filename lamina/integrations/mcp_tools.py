@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -123,7 +122,6 @@ DELETES = ToolAnnotations(
 )
 
 # -- answers -----------------------------------------------------------------------------------
-_TEMP_PATH = re.compile(re.escape(tempfile.gettempdir()) + r"/lamina-[^\s:'\"]*")
 _FOR_MODEL = [
     (re.compile(r"pass --format|pass format="), "give `format`"),
     (re.compile(r"--budget"), "`budget`"),
@@ -132,8 +130,8 @@ _FOR_MODEL = [
 
 def for_model(message: str) -> str:
     """An error message as a model calling a tool should read it: parameters named as the tool
-    names them, no command-line flags, no server-side temporary paths."""
-    message = _TEMP_PATH.sub("the messages", message)
+    names them, no command-line flags (message lists are read in memory, so no error names a
+    temporary file)."""
     for pattern, said in _FOR_MODEL:
         message = pattern.sub(said, message)
     return message
