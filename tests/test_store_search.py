@@ -20,6 +20,8 @@ from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
 
+from .parity import check_only_the_time_text_drives_the_time_channel
+
 WORDS = [f"w{n}" for n in range(400)]
 START = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -381,21 +383,7 @@ def test_time_questions_rank_the_same(filled: tuple[PostgresStore, list[Memory]]
 def test_only_the_time_text_drives_the_time_channel_in_both_paths(
     filled: tuple[PostgresStore, list[Memory]],
 ) -> None:
-    # A composed query quotes "last year" from an earlier turn; the prompt itself names no
-    # time, so no time channel, in the database as in the index. A prompt naming one keeps it.
-    store, _ = filled
-    index = BankIndex("b")
-    index.refresh(store)
-    query = "assistant: w3 was restored last year\nuser: w8 w3 w12"
-    now = START + timedelta(days=700)
-    for time_text, timed in (("w8 w3 w12", False), ("w8 w3 w12 in 2025", True)):
-        options = RecallOptions(budget=100_000, limit=15, now=now, time_text=time_text)
-        want = recall_from_index(index, query, HashEmbedder(), options)
-        got = recall_from_store(store, "b", query, HashEmbedder(), options)
-        assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], time_text
-        assert got.hits and any("time" in h.channels for h in got.hits) is timed
-    whole = recall_from_store(store, "b", query, HashEmbedder(), RecallOptions(now=now, limit=15))
-    assert any("time" in h.channels for h in whole.hits)  # without it the whole query counts
+    check_only_the_time_text_drives_the_time_channel(filled[0], START + timedelta(days=700))
 
 
 def test_hnsw_finds_nearly_what_exact_search_finds(
