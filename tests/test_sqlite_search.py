@@ -4,10 +4,8 @@ bank's vector file follows every change to the database."""
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -24,41 +22,14 @@ from lamina.store.search import SearchFilter, SearchStore
 from lamina.store.sqlite import SQLiteStore
 from lamina.store.vectors import VectorFile, vector_dir
 
-from .parity import check_only_the_time_text_drives_the_time_channel
-
-WORDS = [f"w{n}" for n in range(400)]
-START = datetime(2024, 1, 1, tzinfo=UTC)
-
-
-def zipf_text(rng: random.Random) -> str:
-    return " ".join(
-        WORDS[min(int(rng.paretovariate(0.6)) - 1, 399)] for _ in range(rng.randint(3, 30))
-    )
-
-
-def make_memories(n: int, seed: int = 5, prefix: str = "m") -> list[Memory]:
-    embedder = HashEmbedder()
-    rng = random.Random(seed)
-    texts = [zipf_text(rng) for _ in range(n)]
-    vectors = embedder.embed_documents(texts)
-    return [
-        Memory(
-            id=f"{prefix}{i}",
-            bank="b",
-            document=f"doc{i % 7}",
-            kind="turn" if i % 3 else "window",
-            text=text,
-            record_ids=(f"{prefix}r{i}",),
-            occurred_at=START + timedelta(hours=5 * i),
-            said_at=START + timedelta(hours=5 * i),
-            tags=("odd",) if i % 2 else ("even",),
-            entities=("Alpha",) if i % 11 == 0 else (),
-            content_hash=str(i),
-            embedding=vectors[i],
-            embedder=embedder.name,
-        )
-        for i, text in enumerate(texts)
-    ]
+from .parity import (
+    RECALL_CASES,
+    check_lexical_search_is_exact_bm25,
+    check_only_the_time_text_drives_the_time_channel,
+    check_recall_matches_the_index,
+    check_time_and_entity_questions_rank_the_same,
+    make_memories,
+)
 
 
 def retain(store: SQLiteStore, memories: list[Memory]) -> None:
@@ -93,19 +64,7 @@ def test_sqlite_is_a_search_store_and_its_banks_are_searchable(
 
 
 def test_lexical_search_is_exact_bm25(filled: tuple[SQLiteStore, list[Memory]]) -> None:
-    store, _ = filled
-    index = BankIndex("b")
-    index.refresh(store)
-    rng = random.Random(9)
-    for _ in range(25):
-        query = " ".join(rng.choice(WORDS[:40]) for _ in range(rng.randint(1, 6)))
-        expected = index.lexical.scores(query)
-        order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
-        got = store.lexical_search("b", tokenize(query), 200, SearchFilter())
-        assert sorted(ids_of(store, got)) == sorted(index.memories[i].id for i in order[:200])
-        by_seq = store.memories_by_seq("b", [s for s, _ in got])
-        for seq, score in got:
-            assert score == pytest.approx(float(expected[index.slot[by_seq[seq].id]]), rel=1e-4)
+    check_lexical_search_is_exact_bm25(filled[0])
 
 
 def test_dense_search_is_exact(filled: tuple[SQLiteStore, list[Memory]]) -> None:
@@ -127,60 +86,23 @@ def test_dense_search_is_exact(filled: tuple[SQLiteStore, list[Memory]]) -> None
         assert store.dense_search("b", query, 20, SearchFilter(), "another-model@1") == []
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        RecallOptions(budget=100_000, limit=20),
-        RecallOptions(budget=100_000, limit=20, documents=frozenset({"doc2", "doc5"})),
-        RecallOptions(budget=100_000, limit=20, tags=frozenset({"odd"})),
-        RecallOptions(budget=100_000, limit=20, kinds=frozenset({"window"})),
-        RecallOptions(
-            budget=100_000,
-            limit=20,
-            since=START + timedelta(days=100),
-            until=START + timedelta(days=300),
-        ),
-        RecallOptions(
-            budget=100_000, limit=20, exclude={"doc1": None, "doc3": START + timedelta(days=200)}
-        ),
-        RecallOptions(budget=300, limit=20),
-    ],
-    ids=["all", "documents", "tags", "kinds", "dates", "exclude", "budget"],
-)
+@RECALL_CASES
 def test_recall_in_the_database_matches_the_index(
     filled: tuple[SQLiteStore, list[Memory]], options: RecallOptions
 ) -> None:
-    store, _ = filled
-    index = BankIndex("b")
-    index.refresh(store)
-    embedder = HashEmbedder()
-    rng = random.Random(13)
-    for _ in range(10):
-        query = " ".join(rng.choice(WORDS[:60]) for _ in range(rng.randint(2, 5)))
-        want = recall_from_index(index, query, embedder, options)
-        got = recall_from_store(store, "b", query, embedder, options)
-        assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
-        assert got.considered == want.considered
-        assert got.tokens == want.tokens
+    check_recall_matches_the_index(filled[0], options)
 
 
 def test_time_and_entity_questions_rank_the_same(
     filled: tuple[SQLiteStore, list[Memory]],
 ) -> None:
-    store, _ = filled
-    index = BankIndex("b")
-    index.refresh(store)
-    options = RecallOptions(budget=100_000, limit=15, now=START + timedelta(days=700))
-    for query in ("what happened in March 2024", "w3 w8 last year", "w5 in 2025", "Alpha w2"):
-        want = recall_from_index(index, query, HashEmbedder(), options)
-        got = recall_from_store(store, "b", query, HashEmbedder(), options)
-        assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
+    check_time_and_entity_questions_rank_the_same(filled[0])
 
 
 def test_only_the_time_text_drives_the_time_channel_in_both_paths(
     filled: tuple[SQLiteStore, list[Memory]],
 ) -> None:
-    check_only_the_time_text_drives_the_time_channel(filled[0], START + timedelta(days=700))
+    check_only_the_time_text_drives_the_time_channel(filled[0])
 
 
 def test_recall_reads_token_counts_kept_at_retain(

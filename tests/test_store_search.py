@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -12,25 +12,24 @@ import pytest
 from lamina.bank.index import BankIndex
 from lamina.bank.lexical import BM25Index, tokenize
 from lamina.bank.model import Cursor, Memory
-from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store
-from lamina.embed import HashEmbedder
+from lamina.bank.recall import RecallOptions
 from lamina.errors import StoreError
 from lamina.store import postgres_search
 from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
 
-from .parity import check_only_the_time_text_drives_the_time_channel
-
-WORDS = [f"w{n}" for n in range(400)]
-START = datetime(2024, 1, 1, tzinfo=UTC)
-
-
-def zipf_text(rng: random.Random) -> str:
-    # Common words appear in most memories, rare ones in few: MaxScore has to expand.
-    return " ".join(
-        WORDS[min(int(rng.paretovariate(0.6)) - 1, 399)] for _ in range(rng.randint(3, 30))
-    )
+from .parity import (
+    RECALL_CASES,
+    START,
+    WORDS,
+    check_lexical_search_is_exact_bm25,
+    check_only_the_time_text_drives_the_time_channel,
+    check_recall_matches_the_index,
+    check_time_and_entity_questions_rank_the_same,
+    make_memories,
+    zipf_text,
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,27 +41,7 @@ def filled(pg_server: str) -> Iterator[tuple[PostgresStore, list[Memory]]]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
     store = PostgresStore(pg_server.rsplit("/", 1)[0] + "/" + name)
-    embedder = HashEmbedder()
-    rng = random.Random(5)
-    texts = [zipf_text(rng) for _ in range(3000)]
-    vectors = embedder.embed_documents(texts)
-    memories = [
-        Memory(
-            id=f"m{i}",
-            bank="b",
-            document=f"doc{i % 7}",
-            kind="turn" if i % 3 else "window",
-            text=text,
-            record_ids=(f"r{i}",),
-            occurred_at=START + timedelta(hours=5 * i),
-            said_at=START + timedelta(hours=5 * i),
-            tags=("odd",) if i % 2 else ("even",),
-            content_hash=str(i),
-            embedding=vectors[i],
-            embedder=embedder.name,
-        )
-        for i, text in enumerate(texts)
-    ]
+    memories = make_memories(3000)
     for doc in range(7):
         group = [m for m in memories if m.document == f"doc{doc}"]
         store.apply_retain(
@@ -73,22 +52,7 @@ def filled(pg_server: str) -> Iterator[tuple[PostgresStore, list[Memory]]]:
 
 
 def test_lexical_search_is_exact_bm25(filled: tuple[PostgresStore, list[Memory]]) -> None:
-    store, _ = filled
-    index = BankIndex("b")
-    index.refresh(store)
-    rng = random.Random(9)
-    for _ in range(25):
-        query = " ".join(rng.choice(WORDS[:40]) for _ in range(rng.randint(1, 6)))
-        expected = index.lexical.scores(query)
-        order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
-        got = store.lexical_search("b", tokenize(query), 200, SearchFilter())
-        want = [int(index.memories[i].id[1:]) for i in order[:200]]
-        got_ids = [int(m.id[1:]) for m in store.memories_by_seq("b", [s for s, _ in got]).values()]
-        assert sorted(got_ids) == sorted(want), query
-        by_seq = store.memories_by_seq("b", [s for s, _ in got])
-        for seq, score in got[:20]:
-            slot = index.slot[by_seq[seq].id]
-            assert score == pytest.approx(float(expected[slot]), rel=1e-4)
+    check_lexical_search_is_exact_bm25(filled[0])
 
 
 def _assert_exact(
@@ -331,59 +295,23 @@ def test_bm25_statistics_follow_deletions(filled: tuple[PostgresStore, list[Memo
         assert score == pytest.approx(float(expected[int(by_seq[seq].id[1:])]), rel=1e-4)
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        RecallOptions(budget=100_000, limit=20),
-        RecallOptions(budget=100_000, limit=20, documents=frozenset({"doc2", "doc5"})),
-        RecallOptions(budget=100_000, limit=20, tags=frozenset({"odd"})),
-        RecallOptions(budget=100_000, limit=20, kinds=frozenset({"window"})),
-        RecallOptions(
-            budget=100_000,
-            limit=20,
-            since=START + timedelta(days=100),
-            until=START + timedelta(days=300),
-        ),
-        RecallOptions(
-            budget=100_000, limit=20, exclude={"doc1": None, "doc3": START + timedelta(days=200)}
-        ),
-        RecallOptions(budget=300, limit=20),
-    ],
-    ids=["all", "documents", "tags", "kinds", "dates", "exclude", "budget"],
-)
+@RECALL_CASES
 def test_recall_in_the_database_matches_the_index(
     filled: tuple[PostgresStore, list[Memory]], options: RecallOptions
 ) -> None:
-    store, _ = filled
-    index = BankIndex("b")
-    index.refresh(store)
-    embedder = HashEmbedder()
-    rng = random.Random(13)
-    for _ in range(10):
-        query = " ".join(rng.choice(WORDS[:60]) for _ in range(rng.randint(2, 5)))
-        want = recall_from_index(index, query, embedder, options)
-        got = recall_from_store(store, "b", query, embedder, options)
-        assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
-        assert got.considered == want.considered
-        assert got.tokens == want.tokens
+    check_recall_matches_the_index(filled[0], options)
 
 
-def test_time_questions_rank_the_same(filled: tuple[PostgresStore, list[Memory]]) -> None:
-    store, _ = filled
-    index = BankIndex("b")
-    index.refresh(store)
-    options = RecallOptions(budget=100_000, limit=15, now=START + timedelta(days=700))
-    for query in ("what happened in March 2024", "w3 w8 last year", "w5 in 2025"):
-        want = recall_from_index(index, query, HashEmbedder(), options)
-        got = recall_from_store(store, "b", query, HashEmbedder(), options)
-        assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
-        assert any("time" in h.channels for h in got.hits)
+def test_time_and_entity_questions_rank_the_same(
+    filled: tuple[PostgresStore, list[Memory]],
+) -> None:
+    check_time_and_entity_questions_rank_the_same(filled[0])
 
 
 def test_only_the_time_text_drives_the_time_channel_in_both_paths(
     filled: tuple[PostgresStore, list[Memory]],
 ) -> None:
-    check_only_the_time_text_drives_the_time_channel(filled[0], START + timedelta(days=700))
+    check_only_the_time_text_drives_the_time_channel(filled[0])
 
 
 def test_hnsw_finds_nearly_what_exact_search_finds(
