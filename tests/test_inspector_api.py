@@ -307,7 +307,7 @@ def test_memory_filters_run_in_the_store(database: str, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     from lamina.bank.model import Cursor, Memory
-    from lamina.store.base import RetainBatch
+    from lamina.store.base import MemoryFilter, RetainBatch
 
     def day(n: int) -> datetime:
         return datetime(2024, 1, n, 12, 0, tzinfo=UTC)
@@ -363,4 +363,10 @@ def test_memory_filters_run_in_the_store(database: str, tmp_path: Path) -> None:
     assert ids(offset=9) == ([], 5)
     assert ids(tag="trip", offset=5) == ([], 2)
     assert ids(q="tickets", limit=1, offset=1) == (["m2"], 2)
+    # Oldest first is exactly the reverse, pages and filters alike; without the kinds.
+    every = store.page_memories("f", MemoryFilter(), 10, oldest_first=True, count_kinds=False)
+    assert [m.id for m in every.memories] == ["m4", "m5", "m3", "m2", "m1"]
+    assert (every.total, every.kinds) == (5, {})
+    page = store.page_memories("f", MemoryFilter(document="d1"), 1, 1, oldest_first=True)
+    assert ([m.id for m in page.memories], page.total) == (["m1"], 2)
     memory.close()

@@ -230,10 +230,19 @@ class Store(Protocol):
         ...
 
     def page_memories(
-        self, bank: str, where: MemoryFilter, limit: int, offset: int = 0
+        self,
+        bank: str,
+        where: MemoryFilter,
+        limit: int,
+        offset: int = 0,
+        *,
+        oldest_first: bool = False,
+        count_kinds: bool = True,
     ) -> MemoryPage:
-        """Memories matching `where`, newest first, `limit` of them from `offset`, with the
-        total matching and the bank's count per kind; read in the database, vectors left out."""
+        """Memories matching `where`, newest first (or in exactly the reverse order), `limit`
+        of them from `offset`, with the total matching and the bank's count per kind (left
+        empty without `count_kinds`, which costs a pass over the bank); read in the database,
+        vectors left out."""
         ...
 
     def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int: ...

@@ -51,6 +51,7 @@ from .base import (
     StoredSummary,
     contiguous_counts,
 )
+from .paging import Dialect, filter_conditions
 from .postgres_migrations import MIGRATIONS
 from .postgres_search import PostgresSearch
 from .urls import describe_target
@@ -172,6 +173,17 @@ def _either_case(word: str) -> str:
 def _aware(value: datetime) -> datetime:
     """A time without a zone is taken as UTC."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+_DIALECT = Dialect(
+    mark="%s",
+    has_tag="%s = ANY(m.tags)",
+    has_ascii_word="strpos(lower(m.text), %s) > 0",  # strpos() takes it literally
+    has_word="m.text ~ %s",  # lower() folds ASCII only under the C locale
+    word_param=_either_case,
+    time_param=_aware,
+)
+"""How `page_memories`' filter is written in PostgreSQL."""
 
 
 class PostgresStore(PostgresSearch):
@@ -628,52 +640,34 @@ class PostgresStore(PostgresSearch):
                 yield MemoryRow(int(row[0]), self._memory(bank, row))
 
     def page_memories(
-        self, bank: str, where: MemoryFilter, limit: int, offset: int = 0
+        self,
+        bank: str,
+        where: MemoryFilter,
+        limit: int,
+        offset: int = 0,
+        *,
+        oldest_first: bool = False,
+        count_kinds: bool = True,
     ) -> MemoryPage:
         with self._conn() as conn:
             bank_row = conn.execute("SELECT id FROM banks WHERE name = %s", (bank,)).fetchone()
             if bank_row is None:
                 return MemoryPage([], 0, {})
             bank_id = int(bank_row[0])
-            kinds = {
-                str(kind): int(n)
-                for kind, n in conn.execute(
-                    "SELECT kind, count(*) FROM memories WHERE bank_id = %s GROUP BY kind"
-                    " ORDER BY kind",
-                    (bank_id,),
-                )
-            }
-            clauses: list[str] = ["m.bank_id = %s"]
-            params: list[Any] = [bank_id]
-            if where.document is not None:
-                clauses.append(
-                    "m.document_id = (SELECT id FROM documents WHERE bank_id = %s AND name = %s)"
-                )
-                params += [bank_id, where.document]
-            if where.kind is not None:
-                clauses.append("m.kind = %s")
-                params.append(where.kind)
-            if where.tag is not None:
-                clauses.append("%s = ANY(m.tags)")
-                params.append(where.tag)
-            if where.since is not None:
-                clauses.append("m.t >= %s")
-                params.append(_aware(where.since))
-            if where.until is not None:
-                clauses.append("m.t <= %s")
-                params.append(_aware(where.until))
-            for word in where.words:
-                if word.isascii():  # strpos() takes it literally (no wildcards to escape)
-                    clauses.append("strpos(lower(m.text), %s) > 0")
-                    params.append(word.lower())
-                else:  # lower() folds ASCII only under the C locale
-                    clauses.append("m.text ~ %s")
-                    params.append(_either_case(word))
+            kinds = {}
+            if count_kinds:
+                kinds = {
+                    str(kind): int(n)
+                    for kind, n in conn.execute(
+                        "SELECT kind, count(*) FROM memories WHERE bank_id = %s GROUP BY kind"
+                        " ORDER BY kind",
+                        (bank_id,),
+                    )
+                }
+            clauses, params = filter_conditions(where, bank_id, _DIALECT)
             condition = " AND ".join(clauses)
-            order = (
-                f"SELECT m.seq FROM memories m WHERE {condition}"
-                " ORDER BY m.t DESC NULLS LAST, m.seq"
-            )
+            by = "m.t ASC NULLS FIRST, m.seq DESC" if oldest_first else "m.t DESC NULLS LAST, m.seq"
+            order = f"SELECT m.seq FROM memories m WHERE {condition} ORDER BY {by}"
             if where.words:  # the texts are scanned once: every match's seq, then the page
                 matched = [int(row[0]) for row in conn.execute(order, params)]
                 total, seqs = len(matched), matched[offset : offset + limit]
@@ -681,7 +675,7 @@ class PostgresStore(PostgresSearch):
                 rows = conn.execute(f"{order} LIMIT %s OFFSET %s", (*params, limit, offset))
                 seqs = [int(row[0]) for row in rows]
                 total = sum(kinds.values())
-                if len(clauses) > 1:
+                if len(clauses) > 1 or not count_kinds:
                     counted = conn.execute(
                         f"SELECT count(*) FROM memories m WHERE {condition}", params
                     ).fetchone()

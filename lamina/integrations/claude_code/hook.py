@@ -179,11 +179,11 @@ def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) ->
     openers: dict[str, tuple[datetime | None, str]] = {}
     store = memory_bank.store
     for document in recent:
-        # The session's oldest memories (the last page, pages being newest first), read by the
-        # document's index: this costs the session's size, not the bank's.
+        # The session's oldest memories, read by the document's index: this costs the
+        # session's size, not the bank's.
         where = MemoryFilter(document=document.id)
-        total = store.page_memories(bank_name, where, 1).total
-        for memory in store.page_memories(bank_name, where, 200, max(0, total - 200)).memories:
+        page = store.page_memories(bank_name, where, 200, oldest_first=True, count_kinds=False)
+        for memory in page.memories:
             if memory.kind not in ("turn", "line", "part"):
                 continue
             known = openers.get(memory.document)
