@@ -124,6 +124,20 @@ def _day(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d")
 
 
+BLOCK_TOKENS = 42
+"""Tokens a memory block takes beyond its memories' lines (its tags, the current time and
+the heading): an upper bound, measured with lamina.tokens over varied blocks."""
+
+ITEM_TOKENS = 11
+"""Tokens a memory's line in a block adds to its text (the bullet and the date), plus one per
+line break (the indent): an upper bound, measured alike."""
+
+
+def framing_tokens(text: str) -> int:
+    """Tokens a memory with this text costs in a block beyond the text itself."""
+    return ITEM_TOKENS + text.count("\n")
+
+
 def format_memory_block(
     memories: Iterable[MemoryLike],
     *,

@@ -141,6 +141,26 @@ def test_prompt_gets_memories_of_other_sessions_only(tmp_path: Path) -> None:
     assert same.returncode == 0 and same.stdout == ""
 
 
+def test_the_injected_block_fits_the_budget_whole(tmp_path: Path) -> None:
+    """`budget` is what the prompt grows by: the block's heading and each memory's date count,
+    not only the memories' texts; a larger budget holds more memories."""
+    from lamina.tokens import count_text
+
+    home = tmp_path / "home"
+    retain_example(home, tmp_path)
+    prompt = "What did we decide about the database, its path and the migrations?"
+    shown = []
+    for budget in (120, 300, 700):
+        asked = hook(home, {"hook_event_name": "UserPromptSubmit", "session_id": "another",
+                            "prompt": prompt, "cwd": str(tmp_path)},
+                     LAMINA_HOOK_BUDGET=str(budget))  # fmt: skip
+        assert asked.returncode == 0, asked.stderr
+        context = json.loads(asked.stdout)["hookSpecificOutput"]["additionalContext"]
+        assert 0 < count_text(context) <= budget, budget
+        shown.append(context.count("\n- ["))
+    assert shown[0] < shown[2]
+
+
 @pytest.mark.parametrize("prompt", ["ok", "/clear", "   "])
 def test_trivial_prompts_are_skipped(tmp_path: Path, prompt: str) -> None:
     result = hook(

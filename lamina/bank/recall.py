@@ -36,7 +36,7 @@ else:
 
 from ..embed import Embedder
 from ..store.search import SearchFilter, SearchStore
-from ..tags import format_memory_block
+from ..tags import BLOCK_TOKENS, format_memory_block, framing_tokens
 from ..tokens import count_text
 from .entities import ENTITY_PREFIX, entity_terms, extract_entities
 from .lexical import tokenize
@@ -108,6 +108,10 @@ class RecallOptions:
     rrf_k: int = 60
     depth: int = 200
     """How deep each channel's ranking goes into the fusion."""
+    framed: bool = False
+    """The results will be shown as a memory block (`RecallResult.block`): the block's own
+    tokens and each result's bullet and date count against the budget with the texts, so the
+    block as a whole fits it (the hook's `budget` is what the prompt grows by)."""
     collapse: bool = True
     """Drop a result when more than half of its records are already in better results (a
     window that repeats a turn shown above, say), and leave out of a result the lines better
@@ -429,6 +433,8 @@ def _assemble(
     covered_whole: set[str] = set()
     shown: set[str] = set()
     used = skipped = 0
+    budget = options.budget - (BLOCK_TOKENS if options.framed else 0)
+    framing = framing_tokens if options.framed else (lambda _text: 0)
     for slot in order:
         if len(hits) >= options.limit:
             break
@@ -453,12 +459,14 @@ def _assemble(
                 text = "\n".join(fresh)
                 tokens = piece_tokens(memory, tokens)(text)
                 memory = replace(memory, text=text, tokens=tokens)
-        if used + tokens > options.budget:
-            left = options.budget - used
+        if used + tokens + framing(memory.text) > budget:
+            left = budget - used - framing(memory.text)
             count = piece_tokens(memory, tokens)
             short = (
                 shorten(memory.text, query, left, count) if left >= _MIN_SHORTENED_TOKENS else None
             )
+            if short is not None and used + count(short) + framing(short) > budget:
+                short = None  # its cuts took more lines than the whole had
             if short is not None:
                 memory, tokens, shortened = replace(memory, text=short), count(short), True
             else:
@@ -478,8 +486,8 @@ def _assemble(
         shown.update(memory.text.split("\n"))
         if memory.kind != "part":
             covered_whole |= records
-        used += tokens
-    return RecallResult(query, hits, considered, used)
+        used += tokens + framing(memory.text)
+    return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits))
 
 
 _WORKERS = 4

@@ -197,6 +197,7 @@ def recall(
         tags=frozenset(tags) if tags else None,
         since=since_date,
         until=until_date,
+        framed=block,
     )
     result = memory_bank.recall(query, name, options)
     if as_json:

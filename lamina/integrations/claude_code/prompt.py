@@ -178,7 +178,9 @@ def answer_prompt(
         query = clean_text(request.prompt)[: request.max_query_chars]
         compacted = None
     exclude = {request.session: compacted} if request.session else {}
-    recall_options = RecallOptions(budget=request.budget, exclude=exclude, time_text=time_text)
+    recall_options = RecallOptions(
+        budget=request.budget, exclude=exclude, time_text=time_text, framed=True
+    )
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
