@@ -1,5 +1,5 @@
 """`lamina bench hook` at a tiny size: one JSON document with both paths and both baselines, and
-the real hook returned memories on both paths. No timing is asserted."""
+the real hook returned memories on both paths, as did `lamina recall` and `lamina serve`. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -33,3 +33,9 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     assert size["cold"]["returned_memories"] == 1.0
     assert size["warm"]["returned_memories"] == 1.0
     assert size["warm"]["server_cpu_ms_per_prompt"] >= 0
+    # The commands a user runs by hand, beside it: `lamina recall` and a fresh `lamina serve`.
+    assert size["recall_command"]["runs"] == 2 and size["recall_command"]["nonzero_exits"] == 0
+    assert size["recall_command"]["returned_memories"] == 1.0
+    serve = size["serve"]
+    assert serve["first_recall"]["returned_memories"] and serve["recall"]["returned_memories"] == 1
+    assert serve["first_recall"]["wall_ms"] > 0 and serve["recall"]["runs"] == 2

@@ -10,7 +10,8 @@ the cold path and once with a warm server running (whose own CPU per prompt is r
 Each child is reaped with os.wait4, which gives its own CPU time (user + sys) and peak RSS. The
 baselines are measured the same way in the same run: `python -c pass` (the floor of any hook)
 and `python -c "import numpy, onnxruntime"` (the floor of a hook that loads the model's
-runtime).
+runtime). Beside the hook, per bank: `lamina recall` as a fresh process, and a fresh
+`lamina serve`'s first recall and the ones after it (`lamina.bench.commands`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import orjson
 
 from ..bank.bank import MemoryBank
 from ..store.sqlite import SQLiteStore
+from .commands import measure_recall_command, measure_serve
 from .common import emit, percentiles, shared_data_dir
 from .latency import _base_texts, build
 
@@ -155,6 +157,13 @@ def _measure_size(
 
     cold = _run_all([([*lamina, "hook"], payload(i), env) for i in range(runs)])
     _progress(f"  cold path: {runs} runs, cpu p50 {_summary(cold)['cpu_ms']['p50']} ms")
+    recall_command = measure_recall_command(_run_all, _summary, env, prompts, runs)
+    _progress(f"  lamina recall: cpu p50 {recall_command['cpu_ms']['p50']} ms")
+    try:
+        serve: dict[str, Any] = measure_serve(env, BANK, prompts, runs)
+        _progress(f"  lamina serve: first recall {serve['first_recall']['wall_ms']} ms")
+    except RuntimeError as exc:  # the `server` extra not installed, say
+        serve = {"error": str(exc)}
     start = subprocess.run(
         [*lamina, "--home", str(home), "warm", "start", "--json", "--idle-timeout", "600"],
         capture_output=True,
@@ -183,6 +192,8 @@ def _measure_size(
     return {
         "cold": _summary(cold),
         "warm": {**_summary(warm), "server_cpu_ms_per_prompt": round(server_cpu, 1)},
+        "recall_command": recall_command,
+        "serve": serve,
     }
 
 
