@@ -300,21 +300,31 @@ class Redactor:
     extra: Mapping[str, str] = field(default_factory=dict)
     gitleaks: bool = True
     """Use gitleaks' rules (as well as Lamina's own)."""
-    _rules: list[Rule] = field(init=False, repr=False)
+    _own: list[Rule] = field(init=False, repr=False)
+    _all: list[Rule] | None = field(init=False, repr=False, default=None)
     _global: Rule | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
-        self._rules = _own_rules(self.extra)
-        if self.gitleaks:
-            rules, (shared,) = gitleaks_rules()
-            self._rules = [*rules, *self._rules]
-            self._global = shared
+        # Lamina's own rules and the extra ones now, so a bad extra pattern fails where it is
+        # configured; gitleaks' (a quarter of a second of regex compiling) on the first text,
+        # so opening a bank to recall from it never pays for them.
+        self._own = _own_rules(self.extra)
+
+    def _rules(self) -> list[Rule]:
+        if self._all is None:
+            if self.gitleaks:
+                rules, (shared,) = gitleaks_rules()
+                self._global = shared
+                self._all = [*rules, *self._own]
+            else:
+                self._all = self._own
+        return self._all
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """The secrets of a text: (start, end, rule), overlaps merged, in order."""
         lowered = text.lower()
         spans: list[tuple[int, int, str]] = []
-        for rule in self._rules:
+        for rule in self._rules():
             if rule.keywords and not any(k in lowered for k in rule.keywords):
                 continue
             for match in rule.regex.finditer(text):
