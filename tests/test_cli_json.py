@@ -17,6 +17,8 @@ import pytest
 from lamina import MemoryBank, read_message_list
 from lamina.embed import HashEmbedder
 
+from .conftest import EXAMPLE
+
 
 def lamina(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -81,9 +83,18 @@ def test_keys_revoke_json_and_a_missing_key(tmp_path: Path) -> None:
     assert missing.stderr.splitlines() == ["error: no API key named 'ci' (see `lamina keys list`)"]
 
 
-def test_serve_says_where_it_listens(tmp_path: Path) -> None:
+def test_serve_says_where_it_listens_once_it_can_recall(tmp_path: Path) -> None:
+    """The model and the banks load before the server listens: the line comes after that, and
+    the first recall answers from the bank."""
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
+    import httpx
+
+    retained = subprocess.run(
+        [sys.executable, "-m", "lamina", "retain", str(EXAMPLE), "--bank", "proj"],
+        env=environment(tmp_path), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert retained.returncode == 0, retained.stderr
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
@@ -98,7 +109,19 @@ def test_serve_says_where_it_listens(tmp_path: Path) -> None:
         ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
         assert ready, "serve printed nothing within 60 s"
         line = proc.stderr.readline()
+        assert line.startswith(f"lamina serve: listening on http://127.0.0.1:{port} ("), line
+        for _ in range(100):  # the socket opens just after the line
+            try:
+                answer = httpx.post(
+                    f"http://127.0.0.1:{port}/v1/banks/proj/recall",
+                    json={"query": "which environment variable holds the database path?"},
+                    timeout=60,
+                )
+                break
+            except httpx.ConnectError:
+                time.sleep(0.05)
+        assert answer.status_code == 200
+        assert "INKWELL_DB_PATH" in json.dumps(answer.json()["results"])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    assert line.startswith(f"lamina serve: listening on http://127.0.0.1:{port} ("), line

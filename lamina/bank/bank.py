@@ -259,6 +259,18 @@ class MemoryBank:
                 embedder = None  # vectors from another model: lexical only until `reindex`
             return recall_from_index(index, query, embedder, options)
 
+    def warm_up(self, banks: int = 8) -> None:
+        """Load the embedding model and the tokenizer, and recall once from up to `banks`
+        banks (opening their vectors and postings), so that a server's first recall after it
+        starts costs what the later ones do. For a background thread; failures are left to
+        the first real recall to report."""
+        from ..tokens import count_text
+
+        self.embedder.embed_query("warm up")
+        count_text("warm up")
+        for bank in self.store.list_banks()[:banks]:
+            self.recall("warm up", bank.name, RecallOptions(limit=1, budget=64))
+
     # -- banks and documents ---------------------------------------------------------------
     def banks(self) -> list[Bank]:
         """Every bank of the store, with its document and memory counts."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -277,10 +278,13 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
     gate = Gate.at_start(memory.store, host)
-    shown = f"[{host}]" if ":" in host else host
-    click.echo(f"lamina serve: listening on http://{shown}:{port} ({gate.describe()})", err=True)
     app = create_app((ctx.find_root().obj or {}).get("home"), memory=memory, max_body=max_body,
                      gate=gate)  # fmt: skip
+    # The model and the banks load before the server listens, not on the first request.
+    with contextlib.suppress(Exception):  # the first request reports what fails, in its answer
+        memory.warm_up()
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"lamina serve: listening on http://{shown}:{port} ({gate.describe()})", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
