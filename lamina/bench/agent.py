@@ -12,7 +12,9 @@ The baseline, measured in the same run, is plain BM25 over single conversational
 prompts and assistant text, lower-cased word tokens, no stemming), filled to the same budget in
 rank order. `ceiling` is the share of questions some memory of the bank could answer within the
 budget at all (perfect ranking). Scores are reported for all questions and for both halves:
-`tune` (odd-numbered, used while designing units) and `check` (even-numbered, held out).
+`tune` (odd-numbered, used while designing units) and `check` (even-numbered, held out), and per
+half of each round of writing (`round3_check`: the held-out questions of the third round), so
+questions added later, and harder, are not averaged away.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class AgentQuestion:
     answers: tuple[str, ...]
     evidence: tuple[Evidence, ...]
     half: str
+    round_no: int = 1
 
 
 def load_questions(path: str | Path | None = None) -> list[AgentQuestion]:
@@ -84,6 +87,7 @@ def load_questions(path: str | Path | None = None) -> list[AgentQuestion]:
                 Evidence(int(e["first_line"]), int(e["last_line"])) for e in q["evidence"]
             ),
             half=str(q.get("half", "tune")),
+            round_no=int(q.get("round", 1)),
         )
         for q in data["questions"]
     ]
@@ -195,11 +199,21 @@ def _size_stats(values: Sequence[int]) -> dict[str, int]:
     }
 
 
+def _share(found: Mapping[str, bool], chosen: Sequence[AgentQuestion]) -> float:
+    return round(sum(found[q.id] for q in chosen) / max(len(chosen), 1), 4)
+
+
 def _shares(found: Mapping[str, bool], questions: Sequence[AgentQuestion]) -> dict[str, float]:
+    """Share found overall, per half, and per half of each round when the set has several."""
     out: dict[str, float] = {}
     for half in ("all", "tune", "check"):
-        chosen = [q for q in questions if half == "all" or q.half == half]
-        out[half] = round(sum(found[q.id] for q in chosen) / max(len(chosen), 1), 4)
+        out[half] = _share(found, [q for q in questions if half == "all" or q.half == half])
+    rounds = sorted({q.round_no for q in questions})
+    if len(rounds) > 1:
+        for r in rounds:
+            for half in ("tune", "check"):
+                chosen = [q for q in questions if q.round_no == r and q.half == half]
+                out[f"round{r}_{half}"] = _share(found, chosen)
     return out
 
 
