@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ..messages import SYNTHETIC_KINDS, Message, Role, ToolResultBlock, ToolUseBlock
+from ..messages import SYNTHETIC_KINDS, Kind, Message, Role, ToolResultBlock, ToolUseBlock
 from ..tokens import count_text
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 from .said import plan_text, user_said
@@ -54,7 +54,7 @@ __all__ = [
     "whole_turns",
 ]
 
-UNITS_VERSION = 3
+UNITS_VERSION = 4
 """Bumped whenever the unit rules change, so banks retained under older rules are rebuilt
 (see `units_signature`)."""
 
@@ -103,6 +103,11 @@ class UnitOptions:
     memories."""
     said_through_tools: bool = True
     """Count what the user said through tools, and plans put up for approval, as said."""
+    subagents: bool = True
+    """Count what a subagent said inside its parent's transcript (older Claude Code writes a
+    subagent's records inline, marked sidechain) as said, labelled `subagent`, and its tool
+    activity as actions: in an orchestrating session that is where the work was done. They
+    still start no turn. Off, as before, they added nothing."""
     window_step: int = 1
     """A window starts every this many units of a session (plus one ending with its last
     unit). On LoCoMo with 4-line windows (any@10 / all@10 / evidence within 1,000 tokens, any
@@ -134,7 +139,8 @@ def units_signature(options: UnitOptions) -> str:
     described = (
         f"{UNITS_VERSION}|{options.windows}|{options.max_actions}|{options.max_chars}|"
         f"{options.max_tokens}|{options.context_tokens}|{options.pack}|{options.part_windows}|"
-        f"{options.said_through_tools}|{options.lines}|{options.window_step}|{options.rules!r}"
+        f"{options.said_through_tools}|{options.lines}|{options.window_step}|{options.subagents}|"
+        f"{options.rules!r}"
     )
     return "u" + hashlib.sha1(described.encode()).hexdigest()[:8]
 
@@ -282,6 +288,12 @@ def _statements(
             said = user_said(message, tool_names, options.rules)
             label = message.speaker or "user"
             out.extend(_Said(i, label, redact(text)) for text in said)
+        if message.kind is Kind.SIDECHAIN and options.subagents:
+            text = conversational_text(message, options.rules)
+            if text:
+                label = "subagent" if message.role is Role.ASSISTANT else "subagent's task"
+                out.append(_Said(i, label, redact(text)))
+            continue
         if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
             continue
         text = conversational_text(message, options.rules)
@@ -390,6 +402,15 @@ def _unit(key: str, kind: str, text: str, messages: Sequence[Message], speakers:
     )
 
 
+def _acting(messages: Sequence[Message], options: UnitOptions) -> list[Message]:
+    """The messages whose tool activity a unit's actions line shows."""
+    return [
+        m
+        for m in messages
+        if m.kind not in SYNTHETIC_KINDS or (options.subagents and m.kind is Kind.SIDECHAIN)
+    ]
+
+
 def _speakers(said: Sequence[_Said]) -> list[str]:
     return list(dict.fromkeys(s.label.split(" (")[0] for s in said))
 
@@ -397,8 +418,7 @@ def _speakers(said: Sequence[_Said]) -> list[str]:
 def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redact) -> list[Unit]:
     """The units of one segment: one `turn`, or its `part`s when the turn is over the cap."""
     said = _statements(messages, options, redact)
-    conversational = [m for m in messages if m.kind not in SYNTHETIC_KINDS]
-    entries = _action_entries(conversational, redact)
+    entries = _action_entries(_acting(messages, options), redact)
     lines = [f"{s.label}: {s.text}" for s in said]
     actions = _actions_line(entries, options.max_actions)
     if actions:
@@ -483,7 +503,7 @@ def _parts(
         if context and not (first.index == 0 and n == 0):
             lines.insert(0, context)
         body = "\n".join(lines)
-        entries = _action_entries([m for m in stretch if m.kind not in SYNTHETIC_KINDS], redact)
+        entries = _action_entries(_acting(stretch, options), redact)
         actions = _fit_actions(entries, options.max_actions, cap - count_text(body) - 1)
         if actions:
             body += "\n" + actions

@@ -9,12 +9,12 @@ state it. Every session goes into one bank; each question is recalled within a t
 its evidence lines and its text, as returned, holds the answer.
 
 The baseline, measured in the same run, is plain BM25 over single conversational records (user
-prompts and assistant text, lower-cased word tokens, no stemming), filled to the same budget in
-rank order. `ceiling` is the share of questions some memory of the bank could answer within the
-budget at all (perfect ranking). Scores are reported for all questions and for both halves:
-`tune` (odd-numbered, used while designing units) and `check` (even-numbered, held out), and per
-half of each round of writing (`round3_check`: the held-out questions of the third round), so
-questions added later, and harder, are not averaged away.
+prompts and assistant text, a subagent's inline ones included, lower-cased word tokens, no
+stemming), filled to the same budget in rank order. `ceiling` is the share of questions some
+memory of the bank could answer within the budget at all (perfect ranking). Scores are reported for
+all questions and for both halves: `tune` (odd-numbered, used while designing units) and `check`
+(even-numbered, held out), and per half of each round of writing (`round3_check`: the held-out
+questions of the third round), so questions added later, and harder, are not averaged away.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..bank.recall import RecallOptions
 from ..bank.retain import RetainOptions
 from ..bank.units import UnitOptions
 from ..errors import InputError
-from ..messages import SYNTHETIC_KINDS, Role
+from ..messages import SYNTHETIC_KINDS, Kind, Role
 from ..progress import Progress
 from ..readers.claude_code import read_claude_code
 from ..store.sqlite import SQLiteStore
@@ -153,15 +153,18 @@ class _BM25:
 
 
 def conversational_records(path: Path) -> list[_Record]:
-    """Each user prompt and assistant message with conversational text, on its own."""
+    """Each user prompt and assistant message with conversational text, on its own (a
+    subagent's messages written inline in its parent's transcript count too)."""
     out: list[_Record] = []
     for message in read_claude_code(str(path), lambda _w: None):
-        if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
+        sidechain = message.kind is Kind.SIDECHAIN
+        if (message.kind in SYNTHETIC_KINDS and not sidechain) or message.role is Role.SYSTEM:
             continue
         text = conversational_text(message)
         if not text:
             continue
         label = "user" if message.role is Role.USER else "assistant"
+        label = f"subagent {label}" if sidechain else label
         body = f"{label}: {text}"
         out.append(
             _Record(
@@ -330,6 +333,7 @@ def run_agent_bench(
 @click.option("--no-packing", is_flag=True, help="One part per statement.")
 @click.option("--part-windows", is_flag=True, help="Windows of two parts within a turn too.")
 @click.option("--no-tool-words", is_flag=True, help="Leave out what the user said through tools.")
+@click.option("--no-subagents", is_flag=True, help="Leave out what inline subagents said and did.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def agent_bench(
     data: str | None,
@@ -340,6 +344,7 @@ def agent_bench(
     no_packing: bool,
     part_windows: bool,
     no_tool_words: bool,
+    no_subagents: bool,
     as_json: bool,
 ) -> None:
     """Recall on long agentic sessions: questions about decisions, causes, files, settings and
@@ -362,6 +367,7 @@ def agent_bench(
         pack=not no_packing,
         part_windows=part_windows,
         said_through_tools=not no_tool_words,
+        subagents=not no_subagents,
     )
     result = run_agent_bench(folder, questions, budgets or DEFAULT_BUDGETS, units=units)
     design = {
@@ -370,5 +376,6 @@ def agent_bench(
         "pack": units.pack,
         "part_windows": units.part_windows,
         "said_through_tools": units.said_through_tools,
+        "subagents": units.subagents,
     }
     emit({"benchmark": "agent", "data": str(folder), "units": design, **result}, as_json)
