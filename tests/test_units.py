@@ -193,6 +193,39 @@ def test_what_an_inline_subagent_said_and_did_is_remembered_but_starts_no_turn(
     assert "simplified hook" not in "\n".join(u.text for u in without)
 
 
+@needs_shared
+def test_what_a_long_turn_did_with_tools_is_recallable_in_words(bank: MemoryBank) -> None:
+    bank.retain_file(AGENTIC, "proj")
+    activity = [m for m in bank.memories("proj") if m.kind == "activity"]
+    texts = "\n".join(m.text for m in activity)
+    # What a command was for, a commit message written on the command line, an error's line.
+    assert "Bash (Push with upstream tracking): git push --set-upstream origin spotter-gqc" in texts
+    assert "feat: close review session by closing all open annotations (spotter-gqc.6)" in texts
+    assert "error: fatal: The current branch spotter-gqc has no upstream branch." in texts
+    assert all(m.text.startswith("user: Implement spotter-gqc\nactivity:") for m in activity)
+    # A part of the same stretch shown first does not hide it.
+    result = bank.recall("why was the first git push of the branch refused", "proj")
+    assert any("has no upstream branch" in hit.text for hit in result.hits)
+
+
+@needs_shared
+def test_turning_activity_units_off_leaves_none_behind(database: str, tmp_path: Path) -> None:
+    store = open_store(database)
+    MemoryBank(store, HashEmbedder()).retain_file(AGENTIC, "proj")
+    plain = UnitOptions(activity=False)
+    again = MemoryBank(store, HashEmbedder(), retain_options=RetainOptions(units=plain))
+    assert again.retain_file(AGENTIC, "proj").status == "reread"
+    kept = {m.id: m.text for m in again.memories("proj")}
+    assert "activity" not in {m.kind for m in again.memories("proj")}
+    fresh = MemoryBank(
+        open_store(str(tmp_path / "fresh.db")),
+        HashEmbedder(),
+        retain_options=RetainOptions(units=plain),
+    )
+    fresh.retain_file(AGENTIC, "proj")
+    assert kept == {m.id: m.text for m in fresh.memories("proj")}
+
+
 def test_shorten_keeps_the_part_around_the_query() -> None:
     filler = "\n".join(f"assistant: Step {n} compiled and the tests ran green." for n in range(80))
     cause = "assistant: The migration failed because SQLite cannot ALTER a column's nullability."

@@ -121,6 +121,11 @@ class UnitOptions:
     and a question about one person finds their own words. On LoCoMo with 4-line windows
     any@10 0.825 against 0.815 for turns and 2-turn windows, better on both halves, and
     evidence within 1,000 tokens 0.893 against 0.880."""
+    activity: bool = True
+    """A turn cut into parts also gets `activity` units: its tool activity as lines a question
+    would use (what a command was for, the command, a commit message or a reason given on the
+    command line, the first line of an error), packed under the cap with the prompt as
+    context. A part's actions line holds only what room its statements leave."""
     rules: TurnRules = field(default=DEFAULT_RULES)
 
     def __post_init__(self) -> None:
@@ -140,6 +145,7 @@ def units_signature(options: UnitOptions) -> str:
         f"{UNITS_VERSION}|{options.windows}|{options.max_actions}|{options.max_chars}|"
         f"{options.max_tokens}|{options.context_tokens}|{options.pack}|{options.part_windows}|"
         f"{options.said_through_tools}|{options.lines}|{options.window_step}|{options.subagents}|"
+        f"{options.activity}|"
         f"{options.rules!r}"
     )
     return "u" + hashlib.sha1(described.encode()).hexdigest()[:8]
@@ -263,6 +269,88 @@ def _fit_actions(entries: Sequence[str], limit: int, room: int) -> str:
         if count_text(line) <= room:
             return line
     return ""
+
+
+# -- tool activity in words ----------------------------------------------------------------------
+_QUIET_TOOLS = frozenset({"TodoWrite", "BashOutput", "KillShell", "KillBash", "TaskOutput"})
+"""Tools whose calls say nothing a question would ask about (polling, the agent's own list)."""
+
+_STATED = re.compile(
+    r"""(?:-m|--message|--reason|--title|--description)[= ]\s*"""
+    r"""(?:"\$\(cat <<'?EOF'?\n(?P<heredoc>.*?)\n\s*EOF"""
+    r"""|"(?P<double>(?:[^"\\]|\\.)*)"|'(?P<single>[^']*)')""",
+    re.S,
+)
+"""A message written on a command line: a commit message, a reason for closing a task."""
+
+
+def _stated_on_command_line(command: str) -> str:
+    """The first lines of a message given on a command line ("" if none)."""
+    found = _STATED.search(command)
+    if found is None:
+        return ""
+    text = next(g for g in found.groups() if g is not None)
+    lines = [ln.strip() for ln in text.replace("\\n", "\n").split("\n") if ln.strip()]
+    said = " ".join(lines[:3])
+    return said if len(said) <= 240 else said[:239] + "…"
+
+
+def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
+    """One tool call in words: the tool, what it was for, its target; "" for quiet tools."""
+    if block.name in _QUIET_TOOLS:
+        return ""
+    data = block.input if isinstance(block.input, Mapping) else {}
+    name = _tool_name(block.name)
+    command = data.get("command")
+    description = data.get("description")
+    why = " ".join(redact(description).split()) if isinstance(description, str) else ""
+    if isinstance(command, str) and command.strip():
+        # Redacted whole, as the actions line's target is (the redactor sees it once).
+        command = redact(command)
+        head = " ".join(command.split())
+        head = head if len(head) <= 120 else head[:119] + "…"
+        line = f"{name} ({why}): {head}" if why else f"{name}: {head}"
+        said = _stated_on_command_line(command)
+        if said:
+            line += f" — {said}"
+    else:
+        target = _target(block, redact)
+        line = f"{name}: {target}" if target else name
+    return clean_text(line)
+
+
+def _error_line(block: ToolResultBlock, redact: Redact) -> str:
+    lines = [ln.strip() for ln in block.text.split("\n") if ln.strip()]
+    if lines and lines[0].lower().startswith("exit code") and len(lines) > 1:
+        lines = lines[1:]
+    if not lines:
+        return ""
+    first = lines[0] if len(lines[0]) <= 160 else lines[0][:159] + "…"
+    return "  error: " + clean_text(redact(first))
+
+
+def _activity(messages: Sequence[Message], redact: Redact) -> list[tuple[int, str]]:
+    """The tool activity of these messages as (message index, line), errors under their call."""
+    errors: dict[str, ToolResultBlock] = {
+        b.tool_use_id: b
+        for m in messages
+        for b in m.blocks
+        if isinstance(b, ToolResultBlock) and b.is_error
+    }
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for i, message in enumerate(messages):
+        for block in message.blocks:
+            if not isinstance(block, ToolUseBlock):
+                continue
+            line = _activity_line(block, redact)
+            if not line or line in seen:
+                continue
+            seen.add(line)
+            out.append((i, line))
+            if block.id in errors and (error := _error_line(errors[block.id], redact)):
+                out.append((i, error))
+    return out
 
 
 # -- what was said ---------------------------------------------------------------------------
@@ -434,7 +522,56 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redac
     if count_text(text) <= cap:
         apart = _lines(messages, said, actions) if options.lines else []
         return apart or [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
-    return _parts(messages, said, options, cap, redact)
+    parts = _parts(messages, said, options, cap, redact)
+    if options.activity:
+        parts += _activity_units(messages, said, options, cap, redact)
+    return parts
+
+
+def _activity_units(
+    messages: Sequence[Message],
+    said: Sequence[_Said],
+    options: UnitOptions,
+    cap: int,
+    redact: Redact,
+) -> list[Unit]:
+    """A long turn's tool activity in words, packed under the cap with the prompt as context."""
+    acting = {id(m) for m in _acting(messages, options)}
+    lines = _activity(messages, redact)
+    lines = [(i, line) for i, line in lines if id(messages[i]) in acting]
+    if not lines:
+        return []
+    prompt = next((s for s in said if s.index == 0), None)
+    context = ""
+    if prompt is not None:
+        head = split_text(prompt.text, min(options.context_tokens, cap // 4))
+        context = f"{prompt.label}: {head[0]}" + (" […]" if len(head) > 1 else "")
+    room = cap - count_text(context) - count_text("activity:") - 2
+    groups: list[list[tuple[int, str]]] = []
+    used = 0
+    for i, line in lines:
+        for chunk in split_text(line, max(room - 1, 4)):
+            cost = count_text(chunk) + 1
+            if groups and used + cost <= room:
+                groups[-1].append((i, chunk))
+                used += cost
+            else:
+                groups.append([(i, chunk)])
+                used = cost
+    units: list[Unit] = []
+    taken: dict[int, int] = {}
+    for g, group in enumerate(groups):
+        start = group[0][0]
+        end = groups[g + 1][0][0] + 1 if g + 1 < len(groups) else len(messages)
+        # The stretch runs to the next group's first call (its results and errors included).
+        end = max(end, group[-1][0] + 1)
+        body = "\n".join(([context] if context else []) + ["activity:"] + [c for _i, c in group])
+        n = taken.get(start, 0)
+        taken[start] = n + 1
+        key = f"{messages[start].id}~act{n}"
+        stretch = messages[start:end]
+        units.append(_unit(key, "activity", body, stretch, [_label(messages[start])]))
+    return units
 
 
 def _lines(messages: Sequence[Message], said: Sequence[_Said], actions: str) -> list[Unit]:
@@ -645,6 +782,8 @@ def unit_keys(
         if message.id in speaking:
             keys += [("line", message.id)]
             keys += [("window", f"w{w}:{message.id}") for w in sizes if message.id not in starts]
+        calls = sum(isinstance(b, ToolUseBlock) for b in message.blocks)
+        keys += [("activity", f"{message.id}~act{n}") for n in range(2 * calls)]
         if message.id in speaking or message.id in pieces:
             for n in range(max(4, 2 * pieces.get(message.id, 0))):
                 part = f"{message.id}#{n}"
