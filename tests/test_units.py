@@ -203,6 +203,9 @@ def test_what_a_long_turn_did_with_tools_is_recallable_in_words(bank: MemoryBank
     assert "feat: close review session by closing all open annotations (spotter-gqc.6)" in texts
     assert "error: fatal: The current branch spotter-gqc has no upstream branch." in texts
     assert all(m.text.startswith("activity:\n") for m in activity)
+    # The parts keep their room for what was said: the actions are in the activity units.
+    parts = [m for m in bank.memories("proj") if m.kind == "part"]
+    assert parts and not any("\nactions: " in m.text for m in parts)
     # A part of the same stretch shown first does not hide it.
     result = bank.recall("why was the first git push of the branch refused", "proj")
     assert any("has no upstream branch" in hit.text for hit in result.hits)

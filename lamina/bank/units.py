@@ -14,9 +14,11 @@ transcript is its own document.
 one (an agentic turn: one prompt, hundreds of tool calls, many assistant messages) is cut into
 `part` units of at most `max_tokens` tokens each: consecutive statements packed in order, each
 part opening with the prompt it answers (cut to `context_tokens`) unless it holds the prompt
-itself, and closing with the actions taken in its stretch. A statement too long for one part is
-split at paragraph, line, sentence and word boundaries; nothing stated is dropped (only the
-action lines are trimmed to fit). Parts cover the segment's records without overlap, except for
+itself. Its tool activity goes into `activity` units: lines a question would use (what a
+command was for, the command, a commit message, an error's first line), packed under the cap
+(with `activity` off, each part closes with the actions taken in its stretch instead, trimmed
+to fit). A statement too long for one part is split at paragraph, line, sentence and word
+boundaries; nothing stated is dropped. Parts cover the segment's records without overlap, except for
 the message a split statement came from.
 
 A turn within the cap whose statements come from several messages (a LoCoMo exchange, a short
@@ -637,7 +639,13 @@ def _parts(
             lines.insert(0, context)
         body = "\n".join(lines)
         entries = _action_entries(_acting(stretch, options), redact)
-        actions = _fit_actions(entries, options.max_actions, cap - count_text(body) - 1)
+        # With activity units the actions are there, in more words: a part keeps its room for
+        # what was said (tuning half the same, parts 220 tokens at the median, not 232).
+        actions = (
+            ""
+            if options.activity
+            else _fit_actions(entries, options.max_actions, cap - count_text(body) - 1)
+        )
         if actions:
             body += "\n" + actions
         key = f"{messages[first.index].id}#{n}"
