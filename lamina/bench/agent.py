@@ -334,6 +334,9 @@ def run_agent_bench(
 @click.option("--part-windows", is_flag=True, help="Windows of two parts within a turn too.")
 @click.option("--no-tool-words", is_flag=True, help="Leave out what the user said through tools.")
 @click.option("--no-subagents", is_flag=True, help="Leave out what inline subagents said and did.")
+@click.option(
+    "--no-activity", is_flag=True, help="No activity units (parts carry an actions line)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def agent_bench(
     data: str | None,
@@ -345,6 +348,7 @@ def agent_bench(
     part_windows: bool,
     no_tool_words: bool,
     no_subagents: bool,
+    no_activity: bool,
     as_json: bool,
 ) -> None:
     """Recall on long agentic sessions: questions about decisions, causes, files, settings and
@@ -368,6 +372,7 @@ def agent_bench(
         part_windows=part_windows,
         said_through_tools=not no_tool_words,
         subagents=not no_subagents,
+        activity=not no_activity,
     )
     result = run_agent_bench(folder, questions, budgets or DEFAULT_BUDGETS, units=units)
     design = {
@@ -377,5 +382,6 @@ def agent_bench(
         "part_windows": units.part_windows,
         "said_through_tools": units.said_through_tools,
         "subagents": units.subagents,
+        "activity": units.activity,
     }
     emit({"benchmark": "agent", "data": str(folder), "units": design, **result}, as_json)
