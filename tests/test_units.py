@@ -25,11 +25,15 @@ from lamina.turns import conversational_text
 
 from .conftest import CC, CLAUDE_CODE, needs_shared, shared_transcripts
 
-OLD_RULES = UnitOptions(max_tokens=None, said_through_tools=False, lines=False, windows=2)
+OLD_RULES = UnitOptions(
+    max_tokens=None, said_through_tools=False, lines=False, windows=2, subagents=False
+)
 """The unit rules before units had a token cap: one unit per turn, cut to 8,000 characters."""
 
 AGENTIC = CLAUDE_CODE / "spotter-258c7280.jsonl"
 PLANNED = CLAUDE_CODE / "spotter-8463c716.jsonl"
+ORCHESTRATED = CLAUDE_CODE / "ccviewer-fe5e1c67.jsonl"
+"""An orchestrating session whose subagents' records are written inline (sidechain)."""
 
 
 def _words(text: str) -> set[str]:
@@ -171,6 +175,60 @@ def test_plan_approvals_and_messages_typed_while_the_agent_worked_are_remembered
     assert "new beads for the epic were added. tackle them" in texts  # typed into the queue
 
 
+@needs_shared
+def test_what_an_inline_subagent_said_and_did_is_remembered_but_starts_no_turn(
+    bank: MemoryBank,
+) -> None:
+    messages = read_transcript(str(ORCHESTRATED)).messages
+    _units, segments = build_units(messages)
+    without, same_segments = build_units(messages, UnitOptions(subagents=False))
+    assert segments == same_segments  # turns are what they were
+    bank.retain_file(ORCHESTRATED, "proj")
+    texts = "\n".join(m.text for m in bank.memories("proj"))
+    # A subagent's report (line 36) and its reason for a second hook file (line 382).
+    assert "subagent: ## Component Summary" in texts
+    assert "Let me create a simplified hook in a new file" in texts
+    # What the subagents ran shows among the actions.
+    assert "npx create-next-app@latest" in texts
+    assert "simplified hook" not in "\n".join(u.text for u in without)
+
+
+@needs_shared
+def test_what_a_long_turn_did_with_tools_is_recallable_in_words(bank: MemoryBank) -> None:
+    bank.retain_file(AGENTIC, "proj")
+    activity = [m for m in bank.memories("proj") if m.kind == "activity"]
+    texts = "\n".join(m.text for m in activity)
+    # What a command was for, a commit message written on the command line, an error's line.
+    assert "Bash (Push with upstream tracking): git push --set-upstream origin spotter-gqc" in texts
+    assert "feat: close review session by closing all open annotations (spotter-gqc.6)" in texts
+    assert "error: fatal: The current branch spotter-gqc has no upstream branch." in texts
+    assert all(m.text.startswith("activity:\n") for m in activity)
+    # The parts keep their room for what was said: the actions are in the activity units.
+    parts = [m for m in bank.memories("proj") if m.kind == "part"]
+    assert parts and not any("\nactions: " in m.text for m in parts)
+    # A part of the same stretch shown first does not hide it.
+    result = bank.recall("why was the first git push of the branch refused", "proj")
+    assert any("has no upstream branch" in hit.text for hit in result.hits)
+
+
+@needs_shared
+def test_turning_activity_units_off_leaves_none_behind(database: str, tmp_path: Path) -> None:
+    store = open_store(database)
+    MemoryBank(store, HashEmbedder()).retain_file(AGENTIC, "proj")
+    plain = UnitOptions(activity=False)
+    again = MemoryBank(store, HashEmbedder(), retain_options=RetainOptions(units=plain))
+    assert again.retain_file(AGENTIC, "proj").status == "reread"
+    kept = {m.id: m.text for m in again.memories("proj")}
+    assert "activity" not in {m.kind for m in again.memories("proj")}
+    fresh = MemoryBank(
+        open_store(str(tmp_path / "fresh.db")),
+        HashEmbedder(),
+        retain_options=RetainOptions(units=plain),
+    )
+    fresh.retain_file(AGENTIC, "proj")
+    assert kept == {m.id: m.text for m in fresh.memories("proj")}
+
+
 def test_shorten_keeps_the_part_around_the_query() -> None:
     filler = "\n".join(f"assistant: Step {n} compiled and the tests ran green." for n in range(80))
     cause = "assistant: The migration failed because SQLite cannot ALTER a column's nullability."
@@ -211,7 +269,7 @@ def test_a_memory_larger_than_the_budget_comes_back_shortened_around_the_query(
 
 
 @needs_shared
-@pytest.mark.parametrize("path", [AGENTIC, PLANNED], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [AGENTIC, PLANNED, ORCHESTRATED], ids=lambda p: p.stem)
 def test_a_bank_retained_under_the_old_unit_rules_is_rebuilt_without_duplicates(
     path: Path, database: str, tmp_path: Path
 ) -> None:

@@ -444,7 +444,7 @@ def _assemble(
         records = set(memory.record_ids)
         # Parts of one long statement share its record: only a turn or window shown above
         # (not another part) makes a part redundant.
-        seen = covered_whole if memory.kind == "part" else covered
+        seen = covered_whole if memory.kind in _PIECES else covered
         if options.collapse and records and len(records & seen) * 2 > len(records):
             continue
         tokens = tokens_at(slot)
@@ -484,11 +484,15 @@ def _assemble(
         hits.append(RecallHit(memory, fused[slot], detail, tokens, shortened))
         covered |= records
         shown.update(memory.text.split("\n"))
-        if memory.kind != "part":
+        if memory.kind not in _PIECES:
             covered_whole |= records
         used += tokens + framing(memory.text)
     return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits))
 
+
+_PIECES = frozenset({"part", "activity"})
+"""Memories holding one piece of a long turn (what was said, or the tool activity in words):
+another piece of the same stretch does not make them redundant, only a whole turn or window."""
 
 _WORKERS = 4
 """Threads running a recall's store searches at once (each on its own pooled connection)."""

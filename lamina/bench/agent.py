@@ -9,10 +9,12 @@ state it. Every session goes into one bank; each question is recalled within a t
 its evidence lines and its text, as returned, holds the answer.
 
 The baseline, measured in the same run, is plain BM25 over single conversational records (user
-prompts and assistant text, lower-cased word tokens, no stemming), filled to the same budget in
-rank order. `ceiling` is the share of questions some memory of the bank could answer within the
-budget at all (perfect ranking). Scores are reported for all questions and for both halves:
-`tune` (odd-numbered, used while designing units) and `check` (even-numbered, held out).
+prompts and assistant text, a subagent's inline ones included, lower-cased word tokens, no
+stemming), filled to the same budget in rank order. `ceiling` is the share of questions some
+memory of the bank could answer within the budget at all (perfect ranking). Scores are reported for
+all questions and for both halves: `tune` (odd-numbered, used while designing units) and `check`
+(even-numbered, held out), and per half of each round of writing (`round3_check`: the held-out
+questions of the third round), so questions added later, and harder, are not averaged away.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from ..bank.recall import RecallOptions
 from ..bank.retain import RetainOptions
 from ..bank.units import UnitOptions
 from ..errors import InputError
-from ..messages import SYNTHETIC_KINDS, Role
+from ..messages import SYNTHETIC_KINDS, Kind, Role
 from ..progress import Progress
 from ..readers.claude_code import read_claude_code
 from ..store.sqlite import SQLiteStore
@@ -65,6 +67,7 @@ class AgentQuestion:
     answers: tuple[str, ...]
     evidence: tuple[Evidence, ...]
     half: str
+    round_no: int = 1
 
 
 def load_questions(path: str | Path | None = None) -> list[AgentQuestion]:
@@ -84,6 +87,7 @@ def load_questions(path: str | Path | None = None) -> list[AgentQuestion]:
                 Evidence(int(e["first_line"]), int(e["last_line"])) for e in q["evidence"]
             ),
             half=str(q.get("half", "tune")),
+            round_no=int(q.get("round", 1)),
         )
         for q in data["questions"]
     ]
@@ -149,15 +153,18 @@ class _BM25:
 
 
 def conversational_records(path: Path) -> list[_Record]:
-    """Each user prompt and assistant message with conversational text, on its own."""
+    """Each user prompt and assistant message with conversational text, on its own (a
+    subagent's messages written inline in its parent's transcript count too)."""
     out: list[_Record] = []
     for message in read_claude_code(str(path), lambda _w: None):
-        if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
+        sidechain = message.kind is Kind.SIDECHAIN
+        if (message.kind in SYNTHETIC_KINDS and not sidechain) or message.role is Role.SYSTEM:
             continue
         text = conversational_text(message)
         if not text:
             continue
         label = "user" if message.role is Role.USER else "assistant"
+        label = f"subagent {label}" if sidechain else label
         body = f"{label}: {text}"
         out.append(
             _Record(
@@ -195,11 +202,21 @@ def _size_stats(values: Sequence[int]) -> dict[str, int]:
     }
 
 
+def _share(found: Mapping[str, bool], chosen: Sequence[AgentQuestion]) -> float:
+    return round(sum(found[q.id] for q in chosen) / max(len(chosen), 1), 4)
+
+
 def _shares(found: Mapping[str, bool], questions: Sequence[AgentQuestion]) -> dict[str, float]:
+    """Share found overall, per half, and per half of each round when the set has several."""
     out: dict[str, float] = {}
     for half in ("all", "tune", "check"):
-        chosen = [q for q in questions if half == "all" or q.half == half]
-        out[half] = round(sum(found[q.id] for q in chosen) / max(len(chosen), 1), 4)
+        out[half] = _share(found, [q for q in questions if half == "all" or q.half == half])
+    rounds = sorted({q.round_no for q in questions})
+    if len(rounds) > 1:
+        for r in rounds:
+            for half in ("tune", "check"):
+                chosen = [q for q in questions if q.round_no == r and q.half == half]
+                out[f"round{r}_{half}"] = _share(found, chosen)
     return out
 
 
@@ -316,6 +333,10 @@ def run_agent_bench(
 @click.option("--no-packing", is_flag=True, help="One part per statement.")
 @click.option("--part-windows", is_flag=True, help="Windows of two parts within a turn too.")
 @click.option("--no-tool-words", is_flag=True, help="Leave out what the user said through tools.")
+@click.option("--no-subagents", is_flag=True, help="Leave out what inline subagents said and did.")
+@click.option(
+    "--no-activity", is_flag=True, help="No activity units (parts carry an actions line)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def agent_bench(
     data: str | None,
@@ -326,6 +347,8 @@ def agent_bench(
     no_packing: bool,
     part_windows: bool,
     no_tool_words: bool,
+    no_subagents: bool,
+    no_activity: bool,
     as_json: bool,
 ) -> None:
     """Recall on long agentic sessions: questions about decisions, causes, files, settings and
@@ -348,6 +371,8 @@ def agent_bench(
         pack=not no_packing,
         part_windows=part_windows,
         said_through_tools=not no_tool_words,
+        subagents=not no_subagents,
+        activity=not no_activity,
     )
     result = run_agent_bench(folder, questions, budgets or DEFAULT_BUDGETS, units=units)
     design = {
@@ -356,5 +381,7 @@ def agent_bench(
         "pack": units.pack,
         "part_windows": units.part_windows,
         "said_through_tools": units.said_through_tools,
+        "subagents": units.subagents,
+        "activity": units.activity,
     }
     emit({"benchmark": "agent", "data": str(folder), "units": design, **result}, as_json)
