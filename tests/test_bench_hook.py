@@ -1,5 +1,6 @@
 """`lamina bench hook` at a tiny size: one JSON document with both paths and both baselines, and
-the real hook returned memories on both paths, as did `lamina recall` and `lamina serve`. No timing is asserted."""
+the real hook returned memories on both paths, as did `lamina recall` and `lamina serve`. No
+timing is asserted."""
 
 from __future__ import annotations
 
