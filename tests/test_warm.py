@@ -336,7 +336,8 @@ def talk(home: Path, raw: bytes) -> dict[str, Any]:
 
 
 def request(home: Path, **fields: Any) -> bytes:
-    body = {"v": PROTOCOL, "version": __version__, "home": str(home.resolve()), **fields}
+    body = {"v": PROTOCOL, "version": __version__, "home": str(home.resolve()), "database": "",
+            **fields}  # fmt: skip
     return json.dumps(body).encode() + b"\n"
 
 
@@ -357,6 +358,7 @@ def test_bad_requests_get_errors_and_never_poison_the_next(home: Path) -> None:
         request(home, op="hook", payload="{}", env={"LAMINA_BANK": 3}, cwd="/", age=0),
         request(home, op="hook", payload="{}", env={}, cwd="/", age="old"),
         json.dumps({**json.loads(good), "home": "/somewhere/else"}).encode() + b"\n",
+        json.dumps({**json.loads(good), "database": "/another.db"}).encode() + b"\n",
         b'{"v": 1, "unterminated',  # no newline: the client gives up
     ]
     for raw in bad:
@@ -375,6 +377,34 @@ def test_bad_requests_get_errors_and_never_poison_the_next(home: Path) -> None:
     assert missing["ok"] is True and missing["context"] == "" and missing["bank_found"] is False
     final = json.loads(lamina(home, "warm", "status", "--json").stdout)
     assert final["pid"] == status["pid"] and final["errors"] >= len(bad) - 1
+
+
+def test_a_server_for_another_database_is_not_used(home: Path, tmp_path: Path) -> None:
+    """The database a hook would use is chosen by LAMINA_DATABASE_URL or the config file's
+    database_url: a server opened on another one leaves the hook to the cold path, and one
+    opened on the same one answers it."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'database_url = "{tmp_path / "other.db"}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    started = subprocess.run(
+        [sys.executable, "-m", "lamina", "--home", str(home), "warm", "start", "--json"],
+        capture_output=True, text=True, timeout=120, env={**env, "LAMINA_CONFIG": str(config)},
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    # This hook has no config file: its database is the data directory's, where the memories are.
+    result = hook(home, tmp_path, LAMINA_CONFIG=str(tmp_path / "none.toml"))
+    assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and "another database" in timings["warm_unavailable"]
+    # A hook given the server's config file is answered by it (that database has no bank proj).
+    same = hook(home, tmp_path, LAMINA_CONFIG=str(config))
+    assert same.returncode == 0 and same.stdout == ""
+    timings = last_timings(home)
+    assert timings["path"] == "warm" and timings["memories"] == 0
+    # LAMINA_DATABASE_URL chooses as the config file does.
+    url = hook(home, tmp_path, LAMINA_DATABASE_URL=str(tmp_path / "other.db"))
+    assert url.returncode == 0 and last_timings(home)["path"] == "warm"
+    lamina(home, "warm", "stop")
 
 
 def test_the_server_exits_when_idle(home: Path) -> None:

@@ -62,7 +62,7 @@ from ...config import data_home, load_config
 from .contract import Notices, clamp_block, user_should_know, with_system_message
 from .project import hook_bank
 from .prompt import PromptAnswer, PromptRequest
-from .warm_client import WarmUnavailable, ask, process_age
+from .warm_client import WarmUnavailable, ask, configured_database, process_age
 
 __all__ = ["HookCall", "HookSettings", "hook_main", "process_age", "run_hook", "run_worker"]
 
@@ -377,7 +377,7 @@ def _prompt(
         answer = None
         record["warm_unavailable"] = call.warm_tried
     else:
-        answer = _ask_warm(home, request, deadline, record)
+        answer = _ask_warm(home, request, deadline, record, call.env)
     stages["warm"] = time.monotonic() - mark
     if answer is None:
         answer = _cold(request, home, cfg, deadline, stages)
@@ -428,14 +428,22 @@ def _no_server(reason: str) -> bool:
 
 
 def _ask_warm(
-    home: Path, request: PromptRequest, deadline: float, record: dict[str, Any]
+    home: Path,
+    request: PromptRequest,
+    deadline: float,
+    record: dict[str, Any],
+    env: Mapping[str, str] | None,
 ) -> PromptAnswer | None:
     """The warm server's answer, or None (the reason in `record`). It gets at most half of the
     time left, so a server that hangs still leaves the cold path the other half."""
+    environ = os.environ if env is None else env
     try:
+        database = configured_database(environ, load_config(environ))
+        if database is None:
+            raise WarmUnavailable("database_url in the config file is not a non-empty string")
         reply = ask(
             home,
-            {"op": "recall", "request": request.as_json()},
+            {"op": "recall", "database": database, "request": request.as_json()},
             timeout=max(0.05, (deadline - time.monotonic()) / 2),
             version=__version__,
         )

@@ -7,7 +7,9 @@ imports, opens and loads everything again.
   `warm.lock` (held while it runs: one server per data directory) and `warm.pid`.
 - **Protocol**: one JSON object per line; one request and one answer per connection. Every
   request carries `v` (the protocol), `version` (lamina's) and `home` (the data directory); the
-  server answers only requests for its own data directory, of its own protocol and version.
+  server answers only requests for its own data directory, of its own protocol and version;
+  `hook` and `recall` also carry `database` (LAMINA_DATABASE_URL, else the config file's
+  `database_url`, else "") and are answered only when it names the server's own database.
   `op` is `hook` (a UserPromptSubmit handed over by `lamina hook`: the payload as Claude
   Code gave it, the hook process's LAMINA_* and CLAUDE_PROJECT_DIR/CLAUDE_CONFIG_DIR
   variables, its working directory and age; answered with `output`, what the hook prints,
@@ -50,6 +52,7 @@ from .warm_client import (
     SOCKET_PATH_LIMIT,
     WarmUnavailable,
     ask,
+    configured_database,
     read_line,
     run_dir,
     socket_path,
@@ -126,6 +129,9 @@ class WarmServer:
     started_at: float = 0.0
     queries: TailQueries | None = field(default=None, repr=False)
     """What the server keeps of recent transcripts' ends, to read only what was appended."""
+    database: str | None = None
+    """The database its bank was opened on, as `configured_database` names it ("": the data
+    directory's own file): a hook or recall for another one is refused."""
     _stopping: bool = False
 
     def serve(self) -> None:
@@ -172,7 +178,10 @@ class WarmServer:
     def _open_bank(self) -> None:
         if self.memory_bank is None:
             from ...bank.bank import MemoryBank
+            from ...config import load_config
 
+            # Read before the bank opens, by the same rule: what the bank is opened on.
+            self.database = configured_database(os.environ, load_config())
             self.memory_bank = MemoryBank.open(self.home, serving=True)
         if self.queries is None:
             from ...bank.query import TailQueries
@@ -238,10 +247,15 @@ class WarmServer:
         if op == "stop":
             self._stopping = True
             return {"ok": True, "stopping": True, "pid": os.getpid()}, False
+        if op not in ("hook", "recall"):
+            raise ValueError(f"unknown op {op!r}")
+        if data.get("database") != self.database:
+            raise ValueError(
+                "this server serves another database (LAMINA_DATABASE_URL or the config "
+                "file's database_url differ)"
+            )
         if op == "hook":
             return self._hook(data), True
-        if op != "recall":
-            raise ValueError(f"unknown op {op!r}")
         request = PromptRequest.from_json(data.get("request"))
         assert self.memory_bank is not None
         stages: dict[str, float] = {}
@@ -274,8 +288,6 @@ class WarmServer:
             raise ValueError("env: expected an object of strings")
         if not isinstance(cwd, str) or isinstance(age, bool) or not isinstance(age, int | float):
             raise ValueError("cwd, age: expected a string and a number")
-        if env.get("LAMINA_DATABASE_URL", "") != os.environ.get("LAMINA_DATABASE_URL", ""):
-            raise ValueError("this server serves another database (LAMINA_DATABASE_URL)")
         assert self.memory_bank is not None
         memory_bank, queries = self.memory_bank, self.queries
 

@@ -43,6 +43,7 @@ __all__ = [
     "answer_hook",
     "ask",
     "client_home",
+    "configured_database",
     "dumps",
     "loads",
     "process_age",
@@ -50,7 +51,7 @@ __all__ = [
     "socket_path",
 ]
 
-PROTOCOL = 2
+PROTOCOL = 3
 """Bumped whenever a request or an answer changes shape."""
 
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -299,6 +300,19 @@ def client_home(home: str | None, environ: Mapping[str, str]) -> tuple[str | Non
     return os.path.join(folder, "lamina"), config
 
 
+def configured_database(environ: Mapping[str, str], config: Mapping[str, Any]) -> str | None:
+    """The database chosen besides the data directory, as `lamina.config.database_target`
+    chooses it: LAMINA_DATABASE_URL, else the config file's `database_url`, else "" (the data
+    directory's own SQLite file). None when the config file's value is not a non-empty string
+    (the full hook reports that). A warm server answers only hooks whose choice equals its own."""
+    if environ.get("LAMINA_DATABASE_URL"):
+        return environ["LAMINA_DATABASE_URL"]
+    configured = config.get("database_url")
+    if configured is None:
+        return ""
+    return configured if isinstance(configured, str) and configured else None
+
+
 def _time_limit(environ: Mapping[str, str], config: Mapping[str, Any]) -> float:
     """LAMINA_HOOK_TIME_LIMIT, else the config file's [hook] time_limit, else 3 s (as
     HookSettings reads it)."""
@@ -325,7 +339,8 @@ def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None,
             return None, ""
         environ = os.environ
         base, config = client_home(home, environ)
-        if base is None:
+        database = configured_database(environ, config)
+        if base is None or database is None:
             return None, ""
         limit = _time_limit(environ, config)
         forwarded = {
@@ -334,6 +349,7 @@ def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None,
         left = started + limit - 0.05 - time.monotonic()
         request = {
             "op": "hook",
+            "database": database,
             "payload": stdin,
             "env": forwarded,
             "cwd": os.getcwd(),
