@@ -30,6 +30,12 @@ def _hook_home(args: list[str]) -> tuple[bool, str | None]:
 def main() -> None:
     import os
 
+    # numpy's OpenBLAS runs a matrix product on a thread per core, and its threads busy-wait
+    # between products. Lamina's products are matrix-vector ones over memory-bound data (the
+    # vector scan of a recall), which a second thread does not speed up: it doubled the CPU of
+    # a recall at 100k memories and, on a shared machine, lengthened it. Set before numpy loads;
+    # a value the user chose stands.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     is_hook, home = _hook_home(sys.argv[1:])
     if is_hook:  # first: every prompt pays for what comes before it
         from . import __version__
