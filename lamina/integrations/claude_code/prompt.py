@@ -9,8 +9,10 @@ so a caller that gives up at its deadline still knows where the time went.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -95,27 +97,66 @@ class PromptAnswer:
     """The injected memories' ids, best first (the hook log keeps them: what was injected)."""
 
 
+_BOUNDARY = b'"compact_boundary"'
+_FINGERPRINT = 64
+"""Bytes before a scanned end that must still be there for the scan to count."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Scanned:
+    file: tuple[int, int]
+    size: int
+    fingerprint: bytes
+    found: datetime | None
+
+
+_scanned: OrderedDict[str, _Scanned] = OrderedDict()
+_scanned_lock = threading.Lock()
+
+
 def last_compaction(transcript: str) -> datetime | None:
     """When the session was last compacted (the timestamp of its last compact_boundary),
-    found from the end of the file without reading it all; None when it never was."""
+    found from the end of the file without reading it all; None when it never was. A file
+    scanned before in this process (the warm server's case: once a prompt) and only appended
+    to since is scanned from where that scan ended."""
     import mmap
 
     try:
-        with (
-            Path(transcript).open("rb") as handle,
-            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
-        ):
-            at = data.rfind(b'"compact_boundary"')
-            if at < 0:
-                return None
-            start = data.rfind(b"\n", 0, at) + 1
-            end = data.find(b"\n", at)
-            record = orjson.loads(data[start : end if end >= 0 else len(data)])
-    except (OSError, ValueError):
-        return None
-    from ...messages import parse_timestamp
+        with Path(transcript).open("rb") as handle:
+            info = os.fstat(handle.fileno())
+            file, size = (info.st_dev, info.st_ino), info.st_size
+            with _scanned_lock:
+                held = _scanned.get(transcript)
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                start = 0
+                if (
+                    held is not None
+                    and held.file == file
+                    and held.size <= size
+                    and data[held.size - len(held.fingerprint) : held.size] == held.fingerprint
+                ):
+                    start = max(0, held.size - len(_BOUNDARY) + 1)
+                at = data.rfind(_BOUNDARY, start)
+                if at < 0:
+                    found = held.found if start and held is not None else None
+                else:
+                    line = data.rfind(b"\n", 0, at) + 1
+                    end = data.find(b"\n", at)
+                    record = orjson.loads(data[line : end if end >= 0 else len(data)])
+                    found = None
+                    if isinstance(record, dict):
+                        from ...messages import parse_timestamp
 
-    return parse_timestamp(record.get("timestamp")) if isinstance(record, dict) else None
+                        found = parse_timestamp(record.get("timestamp"))
+                fingerprint = data[max(0, size - _FINGERPRINT) : size]
+    except (OSError, ValueError):  # a record still being written is read again next time
+        return None
+    with _scanned_lock:
+        _scanned[transcript] = _Scanned(file, size, fingerprint, found)
+        _scanned.move_to_end(transcript)
+        while len(_scanned) > 64:
+            _scanned.popitem(last=False)
+    return found
 
 
 def _embed_in_background(memory_bank: MemoryBank, query: str) -> threading.Event:
