@@ -65,6 +65,21 @@ def best_reader(head: bytes, path: str) -> Reader | None:
     return None if best is None else best[1]
 
 
+def _only_claude_code(head: bytes, path: str) -> Reader | None:
+    """The Claude Code reader when it recognises `head` and no reader is registered yet, so
+    that a hook reading its session does not load the other readers: it is the first built-in
+    reader, and its score for a file it recognises (0.95) is above any other built-in's
+    highest (0.9), so detection among all would pick it too."""
+    from . import base
+
+    if base._REGISTRY:
+        return None
+    from .claude_code import ClaudeCodeReader
+
+    reader = ClaudeCodeReader()
+    return reader if reader.sniff(head, path) > 0 else None
+
+
 def detect_format(path: str) -> Reader:
     """The registered reader most confident about this file; UnknownFormatError if none is."""
     head = read_head(path)
@@ -72,7 +87,7 @@ def detect_format(path: str) -> Reader:
         raise UnknownFormatError(path, "file is empty")
     if _looks_binary(head):
         raise UnknownFormatError(path, "binary data, not a transcript")
-    found = best_reader(head, path)
+    found = _only_claude_code(head, path) or best_reader(head, path)
     if found is None:
         known = ", ".join(sorted(registered_readers()))
         raise UnknownFormatError(
