@@ -52,13 +52,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tomllib
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from platformdirs import user_config_path, user_data_path
 
 from .errors import ConfigError
 
@@ -78,11 +76,27 @@ __all__ = [
 DATABASE_NAME = "lamina.db"
 
 
+def _user_folder(kind: str) -> Path:
+    """platformdirs' user config or data folder for Lamina. On Linux it is the XDG rule,
+    followed here without importing platformdirs (every hook process asks for it)."""
+    if sys.platform == "linux" and "ANDROID_DATA" not in os.environ:
+        variable, default = {
+            "config": ("XDG_CONFIG_HOME", "~/.config"),
+            "data": ("XDG_DATA_HOME", "~/.local/share"),
+        }[kind]
+        folder = os.environ.get(variable, "")
+        return (Path(folder) if folder.strip() else Path(default).expanduser()) / "lamina"
+    from platformdirs import user_config_path, user_data_path
+
+    found = user_config_path if kind == "config" else user_data_path
+    return found("lamina", appauthor=False)
+
+
 def config_path(env: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if env is None else env
     if environ.get("LAMINA_CONFIG"):
         return Path(environ["LAMINA_CONFIG"]).expanduser()
-    return user_config_path("lamina", appauthor=False) / "config.toml"
+    return _user_folder("config") / "config.toml"
 
 
 def load_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -94,6 +108,8 @@ def load_config(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         return {}
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
+    import tomllib  # only when there is a file to parse
+
     try:
         return tomllib.loads(data.decode("utf-8", errors="replace"))
     except tomllib.TOMLDecodeError as exc:
@@ -109,7 +125,7 @@ def data_home(home: str | Path | None = None, env: Mapping[str, str] | None = No
     configured = load_config(environ).get("home")
     if isinstance(configured, str) and configured:
         return Path(configured).expanduser()
-    return user_data_path("lamina", appauthor=False)
+    return _user_folder("data")
 
 
 def database_path(home: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:

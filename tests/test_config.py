@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lamina.config import data_home, default_bank, project_root
+from lamina.config import config_path, data_home, default_bank, project_root
 from lamina.errors import ConfigError
 from lamina.integrations.claude_code import HookSettings
 
@@ -64,3 +64,24 @@ def test_a_broken_config_file_is_one_clear_error(tmp_path: Path) -> None:
     hook = subprocess.run([sys.executable, "-m", "lamina", "hook"], input="{}",
                           capture_output=True, text=True, env=run_env, timeout=60)  # fmt: skip
     assert hook.returncode == 0 and "failed open" in hook.stderr
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{}, {"XDG_CONFIG_HOME": "/x/config", "XDG_DATA_HOME": "/x/data"},
+     {"XDG_CONFIG_HOME": "  ", "XDG_DATA_HOME": ""}],
+)  # fmt: skip
+def test_the_default_folders_are_platformdirs_ones(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The config file and data directory are found without importing platformdirs (every
+    hook process asks), in the folders platformdirs gives."""
+    from platformdirs import user_config_path, user_data_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "LAMINA_CONFIG", "LAMINA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert config_path() == user_config_path("lamina", appauthor=False) / "config.toml"
+    assert data_home() == user_data_path("lamina", appauthor=False)
