@@ -15,7 +15,7 @@ from .conftest import needs_shared
 def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "lamina", "bench", "hook", "--memories", "200", "--runs", "2",
-         "--base-texts", "300", "--json"],
+         "--base-texts", "300", "--deadline-runs", "4", "--json"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -40,3 +40,7 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     serve = size["serve"]
     assert serve["first_recall"]["returned_memories"] and serve["recall"]["returned_memories"] == 1
     assert serve["first_recall"]["wall_ms"] > 0 and serve["recall"]["runs"] == 2
+    # The cold hook with its time limit spread from 0.3 to 3 s: it never dies.
+    deadlines = size["deadlines"]
+    assert deadlines["runs"] == 4 and deadlines["time_limits_s"] == {"min": 0.3, "max": 3.0}
+    assert deadlines["aborts"] == 0 and deadlines["nonzero_exits"] == 0

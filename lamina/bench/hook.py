@@ -133,6 +133,41 @@ def _compile(env: dict[str, str]) -> None:
     )  # fmt: skip
 
 
+def deadline_spread(runs: int, low: float = 0.3, high: float = 3.0) -> list[float]:
+    """`runs` hook time limits from `low` to `high` seconds, denser at the low end (where the
+    deadline falls inside the model load and the search), in a shuffled but fixed order."""
+    limits = [round(low + (high - low) * (i / max(1, runs - 1)) ** 2, 3) for i in range(runs)]
+    random.Random(11).shuffle(limits)
+    return limits
+
+
+def _measure_deadlines(
+    home: Path, transcript: Path, prompts: list[str], limits: list[float], pycache: Path
+) -> dict[str, Any]:
+    """The cold hook run once per time limit: every run must exit 0 (an abort is a crash:
+    exit 134, or -6 when the signal is reported), with memories or without."""
+    jobs = []
+    for i, limit in enumerate(limits):
+        payload = {"hook_event_name": "UserPromptSubmit", "session_id": SESSION,
+                   "transcript_path": str(transcript), "cwd": str(home),
+                   "prompt": prompts[i % len(prompts)]}  # fmt: skip
+        env = _hook_env(home, limit, pycache)
+        jobs.append(([sys.executable, "-m", "lamina", "hook"], orjson.dumps(payload), env))
+    done = _run_all(jobs)
+    late = [
+        r["wall_ms"] / 1000 - limit for r, limit in zip(done, limits, strict=True) if r["exit"] == 0
+    ]
+    return {
+        "runs": len(done),
+        "time_limits_s": {"min": min(limits), "max": max(limits)},
+        "aborts": sum(r["exit"] in (134, -6) for r in done),
+        "nonzero_exits": sum(r["exit"] != 0 for r in done),
+        "exit_codes": sorted({r["exit"] for r in done}),
+        "returned_memories": round(sum(r["memories"] for r in done) / max(1, len(done)), 3),
+        "wall_past_limit_ms": percentiles([1000 * x for x in late]) if late else {},
+    }
+
+
 def _measure_size(
     home: Path,
     transcript: Path,
@@ -234,6 +269,14 @@ def _measure_size(
     default=None,
     help="Build the banks in this folder and keep them; banks already built there are reused.",
 )
+@click.option(
+    "--deadline-runs",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Also run the cold hook this many times on the largest bank, with time limits spread "
+    "from 0.3 to 3 s, and count the runs that did not exit 0 (aborts).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def hook_bench(
     sizes: tuple[int, ...],
@@ -242,10 +285,12 @@ def hook_bench(
     time_limit: float,
     base_texts: int | None,
     keep: Path | None,
+    deadline_runs: int,
     as_json: bool,
 ) -> None:
     """CPU, wall time and peak memory of the real `lamina hook` per prompt, cold and warm, at
     1k, 10k and 100k memories, against `python -c pass` and importing numpy and onnxruntime.
+    With --deadline-runs, also whether the hook ever dies when its time limit falls.
 
     Example: lamina bench hook --memories 1000 --memories 10000 --runs 10 --json
     """
@@ -304,6 +349,11 @@ def hook_bench(
                 "build_s": round(build_s, 1),
                 **_measure_size(home, transcript, prompts, count, time_limit, pycache),
             }
+            if deadline_runs and n == max(sizes):
+                limits = deadline_spread(deadline_runs)
+                deadlines = _measure_deadlines(home, transcript, prompts, limits, pycache)
+                results[str(n)]["deadlines"] = deadlines
+                _progress(f"  deadlines: {deadline_runs} runs, {deadlines['aborts']} aborts")
         if embedder_bank is not None:
             embedder_bank.close()
     shutil.rmtree(pycache, ignore_errors=True)
