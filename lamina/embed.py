@@ -48,6 +48,7 @@ meaning.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -77,6 +78,7 @@ __all__ = [
     "default_embedder",
     "embedder_names",
     "get_embedder",
+    "set_model_cache",
 ]
 
 Vector: TypeAlias = "npt.NDArray[np.float32]"
@@ -180,6 +182,33 @@ def _load(threads: int) -> _Loaded:
     return loaded
 
 
+_model_cache: Path | None = None
+
+
+def set_model_cache(folder: Path | None) -> None:
+    """Keep the model as onnxruntime optimised it in `folder` (None: do not), so that later
+    processes load it without optimising it again (about 25 ms of CPU each: the prompt hook,
+    the warm server, retain workers). Set by those entry points to `<data dir>/cache`; the
+    file is named after the model, onnxruntime's version and this processor, so another
+    version or machine optimises afresh. Applies to models loaded after the call."""
+    global _model_cache
+    _model_cache = folder
+
+
+def _cache_name(ort: Any, precise: bool) -> str:
+    """The optimised model's file name: what the optimisation depends on."""
+    model = resources.files("lamina") / "data" / _MODEL_FILE
+    size = model.stat().st_size if isinstance(model, Path) else 0
+    try:
+        with Path("/proc/cpuinfo").open(encoding="ascii", errors="replace") as cpuinfo:
+            flags = next((line for line in cpuinfo if line.startswith("flags")), "")
+    except OSError:
+        flags = ""
+    machine = f"{platform.machine()} {flags} {precise} {size} {ort.__version__}"
+    digest = hashlib.blake2b(machine.encode(), digest_size=8).hexdigest()
+    return f"{DEFAULT_MODEL.replace('@', '-')}-ort{ort.__version__}-{digest}.onnx"
+
+
 def _open(threads: int) -> _Loaded:
     try:
         ort = importlib.import_module("onnxruntime")
@@ -190,19 +219,54 @@ def _open(threads: int) -> _Loaded:
             "with its dependencies, or use get_embedder('hash')"
         ) from exc
     data = resources.files("lamina") / "data"
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
-    # Idle worker threads sleep instead of spinning: the agent's own work shares these cores.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if _x86_without_vnni():
-        options.add_session_config_entry("session.x64quantprecision", "1")
-    session = ort.InferenceSession(
-        (data / _MODEL_FILE).read_bytes(), sess_options=options, providers=["CPUExecutionProvider"]
-    )
+    precise = _x86_without_vnni()
+
+    def options(optimise: bool) -> Any:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        level = ort.GraphOptimizationLevel
+        options.graph_optimization_level = (
+            level.ORT_ENABLE_ALL if optimise else level.ORT_DISABLE_ALL
+        )
+        options.log_severity_level = 3
+        # Idle worker threads sleep instead of spinning: the agent's own work shares these cores.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if precise:
+            options.add_session_config_entry("session.x64quantprecision", "1")
+        return options
+
+    session = None
+    cached = _model_cache / _cache_name(ort, precise) if _model_cache is not None else None
+    if cached is not None and cached.is_file():
+        try:  # optimised already: loaded as it is
+            session = ort.InferenceSession(
+                str(cached), sess_options=options(False), providers=["CPUExecutionProvider"]
+            )
+        except Exception:  # damaged: made again below
+            session = None
+    if session is None:
+        model = (data / _MODEL_FILE).read_bytes()
+        partial: Path | None = None
+        if cached is not None:
+            with contextlib.suppress(Exception):  # no cache where it cannot be written
+                cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                partial = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}")
+                saving = options(True)
+                saving.optimized_model_filepath = str(partial)
+                session = ort.InferenceSession(
+                    model, sess_options=saving, providers=["CPUExecutionProvider"]
+                )
+                partial.chmod(0o600)
+                partial.replace(cached)  # whole or not at all, for processes loading it now
+            if partial is not None:
+                with contextlib.suppress(OSError):
+                    partial.unlink(missing_ok=True)
+        if session is None:
+            session = ort.InferenceSession(
+                model, sess_options=options(True), providers=["CPUExecutionProvider"]
+            )
     tokenizer = tokenizers.Tokenizer.from_str((data / _TOKENIZER_FILE).read_text("utf-8"))
     tokenizer.enable_truncation(max_length=_MAX_TOKENS)
     tokenizer.no_padding()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -165,6 +167,28 @@ def test_precise_int8_mode_gives_the_same_vectors(
     monkeypatch.setattr(embed, "_LOADED", {})
     precise = MiniLMEmbedder(threads=1).embed_documents(TEXTS)
     np.testing.assert_allclose(precise, model.embed_documents(TEXTS), atol=1e-4)
+
+
+def test_the_optimised_model_kept_on_disk_gives_the_same_vectors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A process loads the model as an earlier one had onnxruntime optimise it (kept in the
+    data directory's cache): the same vectors, bit for bit; a damaged file is made again."""
+    from lamina import embed
+
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(embed, "_model_cache", None)
+    monkeypatch.setattr(embed, "_LOADED", {})
+    expected = MiniLMEmbedder(threads=1).embed_documents(TEXTS)
+    for step in ("written", "read", "damaged"):
+        if step == "damaged":
+            (kept,) = cache.iterdir()
+            kept.write_bytes(kept.read_bytes()[:1000])
+        monkeypatch.setattr(embed, "_LOADED", {})
+        embed.set_model_cache(cache)
+        assert np.array_equal(MiniLMEmbedder(threads=1).embed_documents(TEXTS), expected), step
+        (kept,) = cache.iterdir()  # one file, no partial one left
+        assert kept.stat().st_size > 1_000_000 and stat.S_IMODE(kept.stat().st_mode) == 0o600
 
 
 def test_importing_and_constructing_loads_nothing() -> None:

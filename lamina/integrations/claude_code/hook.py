@@ -487,10 +487,12 @@ def _cold(
         try:
             mark = time.monotonic()
             from ...bank.bank import MemoryBank
+            from ...embed import set_model_cache
             from .prompt import answer_prompt
 
             now = time.monotonic()
             stages["imports"] = now - mark
+            set_model_cache(home / "cache")
             memory_bank = MemoryBank.open(home)
             stages["open_store"] = time.monotonic() - now
             try:
@@ -566,6 +568,9 @@ def run_worker(
                 log.write(event, session, "a retain is running; left a mark for it")
                 return 0
             try:
+                from ...embed import set_model_cache
+
+                set_model_cache(base / "cache")
                 memory_bank = MemoryBank.open(base)
                 while True:
                     mark.unlink(missing_ok=True)

@@ -179,9 +179,11 @@ class WarmServer:
         if self.memory_bank is None:
             from ...bank.bank import MemoryBank
             from ...config import load_config
+            from ...embed import set_model_cache
 
             # Read before the bank opens, by the same rule: what the bank is opened on.
             self.database = configured_database(os.environ, load_config())
+            set_model_cache(self.home / "cache")
             self.memory_bank = MemoryBank.open(self.home, serving=True)
         if self.queries is None:
             from ...bank.query import TailQueries
