@@ -28,8 +28,11 @@ __all__ = [
 def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -> MemoryBank:
     """The memory bank the command line's --home / --database-url (or their defaults) name."""
     from ..bank.bank import MemoryBank
+    from ..config import data_home
+    from ..embed import set_model_cache
 
     obj = ctx.find_root().obj or {}
+    set_model_cache(data_home(obj.get("home")) / "cache")  # the optimised model, kept
     bank = MemoryBank.open(
         obj.get("home"), database_url=obj.get("database_url"), retain_options=retain_options
     )
