@@ -166,7 +166,7 @@ def test_the_server_answers_with_the_hook_process_settings(home: Path, tmp_path:
     assert timings["path"] == "warm" and timings["memories"] == 0
     log = (home / "logs" / "hooks.log").read_text()
     assert "bank another-project does not exist" in log.splitlines()[-1]
-    small = hook(home, tmp_path, LAMINA_HOOK_BUDGET="60")
+    small = hook(home, tmp_path, LAMINA_HOOK_BUDGET="150")
     context = json.loads(small.stdout)["hookSpecificOutput"]["additionalContext"]
     full = hook(home, tmp_path)
     assert len(context) < len(json.loads(full.stdout)["hookSpecificOutput"]["additionalContext"])
