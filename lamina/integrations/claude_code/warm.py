@@ -189,11 +189,8 @@ class WarmServer:
             from ...bank.query import TailQueries
 
             self.queries = TailQueries()
-        # Load the model and the tokenizer now, not on the first prompt.
-        from ...tokens import count_text
-
-        self.memory_bank.embedder.embed_query("warm up")
-        count_text("warm up")
+        # Load the model and the tokenizer and open the banks now, not on the first prompt.
+        self.memory_bank.warm_up()
 
     def _loop(self, listener: socket.socket, log: HookLog) -> None:
         last = time.monotonic()
