@@ -39,6 +39,16 @@ from ..store.search import SearchFilter, SearchStore
 from ..tags import BLOCK_TOKENS, format_memory_block, framing_tokens
 from ..tokens import count_text
 from .entities import ENTITY_PREFIX, entity_terms, extract_entities
+from .fusion import (
+    CHANNEL_FEATURES,
+    MEMORY_FEATURES,
+    RERANK,
+    FusionModel,
+    channel_features,
+    default_model,
+    memory_features,
+    named_participants,
+)
 from .lexical import tokenize
 from .model import Memory, memory_tokens
 from .shorten import shorten
@@ -100,11 +110,13 @@ class RecallOptions:
     )
     """A channel's weight in the fusion; a channel left out weighs 0 (and the entity channel,
     then, is not computed)."""
-    fusion: str = "combsum"
+    fusion: str = "learned"
     """`combsum`: each channel's scores min-max normalised over the candidates, weighted and
     added; `rrf`: weighted reciprocal-rank fusion. CombSUM is the default because it measured
     better: on LoCoMo, any@10 / all@10 0.801 / 0.687 against 0.768 / 0.659 for RRF with the
     same, equal weights (`lamina bench locomo`)."""
+    model: FusionModel | None = None
+    """The `learned` fusion's coefficients; None: the shipped ones (lamina/data/fusion.json)."""
     rrf_k: int = 60
     depth: int = 200
     """How deep each channel's ranking goes into the fusion."""
@@ -368,6 +380,26 @@ def recall_from_index(
     embedder: Embedder | None,
     options: RecallOptions,
 ) -> RecallResult:
+    channels, considered = index_channels(index, query, embedder, options)
+    return _assemble(
+        query,
+        channels,
+        index.memories.__getitem__,
+        index.tokens,
+        considered,
+        options,
+        len(index.lexical),
+    )
+
+
+def index_channels(
+    index: BankIndex,
+    query: str,
+    embedder: Embedder | None,
+    options: RecallOptions,
+) -> tuple[dict[str, tuple[list[int], npt.NDArray[np.float32]]], int]:
+    """Each channel's ranking of the index's slots and its scores, and how many memories the
+    filters keep."""
     keep = index.mask(
         documents=set(options.documents) if options.documents is not None else None,
         tags=set(options.tags) if options.tags else None,
@@ -384,15 +416,7 @@ def recall_from_index(
     ranges = query_ranges(query, options)
     entities = distinctive(found, index.lexical.df, len(index.lexical))
     channels = channel_rankings(index, query, vector, keep, options.depth, ranges, entities)
-    return _assemble(
-        query,
-        channels,
-        index.memories.__getitem__,
-        index.tokens,
-        int(keep.sum()),
-        options,
-        len(index.lexical),
-    )
+    return channels, int(keep.sum())
 
 
 def _assemble(
@@ -410,6 +434,11 @@ def _assemble(
     `size` is the number of memories BM25 counts (for the entity channel's scale);
     `prefetch`, when given, is told the fused order before any `memory_at` call."""
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
+    if options.fusion == "learned":
+        fused, order = _learned(query, channels, memory_at, tokens_at, options, size, prefetch)
+        return _fill(
+            query, channels, rankings, fused, order, memory_at, tokens_at, considered, options
+        )
     if options.fusion == "rrf":
         fusing = dict(rankings)
         if "entities" in channels:
@@ -424,6 +453,60 @@ def _assemble(
     order = sorted(fused, key=lambda s: (-fused[s], s))
     if prefetch is not None:
         prefetch(order)
+    return _fill(query, channels, rankings, fused, order, memory_at, tokens_at, considered, options)
+
+
+def _learned(
+    query: str,
+    channels: Mapping[str, tuple[list[int], npt.NDArray[np.float32]]],
+    memory_at: Callable[[int], Memory | None],
+    tokens_at: Callable[[int], int],
+    options: RecallOptions,
+    size: int,
+    prefetch: Callable[[list[int]], None] | None,
+) -> tuple[dict[int, float], list[int]]:
+    """The calibrated fusion (lamina.bank.fusion): every candidate scored by its channel
+    features, then the best RERANK again with their memories' own features added."""
+    model = options.model or default_model()
+    used = {
+        name: channel
+        for name, channel in channels.items()
+        if options.channel_weights.get(name, 0.0) > 0
+    }
+    pool = sorted({slot for ranking, _scores in used.values() for slot in ranking})
+    if not pool:
+        return {}, []
+    slots = np.array(pool, dtype=np.int64)
+    base = channel_features(used, slots, entity_scale(size)) @ model.vector(CHANNEL_FEATURES)
+    fused = {int(s): float(v) + model.bias for s, v in zip(slots, base, strict=True)}
+    order = sorted(fused, key=lambda s: (-fused[s], s))
+    if prefetch is not None:
+        prefetch(order)
+    head = order[:RERANK]
+    memories = {slot: memory_at(slot) for slot in head}
+    named = named_participants(
+        extract_entities(query), [m for m in memories.values() if m is not None]
+    )
+    extra = model.vector(MEMORY_FEATURES)
+    for slot, memory in memories.items():
+        if memory is not None:
+            fused[slot] += float(np.dot(memory_features(memory, named, tokens_at(slot)), extra))
+    head.sort(key=lambda s: (-fused[s], s))
+    return fused, head + order[RERANK:]
+
+
+def _fill(
+    query: str,
+    channels: Mapping[str, tuple[list[int], npt.NDArray[np.float32]]],
+    rankings: Mapping[str, Sequence[int]],
+    fused: Mapping[int, float],
+    order: Sequence[int],
+    memory_at: Callable[[int], Memory | None],
+    tokens_at: Callable[[int], int],
+    considered: int,
+    options: RecallOptions,
+) -> RecallResult:
+    """Fill the budget in the fused order."""
     ranks = {
         name: {slot: r for r, slot in enumerate(ranking)} for name, ranking in rankings.items()
     }

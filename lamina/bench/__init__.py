@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "read": "read:read_bench",
     "tokens": "tokens:tokens_bench",
     "locomo": "locomo:locomo_bench",
+    "fusion": "fusion:fusion_bench",
     "latency": "latency:latency_bench",
     "cache": "cache:cache_bench",
     "compile": "compile:compile_bench",

@@ -56,8 +56,9 @@ _LIMIT = 100
 """Memories ranked per question: enough to fill the largest token budget."""
 VARIANTS: dict[str, dict[str, Any]] = {
     "lamina": {},
-    "bm25": {"channel_weights": {"lexical": 1.0, "dense": 0.0, "time": 0.0}},
-    "dense": {"channel_weights": {"dense": 1.0, "lexical": 0.0, "time": 0.0}},
+    "bm25": {"fusion": "combsum", "channel_weights": {"lexical": 1.0}},
+    "dense": {"fusion": "combsum", "channel_weights": {"dense": 1.0}},
+    "combsum": {"fusion": "combsum"},
     "rrf": {"fusion": "rrf"},
     "turns-bm25": {},
 }

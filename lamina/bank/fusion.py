@@ -1,0 +1,161 @@
+"""Calibrated fusion: recall's channels combined by a small logistic model, not by hand.
+
+Each memory a channel proposed gets a few features from the channels (its lexical and dense
+scores, min-max normalised over the candidates, and its ranks there; its raw cosine; its time
+and entity scores) and, for the best `RERANK` of them, a few from the memory itself: its kind
+(line or window), its length, and whether its speaker is the participant the query names (the
+speaker is a signal, never a filter). The score is the model's log-odds that the memory holds
+what the query asks about.
+
+The coefficients ship in `lamina/data/fusion.json`. They were fitted on synthetic questions made
+from the shared conversations' own turns (a few of a turn's words, often its speaker's name, in
+a question frame; that turn relevant), never on a benchmark's questions or answers: `lamina
+bench fusion --write` fits them again, reproducibly (fixed seed), with numpy alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+else:
+    from .._lazy import numpy as np
+
+from .model import Memory
+
+__all__ = [
+    "CHANNEL_FEATURES",
+    "FEATURES",
+    "MEMORY_FEATURES",
+    "RERANK",
+    "FusionModel",
+    "channel_features",
+    "default_model",
+    "fit_logistic",
+    "memory_features",
+    "named_participants",
+]
+
+CHANNEL_FEATURES = ("lexical", "dense", "time", "entities")
+"""Features from the channels alone: known for every candidate before any memory is read."""
+MEMORY_FEATURES = ("line", "window", "own_speaker", "other_speaker", "length")
+"""Features from the memory itself: computed for the best `RERANK` candidates only."""
+FEATURES = CHANNEL_FEATURES + MEMORY_FEATURES
+RERANK = 64
+"""Candidates (best by their channel features) whose memory features are added: two pages of
+the store's fetch along the fused order."""
+
+
+@dataclass(frozen=True, slots=True)
+class FusionModel:
+    weights: Mapping[str, float]
+    bias: float = 0.0
+
+    def vector(self, names: Sequence[str]) -> npt.NDArray[np.float64]:
+        return np.array([self.weights.get(n, 0.0) for n in names], dtype=np.float64)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "features": list(FEATURES),
+            "weights": {n: round(self.weights.get(n, 0.0), 6) for n in FEATURES},
+            "bias": round(self.bias, 6),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FusionModel:
+        weights = data.get("weights")
+        if not isinstance(weights, Mapping):
+            raise ValueError("fusion model: no 'weights' object")
+        return cls({str(k): float(v) for k, v in weights.items()}, float(data.get("bias", 0.0)))
+
+
+@lru_cache(maxsize=1)
+def default_model() -> FusionModel:
+    """The shipped coefficients (lamina/data/fusion.json)."""
+    text = resources.files("lamina").joinpath("data/fusion.json").read_text(encoding="utf-8")
+    return FusionModel.from_dict(json.loads(text)["model"])
+
+
+def _normalised(
+    ranking: Sequence[int], scores: npt.NDArray[np.floating[Any]], slots: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    top = scores[list(ranking)].astype(np.float64)
+    low, high = float(top.min()), float(top.max())
+    if high <= low:
+        return (scores[slots] >= high).astype(np.float64)
+    spread: npt.NDArray[np.float64] = (scores[slots].astype(np.float64) - low) / (high - low)
+    return np.clip(spread, 0.0, None)
+
+
+def channel_features(
+    channels: Mapping[str, tuple[Sequence[int], npt.NDArray[np.floating[Any]]]],
+    slots: npt.NDArray[np.int64],
+    entity_scale: float,
+) -> npt.NDArray[np.float64]:
+    """The CHANNEL_FEATURES of each slot (rows in the order of `slots`)."""
+    out = np.zeros((len(slots), len(CHANNEL_FEATURES)), dtype=np.float64)
+    column = {name: i for i, name in enumerate(CHANNEL_FEATURES)}
+    for name, (ranking, scores) in channels.items():
+        if not len(ranking):
+            continue
+        if name in ("lexical", "dense"):
+            out[:, column[name]] = _normalised(ranking, scores, slots)
+        elif name == "time":
+            out[:, column["time"]] = scores[slots].astype(np.float64)
+        elif name == "entities":
+            out[:, column["entities"]] = np.clip(scores[slots] / entity_scale, 0.0, 1.0)
+    return out
+
+
+def named_participants(query_entities: Sequence[str], memories: Sequence[Memory]) -> frozenset[str]:
+    """The speakers of these memories that the query names (lowercased)."""
+    speakers = {s.lower() for m in memories for s in m.speakers}
+    return frozenset(e for e in query_entities if e in speakers)
+
+
+def memory_features(memory: Memory, named: frozenset[str], tokens: int) -> list[float]:
+    """The MEMORY_FEATURES of one memory; `named` the participants the query names."""
+    speakers = {s.lower() for s in memory.speakers}
+    own = bool(named) and bool(speakers) and speakers <= named
+    other = bool(named) and bool(speakers) and not (speakers & named)
+    return [
+        float(memory.kind == "line"),
+        float(memory.kind == "window"),
+        float(own),
+        float(other),
+        math.log1p(max(tokens, 0)) / math.log(1000),
+    ]
+
+
+def fit_logistic(
+    x: npt.NDArray[np.float64],
+    y: npt.NDArray[np.float64],
+    l2: float = 1.0,
+    iterations: int = 50,
+    sample_weight: npt.NDArray[np.float64] | None = None,
+) -> tuple[npt.NDArray[np.float64], float]:
+    """Weights and bias of an L2-regularised logistic regression (Newton's method; the bias
+    is not regularised)."""
+    n, d = x.shape
+    a = np.hstack([x, np.ones((n, 1))])
+    w = np.zeros(d + 1)
+    sw = np.ones(n) if sample_weight is None else sample_weight
+    penalty = np.full(d + 1, l2)
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(a @ w, -30, 30)))
+        gradient = a.T @ (sw * (p - y)) + penalty * w
+        hessian = (a * (sw * p * (1 - p))[:, None]).T @ a + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if float(np.abs(step).max()) < 1e-8:
+            break
+    return w[:-1], float(w[-1])
