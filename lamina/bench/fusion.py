@@ -53,6 +53,8 @@ __all__ = ["fusion_bench", "synthetic_questions"]
 
 SEED = 17
 PER_CONVERSATION = 300
+MIN_WORDS = 2
+"""Content words a turn needs to give a question."""
 MONTHS = (
     "January",
     "February",
@@ -127,7 +129,7 @@ def synthetic_questions(
             (session, message, words)
             for session in sample.sessions
             for message in session.messages
-            if len(words := _content_words(message.text, speakers)) >= 4
+            if len(words := _content_words(message.text, speakers)) >= MIN_WORDS
         ]
         df: dict[str, int] = {}
         for _session, _message, words in turns:
@@ -145,10 +147,10 @@ def synthetic_questions(
             weights = [math.log(len(turns) / df[w.lower()]) ** 2 + 1e-3 for w in words]
             picked = sorted(_weighted_sample(rng, weights, k))
             part = [words[i] for i in picked]
-            if rng.random() < 0.5:
+            if rng.random() < 0.8:
                 other = rng.choice(turns)[2]
                 part.insert(rng.randrange(len(part) + 1), rng.choice(other))
-            if rng.random() < 0.3 and (near := neighbours.get(message.id)):
+            if rng.random() < 0.5 and (near := neighbours.get(message.id)):
                 part.insert(rng.randrange(len(part) + 1), rng.choice(near))
             text = " ".join(part)
             speaker = message.speaker or ""
