@@ -303,6 +303,7 @@ def fusion_bench(
             "questions": len(test),
             "learned_any@10": found_at(rows, test, model),
             "combsum_any@10": found_at(rows, test, HANDSET),
+            "model": model.as_dict(),
         }
     model = _fit(rows, everything, l2)
     result = {

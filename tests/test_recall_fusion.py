@@ -1,0 +1,106 @@
+"""Recall's calibrated fusion: the shipped model, its fit on synthetic questions, the speaker signal."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lamina.bank.bank import MemoryBank
+from lamina.bank.fusion import FEATURES, FusionModel, default_model, fit_logistic
+from lamina.bank.recall import RecallOptions
+from lamina.bench.fusion import synthetic_questions
+from lamina.cli import cli
+from lamina.embed import HashEmbedder
+from lamina.readers.locomo import LocomoSample, read_locomo_samples
+from lamina.store import open_store
+
+from .conftest import LOCOMO
+
+needs_locomo = pytest.mark.skipif(
+    not LOCOMO.is_file(), reason="../shared/data/locomo/locomo-dev.json is not beside the checkout"
+)
+
+
+def _conv26() -> LocomoSample:
+    return next(s for s in read_locomo_samples(str(LOCOMO)) if s.sample_id == "conv-26")
+
+
+def test_the_shipped_model_weighs_every_feature() -> None:
+    model = default_model()
+    assert set(model.weights) == set(FEATURES)
+    # The channels agree on what counts: a better lexical or dense score never costs.
+    assert model.weights["lexical"] > 0 and model.weights["dense"] > 0
+    assert FusionModel.from_dict(model.as_dict()) == model
+
+
+def test_the_fit_recovers_a_known_rule() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.random((4_000, 3))
+    truth = 1 / (1 + np.exp(-(6 * x[:, 0] - 4 * x[:, 1] - 1)))
+    y = (rng.random(4_000) < truth).astype(np.float64)
+    w, b = fit_logistic(x, y, l2=0.1)
+    assert w[0] == pytest.approx(6, abs=1) and w[1] == pytest.approx(-4, abs=1)
+    assert abs(w[2]) < 0.7 and b == pytest.approx(-1, abs=0.7)
+    again = fit_logistic(x, y, l2=0.1)
+    assert np.array_equal(again[0], w) and again[1] == b
+
+
+@needs_locomo
+def test_synthetic_questions_come_from_the_turns_and_are_reproducible() -> None:
+    sample = _conv26()
+    questions = synthetic_questions([sample], per_conversation=60)
+    assert questions == synthetic_questions([sample], per_conversation=60)
+    assert len(questions) == 60
+    turns = {m.id: m for m in sample.messages}
+    for q in questions:
+        turn = turns[q.turn]
+        asked = set(re.findall(r"[a-z]+", q.question.lower()))
+        assert asked & set(re.findall(r"[a-z]+", turn.text.lower())), q
+        if q.time_text:
+            assert q.question.endswith(f"{q.time_text}?")
+        named = {sample.speaker_a, sample.speaker_b} & set(q.question.replace("'s", " ").split())
+        assert named <= {turn.speaker}, q
+
+
+@needs_locomo
+def test_a_question_naming_one_participant_gets_their_own_lines_first(database: str) -> None:
+    sample = _conv26()
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages([m for s in sample.sessions[:6] for m in s.messages], "c", "conv-26")
+    for name, other in (("Melanie", "Caroline"), ("Caroline", "Melanie")):
+        hits = bank.recall(
+            f"What did {name} paint?", "c", RecallOptions(budget=100_000, limit=100)
+        ).hits
+        lines = [h.memory.speakers for h in hits if h.memory.kind == "line"]
+        assert lines[:2] == [(name,), (name,)]
+        # A signal, not a filter: the other participant's lines still come back.
+        assert (other,) in lines
+        plain = bank.recall(f"What did {name} paint?", "c", RecallOptions(fusion="combsum"))
+        assert plain.hits[0].memory.kind == "window"  # the fusion before: not their line
+
+
+@needs_locomo
+def test_the_fit_command_prints_one_json_document_and_writes_the_model(tmp_path: Path) -> None:
+    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    small = next(s for s in data if s["sample_id"] == "conv-26")
+    conversation = {
+        k: v
+        for k, v in small["conversation"].items()
+        if not k.startswith("session_") or k.split("_")[1] in {"1", "2", "3"}
+    }
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps([{**small, "conversation": conversation}]), encoding="utf-8")
+    written = tmp_path / "fusion.json"
+    args = ["bench", "fusion", "--data", str(path), "--per-conversation", "40", "--json"]
+    result = CliRunner().invoke(cli, [*args, "--write", str(written)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["questions"] == 40
+    assert 0 < report["all"]["learned_any@10"] <= 1
+    model = FusionModel.from_dict(json.loads(written.read_text(encoding="utf-8"))["model"])
+    assert set(model.weights) == set(FEATURES)
