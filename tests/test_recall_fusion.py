@@ -1,4 +1,4 @@
-"""Recall's calibrated fusion: the shipped model, its fit on synthetic questions, the speaker signal."""
+"""Recall's calibrated fusion: the shipped model, its fit, the speaker signal."""
 
 from __future__ import annotations
 
