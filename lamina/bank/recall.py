@@ -253,6 +253,16 @@ def without_common(query: str, entities: Sequence[str], df: Callable[[str], int]
     return query
 
 
+def lexical_query(query: str, entities: Sequence[str], df: Callable[[str], int], size: int) -> str:
+    """The query the lexical channel reads: without the names most of the bank's memories say
+    (see `without_common`), unless nothing else is left. The fusion's speaker feature says
+    whose line a memory is; the name as a word also matches the other participant's lines
+    that address them ("Thanks, Melanie!"). On LoCoMo, any@10 / all@10 / any@1000t 0.842 /
+    0.722 / 0.905 to 0.846 / 0.724 / 0.911, no worse on either half."""
+    stripped = without_common(query, entities, df, size)
+    return stripped if tokenize(stripped) else query
+
+
 def query_ranges(query: str, options: RecallOptions) -> list[TimeRange]:
     """The times the query names (or `options.time_text`, when given), when the time channel
     counts."""
@@ -415,7 +425,8 @@ def index_channels(
         vector = embedder.embed_query(without_common(query, found, index.lexical.df, size))
     ranges = query_ranges(query, options)
     entities = distinctive(found, index.lexical.df, len(index.lexical))
-    channels = channel_rankings(index, query, vector, keep, options.depth, ranges, entities)
+    lexical = lexical_query(query, found, index.lexical.df, len(index.lexical))
+    channels = channel_rankings(index, lexical, vector, keep, options.depth, ranges, entities)
     return channels, int(keep.sum())
 
 
@@ -638,13 +649,13 @@ def recall_from_store(
         exclude=options.exclude,
     )
     depth = options.depth
-    terms = tokenize(query)
     ranges = query_ranges(query, options)
     entities = query_entities(query, options)
     # How many memories name each entity: the entity channel's choice, and the dense query's.
     counts: tuple[int, Mapping[str, int]] = (
         store.term_counts(bank, entity_terms(entities)) if entities else (0, {})
     )
+    terms = tokenize(lexical_query(query, entities, lambda t: counts[1].get(t, 0), counts[0]))
     workers = _executor()
 
     def embed_and_search(
