@@ -7,7 +7,9 @@ queries are LoCoMo questions, embedded at query time (the timing includes query 
 Recall searches the SQLite database (what every process does); the baseline computes the same
 ranking the slow, obvious way from the whole bank loaded in process (a Python loop of dot
 products, full sorts, no cached masks), so the run also checks that the search in the database
-returns exactly the same top 10.
+returns exactly the same top 10. That check needs a fusion the baseline can compute, CombSUM;
+`learned_fusion_recall_ms` times the same recalls with the default, calibrated fusion
+(lamina.bank.fusion), which also reads the best 64 candidates' memories.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import random
 import resource
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -178,7 +181,9 @@ def latency_bench(
                 limit=10,
                 collapse=False,
                 channel_weights={"lexical": 1.0, "dense": 1.0, "time": 0.0},
+                fusion="combsum",  # the fusion the exact baseline computes
             )
+            learned: list[float] = []
             ours: list[float] = []
             without_embedding: list[float] = []
             precomputed = Precomputed(bank.embedder, sorted(set(asked)))
@@ -189,6 +194,9 @@ def latency_bench(
                 t0 = time.perf_counter()
                 result = bank.recall(query, name, options)
                 ours.append((time.perf_counter() - t0) * 1000)
+                t0 = time.perf_counter()
+                bank.recall(query, name, replace(options, fusion="learned"))
+                learned.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 recall_from_store(store, name, query, precomputed, options)
                 without_embedding.append((time.perf_counter() - t0) * 1000)
@@ -203,6 +211,7 @@ def latency_bench(
             results[str(n)] = {
                 "memories": n,
                 "lamina_recall_ms": percentiles(ours),
+                "learned_fusion_recall_ms": percentiles(learned),
                 "recall_ms_without_query_embedding": percentiles(without_embedding),
                 "query_embedding_ms": percentiles(embed_only),
                 "baseline_exact_ms": percentiles(base),
