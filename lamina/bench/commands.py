@@ -1,52 +1,22 @@
-"""What a bank costs the commands a user runs by hand, measured beside the hook
-(`lamina bench hook`): `lamina recall` as a fresh process, and a fresh `lamina serve`'s first
-recall (the one that opens the bank) and the ones after it."""
+"""What a bank costs a fresh `lamina serve`, measured beside the hook (`lamina bench hook`):
+its start-up, its first recall and the ones after it."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .common import percentiles
+from .common import free_port, percentiles, process_cpu_ms
 
-__all__ = ["measure_recall_command", "measure_serve"]
-
-Runner = Callable[[list[tuple[list[str], bytes, dict[str, str]]]], list[dict[str, Any]]]
-Summary = Callable[[list[dict[str, Any]]], dict[str, Any]]
+__all__ = ["measure_serve"]
 
 LAMINA = [sys.executable, "-m", "lamina"]
-
-
-def measure_recall_command(
-    run_all: Runner, summary: Summary, env: dict[str, str], prompts: list[str], runs: int
-) -> dict[str, Any]:
-    """`lamina recall PROMPT --block` as a fresh process per prompt (the bank from
-    LAMINA_BANK): CPU, wall, peak RSS and whether memories came back."""
-    jobs = [
-        ([*LAMINA, "recall", prompts[i % len(prompts)], "--block"], b"", env) for i in range(runs)
-    ]
-    return summary(run_all(jobs))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _cpu_ms(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -62,7 +32,7 @@ def measure_serve(env: dict[str, str], bank: str, prompts: list[str], runs: int)
     """A fresh `lamina serve` on a loopback port: its start-up until /health answers, then its
     first recall (which opens the bank: the cost a user meets after every restart) and `runs`
     recalls after it, each as wall time seen by the client and the server's CPU time."""
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [*LAMINA, "serve", "--port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/",
@@ -84,10 +54,10 @@ def measure_serve(env: dict[str, str], bank: str, prompts: list[str], runs: int)
         up_ms = (time.perf_counter() - started) * 1000
         timings: list[tuple[float, float, bool]] = []
         for i in range(runs + 1):
-            before, mark = _cpu_ms(server.pid), time.perf_counter()
+            before, mark = process_cpu_ms(server.pid), time.perf_counter()
             found = _post(f"{base}/v1/banks/{bank}/recall", {"query": prompts[i % len(prompts)]})
             wall = (time.perf_counter() - mark) * 1000
-            timings.append((wall, _cpu_ms(server.pid) - before, bool(found.get("results"))))
+            timings.append((wall, process_cpu_ms(server.pid) - before, bool(found.get("results"))))
     finally:
         server.terminate()
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import statistics
 import sys
 from collections.abc import Sequence
@@ -85,3 +87,19 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
         "p50": round(statistics.median(ordered), 2),
         "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
     }
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a server a benchmark starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def process_cpu_ms(pid: int) -> float:
+    """CPU time (user + sys) a running process has used so far, from /proc (NaN if unreadable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")

@@ -31,8 +31,8 @@ import orjson
 
 from ..bank.bank import MemoryBank
 from ..store.sqlite import SQLiteStore
-from .commands import measure_recall_command, measure_serve
-from .common import emit, percentiles, shared_data_dir
+from .commands import measure_serve
+from .common import emit, percentiles, process_cpu_ms, shared_data_dir
 from .latency import _base_texts, build
 
 __all__ = ["hook_bench"]
@@ -100,15 +100,6 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _process_cpu_ms(pid: int) -> float:
-    """CPU time (user + sys) a running process has used so far, from /proc."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return float("nan")
-
-
 def _hook_env(home: Path, time_limit: float, pycache: Path) -> dict[str, str]:
     """The measured children's environment. They use compiled byte code, as an installed
     package does (pip compiles it at install): PYTHONDONTWRITEBYTECODE is dropped and the byte
@@ -133,6 +124,23 @@ def _compile(env: dict[str, str]) -> None:
     )  # fmt: skip
 
 
+_LAMINA_HOOK = [sys.executable, "-m", "lamina", "hook"]
+
+
+def _prompt_payload(home: Path, transcript: Path, prompt: str) -> bytes:
+    """A UserPromptSubmit as Claude Code sends it, in the current session (so its exclusion is
+    exercised), naming the transcript that session writes."""
+    return orjson.dumps(
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": SESSION,
+            "transcript_path": str(transcript),
+            "cwd": str(home),
+            "prompt": prompt,
+        }
+    )
+
+
 def deadline_spread(runs: int, low: float = 0.3, high: float = 3.0) -> list[float]:
     """`runs` hook time limits from `low` to `high` seconds, denser at the low end (where the
     deadline falls inside the model load and the search), in a shuffled but fixed order."""
@@ -146,14 +154,13 @@ def _measure_deadlines(
 ) -> dict[str, Any]:
     """The cold hook run once per time limit: every run must exit 0 (an abort is a crash:
     exit 134, or -6 when the signal is reported), with memories or without."""
-    jobs = []
-    for i, limit in enumerate(limits):
-        payload = {"hook_event_name": "UserPromptSubmit", "session_id": SESSION,
-                   "transcript_path": str(transcript), "cwd": str(home),
-                   "prompt": prompts[i % len(prompts)]}  # fmt: skip
-        env = _hook_env(home, limit, pycache)
-        jobs.append(([sys.executable, "-m", "lamina", "hook"], orjson.dumps(payload), env))
-    done = _run_all(jobs)
+    done = _run_all(
+        [
+            (_LAMINA_HOOK, _prompt_payload(home, transcript, prompts[i % len(prompts)]),
+             _hook_env(home, limit, pycache))
+            for i, limit in enumerate(limits)
+        ]
+    )  # fmt: skip
     late = [
         r["wall_ms"] / 1000 - limit for r, limit in zip(done, limits, strict=True) if r["exit"] == 0
     ]
@@ -180,19 +187,14 @@ def _measure_size(
     lamina = [sys.executable, "-m", "lamina"]
 
     def payload(i: int) -> bytes:
-        return orjson.dumps(
-            {
-                "hook_event_name": "UserPromptSubmit",
-                "session_id": SESSION,
-                "transcript_path": str(transcript),
-                "cwd": str(home),
-                "prompt": prompts[i % len(prompts)],
-            }
-        )
+        return _prompt_payload(home, transcript, prompts[i % len(prompts)])
 
-    cold = _run_all([([*lamina, "hook"], payload(i), env) for i in range(runs)])
+    cold = _run_all([(_LAMINA_HOOK, payload(i), env) for i in range(runs)])
     _progress(f"  cold path: {runs} runs, cpu p50 {_summary(cold)['cpu_ms']['p50']} ms")
-    recall_command = measure_recall_command(_run_all, _summary, env, prompts, runs)
+    recall_command = _summary(
+        _run_all([([*lamina, "recall", prompts[i % len(prompts)], "--block"], b"", env)
+                  for i in range(runs)])
+    )  # fmt: skip
     _progress(f"  lamina recall: cpu p50 {recall_command['cpu_ms']['p50']} ms")
     try:
         serve: dict[str, Any] = measure_serve(env, BANK, prompts, runs)
@@ -211,10 +213,10 @@ def _measure_size(
     pid = int(orjson.loads(start.stdout)["pid"])
     try:
         # The server's first recall of a bank loads it; that is start-up, not a prompt.
-        _run_all([([*lamina, "hook"], payload(runs), env)])
-        before = _process_cpu_ms(pid)
-        warm = _run_all([([*lamina, "hook"], payload(i), env) for i in range(runs)])
-        server_cpu = (_process_cpu_ms(pid) - before) / max(1, runs)
+        _run_all([(_LAMINA_HOOK, payload(runs), env)])
+        before = process_cpu_ms(pid)
+        warm = _run_all([(_LAMINA_HOOK, payload(i), env) for i in range(runs)])
+        server_cpu = (process_cpu_ms(pid) - before) / max(1, runs)
     finally:
         subprocess.run(
             [*lamina, "--home", str(home), "warm", "stop"],

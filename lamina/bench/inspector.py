@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from ..context.summarise import ExtractiveSummariser
 from ..errors import InputError
 from ..integrations.claude_code.hook import TIMINGS_MARK
 from ..readers import read_messages
-from .common import emit, percentiles, shared_data_dir
+from .common import emit, free_port, percentiles, shared_data_dir
 from .latency import _base_texts, build
 
 __all__ = ["inspector_bench"]
@@ -69,12 +68,6 @@ def _api(bank: str, word: str) -> list[tuple[str, str, str, dict[str, Any] | Non
         ("log_strip", "GET", f"{base}/logs/long/strip", None),
         ("hooks", "GET", "/v1/hooks", None),
     ]  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _prepare(home: Path, large: int) -> dict[str, float]:
@@ -176,7 +169,7 @@ def inspector_bench(memories: int, runs: int, as_json: bool) -> None:
         home = Path(tmp) / "home"
         click.echo(f"building a {memories:,}-memory bank and a {SMALL}-memory one", err=True)
         prepared = _prepare(home, memories)
-        port = _free_port()
+        port = free_port()
         env = {**os.environ, "LAMINA_HOME": str(home)}
         env.pop("LAMINA_DATABASE_URL", None)
         server = subprocess.Popen([sys.executable, "-m", "lamina", "serve", "--port", str(port)],
