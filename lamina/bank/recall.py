@@ -556,16 +556,17 @@ def _fill(
                 text = "\n".join(fresh)
                 tokens = piece_tokens(memory, tokens)(text)
                 memory = replace(memory, text=text, tokens=tokens)
-        if used + tokens + framing(memory.text) > budget:
-            left = budget - used - framing(memory.text)
+        frame = framing(memory.text)
+        if used + tokens + frame > budget:
+            left = budget - used - frame
             count = piece_tokens(memory, tokens)
             short = (
                 shorten(memory.text, query, left, count) if left >= _MIN_SHORTENED_TOKENS else None
             )
-            if short is not None and used + count(short) + framing(short) > budget:
-                short = None  # its cuts took more lines than the whole had
-            if short is not None:
-                memory, tokens, shortened = replace(memory, text=short), count(short), True
+            # Its cuts may take more lines than the whole had: counted again with them.
+            if short is not None and used + (cut := count(short)) + framing(short) <= budget:
+                memory, tokens, shortened = replace(memory, text=short), cut, True
+                frame = framing(short)
             else:
                 skipped += 1
                 if skipped >= _MAX_SKIPPED or left < _MIN_USEFUL_TOKENS:
@@ -583,7 +584,7 @@ def _fill(
         shown.update(memory.text.split("\n"))
         if memory.kind not in _PIECES:
             covered_whole |= records
-        used += tokens + framing(memory.text)
+        used += tokens + frame
     return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits))
 
 
