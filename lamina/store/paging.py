@@ -1,10 +1,11 @@
-"""The SQL of `Store.page_memories`' filter, written once for both databases: each store
-supplies its dialect (placeholder, how a tag and a word are tested, how a time bound is
-passed), and gets the WHERE conditions and their parameters in order."""
+"""`Store.page_memories` written once for both databases: each store supplies its dialect
+(placeholder, how a tag and a word are tested, how a time bound is passed, how times sort)
+and a way to run a query; it gets the page's seqs, the total and the counts per kind, and
+reads the page's rows itself."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,6 +25,12 @@ class Dialect:
     """The same for any other word, given as `word_param(word)`."""
     word_param: Callable[[str], Any]
     time_param: Callable[[datetime], Any]
+    newest_first: str
+    """ORDER BY newest first: memories without a time last, ties in storage order."""
+    oldest_first: str
+    """ORDER BY in exactly the reverse order."""
+    bank_with_document: str
+    """The bank's condition when a document is named too (its one parameter the bank's id)."""
 
 
 def filter_conditions(
@@ -35,6 +42,7 @@ def filter_conditions(
     clauses = [f"m.bank_id = {mark}"]
     params: list[Any] = [bank_id]
     if where.document is not None:
+        clauses[0] = dialect.bank_with_document
         clauses.append(
             f"m.document_id = (SELECT id FROM documents WHERE bank_id = {mark} AND name = {mark})"
         )
@@ -59,3 +67,47 @@ def filter_conditions(
             clauses.append(dialect.has_word)
             params.append(dialect.word_param(word))
     return clauses, params
+
+
+Execute = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
+"""Runs one query with its parameters and gives its rows."""
+
+
+def page_seqs(
+    execute: Execute,
+    bank_id: int,
+    where: MemoryFilter,
+    limit: int,
+    offset: int,
+    dialect: Dialect,
+    *,
+    oldest_first: bool = False,
+    count_kinds: bool = True,
+) -> tuple[list[int], int, dict[str, int]]:
+    """The seqs of the page `page_memories` lists, the total matching `where`, and the bank's
+    count per kind (empty without `count_kinds`). Only seqs are sorted (from the bank's time
+    index when nothing but times filters); the caller reads the rows of the page alone."""
+    mark = dialect.mark
+    kinds: dict[str, int] = {}
+    if count_kinds:
+        counted = execute(
+            f"SELECT kind, count(*) FROM memories WHERE bank_id = {mark} GROUP BY kind"
+            " ORDER BY kind",
+            (bank_id,),
+        )
+        kinds = {str(kind): int(n) for kind, n in counted}
+    clauses, params = filter_conditions(where, bank_id, dialect)
+    condition = " AND ".join(clauses)
+    by = dialect.oldest_first if oldest_first else dialect.newest_first
+    order = f"SELECT m.seq FROM memories m WHERE {condition} ORDER BY {by}"
+    if where.words:  # the texts are scanned once: every match's seq, then the page
+        matched = [int(row[0]) for row in execute(order, params)]
+        return matched[offset : offset + limit], len(matched), kinds
+    rows = execute(f"{order} LIMIT {mark} OFFSET {mark}", (*params, limit, offset))
+    seqs = [int(row[0]) for row in rows]
+    if len(clauses) > 1 or not count_kinds:
+        counted = execute(f"SELECT count(*) FROM memories m WHERE {condition}", params)
+        total = sum(int(row[0]) for row in counted)
+    else:
+        total = sum(kinds.values())
+    return seqs, total, kinds

@@ -51,7 +51,7 @@ from .base import (
     StoredSummary,
     contiguous_counts,
 )
-from .paging import Dialect, filter_conditions
+from .paging import Dialect, page_seqs
 from .postgres_migrations import MIGRATIONS
 from .postgres_search import PostgresSearch
 from .urls import describe_target
@@ -182,6 +182,9 @@ _DIALECT = Dialect(
     has_word="m.text ~ %s",  # lower() folds ASCII only under the C locale
     word_param=_either_case,
     time_param=_aware,
+    newest_first="m.t DESC NULLS LAST, m.seq",
+    oldest_first="m.t ASC NULLS FIRST, m.seq DESC",
+    bank_with_document="m.bank_id = %s",
 )
 """How `page_memories`' filter is written in PostgreSQL."""
 
@@ -654,32 +657,10 @@ class PostgresStore(PostgresSearch):
             if bank_row is None:
                 return MemoryPage([], 0, {})
             bank_id = int(bank_row[0])
-            kinds = {}
-            if count_kinds:
-                kinds = {
-                    str(kind): int(n)
-                    for kind, n in conn.execute(
-                        "SELECT kind, count(*) FROM memories WHERE bank_id = %s GROUP BY kind"
-                        " ORDER BY kind",
-                        (bank_id,),
-                    )
-                }
-            clauses, params = filter_conditions(where, bank_id, _DIALECT)
-            condition = " AND ".join(clauses)
-            by = "m.t ASC NULLS FIRST, m.seq DESC" if oldest_first else "m.t DESC NULLS LAST, m.seq"
-            order = f"SELECT m.seq FROM memories m WHERE {condition} ORDER BY {by}"
-            if where.words:  # the texts are scanned once: every match's seq, then the page
-                matched = [int(row[0]) for row in conn.execute(order, params)]
-                total, seqs = len(matched), matched[offset : offset + limit]
-            else:
-                rows = conn.execute(f"{order} LIMIT %s OFFSET %s", (*params, limit, offset))
-                seqs = [int(row[0]) for row in rows]
-                total = sum(kinds.values())
-                if len(clauses) > 1 or not count_kinds:
-                    counted = conn.execute(
-                        f"SELECT count(*) FROM memories m WHERE {condition}", params
-                    ).fetchone()
-                    total = int(counted[0]) if counted else 0
+            seqs, total, kinds = page_seqs(
+                conn.execute, bank_id, where, limit, offset, _DIALECT,
+                oldest_first=oldest_first, count_kinds=count_kinds,
+            )  # fmt: skip
         found = dict(self._memories_where(bank, "m.seq", seqs, with_embeddings=False))
         return MemoryPage([found[s] for s in seqs if s in found], total, kinds)
 

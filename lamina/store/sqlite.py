@@ -41,7 +41,7 @@ from .base import (
     StoredSummary,
     contiguous_counts,
 )
-from .paging import Dialect, filter_conditions
+from .paging import Dialect, page_seqs
 from .sqlite_migrations import MIGRATIONS
 from .sqlite_postings import (
     common_terms,
@@ -84,6 +84,12 @@ _DIALECT = Dialect(
     has_word="instr(lamina_fold(m.text), ?) > 0",
     word_param=str.casefold,
     time_param=_bound,
+    # SQLite sorts NULL below every time: newest first puts memories without one last.
+    newest_first="m.t DESC, m.seq",
+    oldest_first="m.t, m.seq DESC",
+    # The document's own index (its memories only), not the bank's time index the planner
+    # would pick for the order (70 ms instead of 0.1 at 100,000 memories).
+    bank_with_document="+m.bank_id = ?",
 )
 """How `page_memories`' filter is written in SQLite."""
 
@@ -616,38 +622,10 @@ class SQLiteStore(SQLiteSearch):
         bank_id = self._bank_id(conn, bank)
         if bank_id is None:
             return MemoryPage([], 0, {})
-        kinds = {}
-        if count_kinds:
-            kinds = {
-                str(kind): int(n)
-                for kind, n in conn.execute(
-                    "SELECT kind, count(*) FROM memories WHERE bank_id = ?"
-                    " GROUP BY kind ORDER BY kind",
-                    (bank_id,),
-                )
-            }
-        clauses, params = filter_conditions(where, bank_id, _DIALECT)
-        if where.document is not None:
-            # The document's own index (its memories only), not the bank's time index the
-            # planner would pick for the order (70 ms instead of 0.1 at 100,000 memories).
-            clauses[0] = "+" + clauses[0]
-        condition = " AND ".join(clauses)
-        # Newest first: SQLite sorts NULL below every time, so memories without one come last;
-        # ties in storage order (oldest first is the exact reverse). Only seqs are sorted (from
-        # the (bank_id, t) index when nothing but times filters); rows are read for the page.
-        by = "m.t, m.seq DESC" if oldest_first else "m.t DESC, m.seq"
-        order = f"SELECT m.seq FROM memories m WHERE {condition} ORDER BY {by}"
-        if where.words:  # the texts are scanned once: every match's seq, then the page
-            matched = [int(row[0]) for row in conn.execute(order, params)]
-            total, seqs = len(matched), matched[offset : offset + limit]
-        else:
-            rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset))
-            seqs = [int(row[0]) for row in rows]
-            if len(clauses) > 1 or not count_kinds:
-                counted = f"SELECT count(*) FROM memories m WHERE {condition}"
-                total = int(conn.execute(counted, params).fetchone()[0])
-            else:
-                total = sum(kinds.values())
+        seqs, total, kinds = page_seqs(
+            conn.execute, bank_id, where, limit, offset, _DIALECT,
+            oldest_first=oldest_first, count_kinds=count_kinds,
+        )  # fmt: skip
         found: dict[int, Memory] = {}
         if seqs:
             marks = ",".join("?" * len(seqs))
