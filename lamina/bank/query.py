@@ -40,6 +40,7 @@ __all__ = [
     "RecallQuery",
     "TailQueries",
     "compose_recall_query",
+    "only_appended",
     "recall_query_for_file",
 ]
 
@@ -266,6 +267,26 @@ class _Tail:
     """Whether the file is a subagent's own, as a read of its end decides (once needed)."""
 
 
+def only_appended(
+    handle: Any,
+    ino: tuple[int, int],
+    size: int,
+    known_ino: tuple[int, int],
+    known_size: int,
+    fingerprint: bytes,
+) -> bool:
+    """Whether an open file (`ino`: its device and inode, `size` now) is the one seen before at
+    `known_size` bytes, only appended to since: the same file, no shorter, and the
+    `fingerprint` bytes that ended it still in place. Moves the handle's position."""
+    if ino != known_ino or size < known_size:
+        return False
+    if fingerprint:
+        handle.seek(known_size - len(fingerprint))
+        if handle.read(len(fingerprint)) != fingerprint:
+            return False
+    return True
+
+
 class TailQueries:
     """Recall queries for transcripts that keep growing, for a long-lived process (the warm
     server): per transcript it keeps the messages of the file's last window and reads only the
@@ -385,13 +406,7 @@ class TailQueries:
 
     def _trusted(self, tail: _Tail, handle: Any, size: int, ino: tuple[int, int]) -> bool:
         """Whether the file is the one read before, only appended to since."""
-        if tail.ino != ino or size < tail.read_to:
-            return False
-        if tail.fingerprint:
-            handle.seek(tail.read_to - len(tail.fingerprint))
-            if handle.read(len(tail.fingerprint)) != tail.fingerprint:
-                return False
-        return True
+        return only_appended(handle, ino, size, tail.ino, tail.read_to, tail.fingerprint)
 
     def _new(self, path: str, handle: Any, size: int, ino: tuple[int, int]) -> _Tail | None:
         if detect_format(path).name != "claude-code":

@@ -121,6 +121,8 @@ def last_compaction(transcript: str) -> datetime | None:
     to since is scanned from where that scan ended."""
     import mmap
 
+    from ...bank.query import only_appended
+
     try:
         with Path(transcript).open("rb") as handle:
             info = os.fstat(handle.fileno())
@@ -129,11 +131,8 @@ def last_compaction(transcript: str) -> datetime | None:
                 held = _scanned.get(transcript)
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 start = 0
-                if (
-                    held is not None
-                    and held.file == file
-                    and held.size <= size
-                    and data[held.size - len(held.fingerprint) : held.size] == held.fingerprint
+                if held is not None and only_appended(
+                    handle, file, size, held.file, held.size, held.fingerprint
                 ):
                     start = max(0, held.size - len(_BOUNDARY) + 1)
                 at = data.rfind(_BOUNDARY, start)
