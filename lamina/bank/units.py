@@ -210,13 +210,18 @@ def _same(text: str) -> str:
     return text
 
 
+def _clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, the cut marked "…"."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _target(block: ToolUseBlock, redact: Redact = _same) -> str:
     data = block.input if isinstance(block.input, Mapping) else {}
     for key in _TARGET_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value.strip():
             line = " ".join(redact(value).split())
-            return line if len(line) <= 80 else line[:79] + "…"
+            return _clip(line, 80)
     return ""
 
 
@@ -296,7 +301,7 @@ def _stated_on_command_line(command: str) -> str:
     text = next(g for g in found.groups() if g is not None)
     lines = [ln.strip() for ln in text.replace("\\n", "\n").split("\n") if ln.strip()]
     said = " ".join(lines[:3])
-    return said if len(said) <= 240 else said[:239] + "…"
+    return _clip(said, 240)
 
 
 def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
@@ -312,7 +317,7 @@ def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
         # Redacted whole, as the actions line's target is (the redactor sees it once).
         command = redact(command)
         head = " ".join(command.split())
-        head = head if len(head) <= 120 else head[:119] + "…"
+        head = _clip(head, 120)
         line = f"{name} ({why}): {head}" if why else f"{name}: {head}"
         said = _stated_on_command_line(command)
         if said:
@@ -329,7 +334,7 @@ def _error_line(block: ToolResultBlock, redact: Redact) -> str:
         lines = lines[1:]
     if not lines:
         return ""
-    first = lines[0] if len(lines[0]) <= 160 else lines[0][:159] + "…"
+    first = _clip(lines[0], 160)
     return "  error: " + clean_text(redact(first))
 
 
