@@ -31,6 +31,16 @@ def shared_data_dir(sub: str) -> Path | None:
     return None
 
 
+def locomo_file(data: str | None) -> str:
+    """The LoCoMo file a benchmark reads: `data`, else the shared dev set."""
+    if data is not None:
+        return data
+    folder = shared_data_dir("locomo")
+    if folder is None:
+        raise InputError("no --data given and ../shared/data/locomo not found")
+    return str(folder / "locomo-dev.json")
+
+
 def transcript_files(data: str | None) -> list[Path]:
     """The Claude Code transcripts of a folder (or one file), sorted."""
     if data is None:

@@ -42,11 +42,10 @@ from ..bank.fusion import (
 )
 from ..bank.lexical import STOP_WORDS
 from ..bank.recall import RecallOptions, entity_scale, index_channels
-from ..errors import InputError
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
-from .common import emit, shared_data_dir
+from .common import emit, locomo_file
 from .locomo import HALVES, _bank_name, _now
 
 __all__ = ["fusion_bench", "synthetic_questions"]
@@ -278,11 +277,7 @@ def fusion_bench(
 ) -> None:
     """Fit the calibrated fusion on synthetic questions from the conversations' own turns;
     report held-out synthetic recall against the hand-set fusion."""
-    if data is None:
-        folder = shared_data_dir("locomo")
-        if folder is None:
-            raise InputError("no --data given and ../shared/data/locomo not found")
-        data = str(folder / "locomo-dev.json")
+    data = locomo_file(data)
     samples = read_locomo_samples(data)
     questions = synthetic_questions(samples, per_conversation)
     with tempfile.TemporaryDirectory(prefix="lamina-fusion-") as tmp:

@@ -34,12 +34,11 @@ import click
 
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
-from ..errors import InputError
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
 from ..tokens import count_text
-from .common import emit, percentiles, shared_data_dir
+from .common import emit, locomo_file, percentiles
 
 __all__ = ["evaluate", "locomo_bench"]
 
@@ -332,11 +331,7 @@ def locomo_bench(
 ) -> None:
     """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency;
     with --database-url, the same on PostgreSQL and the agreement of the two stores."""
-    if data is None:
-        folder = shared_data_dir("locomo")
-        if folder is None:
-            raise InputError("no --data given and ../shared/data/locomo not found")
-        data = str(folder / "locomo-dev.json")
+    data = locomo_file(data)
     samples = read_locomo_samples(data)
     chosen = list(variants) or list(VARIANTS)
     with tempfile.TemporaryDirectory(prefix="lamina-locomo-") as tmp:
