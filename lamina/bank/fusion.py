@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
+from ..errors import ReadError
+from .entities import extract_entities
 from .model import Memory
 
 __all__ = [
@@ -42,6 +45,10 @@ __all__ = [
     "fit_logistic",
     "memory_features",
     "named_participants",
+    "pool_features",
+    "read_model",
+    "rerank_features",
+    "stage_order",
 ]
 
 CHANNEL_FEATURES = ("lexical", "dense", "time", "entities")
@@ -82,6 +89,17 @@ def default_model() -> FusionModel:
     """The shipped coefficients (lamina/data/fusion.json)."""
     text = resources.files("lamina").joinpath("data/fusion.json").read_text(encoding="utf-8")
     return FusionModel.from_dict(json.loads(text)["model"])
+
+
+def read_model(path: str | Path) -> FusionModel:
+    """A fusion model from a file `lamina bench fusion --write` made (its "model" object)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return FusionModel.from_dict(data.get("model", data))
+    except OSError as e:
+        raise ReadError(path, e.strerror or str(e)) from None
+    except (ValueError, TypeError, AttributeError, KeyError) as e:
+        raise ReadError(path, f"not a fusion model ({e})") from None
 
 
 def _normalised(
@@ -133,6 +151,40 @@ def memory_features(memory: Memory, named: frozenset[str], tokens: int) -> list[
         float(other),
         math.log1p(max(tokens, 0)) / math.log(1000),
     ]
+
+
+def pool_features(
+    channels: Mapping[str, tuple[Sequence[int], npt.NDArray[np.floating[Any]]]],
+    entity_scale: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Every slot some channel proposed (ascending) and its CHANNEL_FEATURES (one row each):
+    the first stage, for recall and for the fit alike."""
+    pool = sorted({slot for ranking, _scores in channels.values() for slot in ranking})
+    slots = np.array(pool, dtype=np.int64)
+    if not pool:
+        return slots, np.zeros((0, len(CHANNEL_FEATURES)), dtype=np.float64)
+    return slots, channel_features(channels, slots, entity_scale)
+
+
+def stage_order(slots: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]) -> list[int]:
+    """Row numbers by score, best first (ties: lower slot first); the first RERANK of them are
+    the ones whose memories are read."""
+    return [int(i) for i in np.lexsort((slots, -scores))]
+
+
+def rerank_features(
+    query: str, memories: Sequence[Memory | None], tokens: Sequence[int]
+) -> npt.NDArray[np.float64]:
+    """The MEMORY_FEATURES of the re-ranked candidates (one row each; zeros for a memory that
+    is gone): the second stage, for recall and for the fit alike. The participants the query
+    names are those among these memories' speakers."""
+    found = [m for m in memories if m is not None]
+    named = named_participants(extract_entities(query), found) if found else frozenset()
+    out = np.zeros((len(memories), len(MEMORY_FEATURES)), dtype=np.float64)
+    for row, (memory, count) in enumerate(zip(memories, tokens, strict=True)):
+        if memory is not None:
+            out[row] = memory_features(memory, named, count)
+    return out
 
 
 def fit_logistic(

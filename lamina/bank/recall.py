@@ -46,10 +46,10 @@ from .fusion import (
     MEMORY_FEATURES,
     RERANK,
     FusionModel,
-    channel_features,
     default_model,
-    memory_features,
-    named_participants,
+    pool_features,
+    rerank_features,
+    stage_order,
 )
 from .lexical import tokenize
 from .model import Memory, memory_tokens
@@ -487,24 +487,23 @@ def _learned(
         for name, channel in channels.items()
         if options.channel_weights.get(name, 0.0) > 0
     }
-    pool = sorted({slot for ranking, _scores in used.values() for slot in ranking})
-    if not pool:
+    slots, features = pool_features(used, entity_scale(size))
+    if not len(slots):
         return {}, []
-    slots = np.array(pool, dtype=np.int64)
-    base = channel_features(used, slots, entity_scale(size)) @ model.vector(CHANNEL_FEATURES)
-    fused = {int(s): float(v) + model.bias for s, v in zip(slots, base, strict=True)}
-    order = sorted(fused, key=lambda s: (-fused[s], s))
+    base = features @ model.vector(CHANNEL_FEATURES) + model.bias
+    fused = {int(s): float(v) for s, v in zip(slots, base, strict=True)}
+    order = [int(slots[i]) for i in stage_order(slots, base)]
     if prefetch is not None:
         prefetch(order)
     head = order[:RERANK]
-    memories = {slot: memory_at(slot) for slot in head}
-    named = named_participants(
-        extract_entities(query), [m for m in memories.values() if m is not None]
-    )
-    extra = model.vector(MEMORY_FEATURES)
-    for slot, memory in memories.items():
+    memories = [memory_at(slot) for slot in head]
+    tokens = [
+        tokens_at(slot) if m is not None else 0 for slot, m in zip(head, memories, strict=True)
+    ]
+    extra = rerank_features(query, memories, tokens) @ model.vector(MEMORY_FEATURES)
+    for slot, memory, value in zip(head, memories, extra, strict=True):
         if memory is not None:
-            fused[slot] += float(np.dot(memory_features(memory, named, tokens_at(slot)), extra))
+            fused[slot] += float(value)
     head.sort(key=lambda s: (-fused[s], s))
     return fused, head + order[RERANK:]
 

@@ -4,9 +4,10 @@ The questions are made from the shared conversations' own turns, never from a be
 questions or answers: a turn with enough content words gives a question of a few of them (kept in
 order), most often with its speaker's name in a question frame ("When did Caroline ... ?"),
 sometimes with a word of another turn of the conversation as noise, sometimes with the month the
-turn was said in. The memories holding that turn are the relevant ones. For each question every
-candidate the channels propose gets its features (lamina.bank.fusion) and a label, and a logistic
-regression is fitted on them with numpy (fixed seed: the same data gives the same coefficients).
+turn was said in. The memories holding that turn are the relevant ones. For each question the
+candidates recall re-scores (the first RERANK by the channels) get their features, computed by
+the same functions recall uses (lamina.bank.fusion), and a label, and a logistic regression is
+fitted on them with numpy (fixed seed: the same data gives the same coefficients).
 
 The JSON reports, for held-out synthetic questions, how often the turn is found in the top 10
 under the fitted model and under the hand-set CombSUM, fitting on one half of the conversations
@@ -31,14 +32,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ..bank.bank import MemoryBank
-from ..bank.entities import extract_entities
 from ..bank.fusion import (
     FEATURES,
+    RERANK,
     FusionModel,
-    channel_features,
     fit_logistic,
-    memory_features,
-    named_participants,
+    pool_features,
+    rerank_features,
+    stage_order,
 )
 from ..bank.lexical import STOP_WORDS
 from ..bank.recall import RecallOptions, entity_scale, index_channels
@@ -180,7 +181,8 @@ class Rows:
 def collect(
     bank: MemoryBank, samples: Sequence[LocomoSample], questions: Sequence[Synthetic]
 ) -> Rows:
-    """Every question's candidates: features and labels."""
+    """Each question's re-scored candidates (the first RERANK, as recall reads them): their
+    features and labels."""
     rows = Rows([], [], [], [], [])
     by_id = {s.sample_id: s for s in samples}
     with Progress("features", total=len(questions), unit="q") as progress:
@@ -190,18 +192,16 @@ def collect(
             options = RecallOptions(now=_now(sample), time_text=q.time_text or "")
             with index.lock:
                 channels, _kept = index_channels(index, q.question, bank.embedder, options)
-                pool = sorted({slot for ranking, _scores in channels.values() for slot in ranking})
-                if not pool:
+                slots, base = pool_features(channels, entity_scale(len(index.lexical)))
+                if not len(slots):
                     continue
-                slots = np.array(pool, dtype=np.int64)
-                base = channel_features(channels, slots, entity_scale(len(index.lexical)))
-                memories = [index.memories[s] for s in pool]
-                named = named_participants(extract_entities(q.question), memories)
-                extra = np.array(
-                    [
-                        memory_features(m, named, index.tokens(s))
-                        for m, s in zip(memories, pool, strict=True)
-                    ]
+                # Only what recall re-scores: the first RERANK by the channels (tied weights,
+                # so by their sum), whose memories it reads.
+                head = stage_order(slots, base.sum(axis=1))[:RERANK]
+                base = base[head]
+                memories = [index.memories[int(s)] for s in slots[head]]
+                extra = rerank_features(
+                    q.question, memories, [index.tokens(int(s)) for s in slots[head]]
                 )
             rows.x.append(np.hstack([base, extra]))
             # A memory holding the turn counts in proportion to the share of it the turn is:

@@ -26,6 +26,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import click
 
 from ..bank.bank import MemoryBank
+from ..bank.fusion import FusionModel, read_model
 from ..bank.recall import RecallOptions
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
@@ -183,8 +185,13 @@ class Tally:
 
 
 def evaluate(
-    bank: MemoryBank, samples: Sequence[LocomoSample], variants: Sequence[str]
+    bank: MemoryBank,
+    samples: Sequence[LocomoSample],
+    variants: Sequence[str],
+    model: FusionModel | None = None,
 ) -> dict[str, Any]:
+    """Every question of CATEGORIES recalled by each variant; `model`, when given, is the
+    `lamina` variant's fusion instead of the shipped one."""
     tallies = {v: Tally() for v in variants}
     latencies: list[float] = []
     questions = [
@@ -202,6 +209,8 @@ def evaluate(
                     options = RecallOptions(
                         budget=1_000_000, limit=_LIMIT, now=_now(sample), **VARIANTS[variant]
                     )
+                    if variant == "lamina" and model is not None:
+                        options = replace(options, model=model)
                     started = time.perf_counter()
                     result = bank.recall(question.question, _bank_name(sample), options)
                     if variant == "lamina":
@@ -325,13 +334,26 @@ def compare_stores(
     metavar="URL",
     help="Also run Lamina on this PostgreSQL database and compare it with SQLite.",
 )
+@click.option(
+    "--model",
+    "model_file",
+    default=None,
+    metavar="PATH",
+    help="The fusion model (a file `lamina bench fusion --write` made) instead of the shipped "
+    "one: fitted on one half of the conversations, read on the other.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def locomo_bench(
-    data: str | None, variants: tuple[str, ...], database_url: str | None, as_json: bool
+    data: str | None,
+    variants: tuple[str, ...],
+    database_url: str | None,
+    model_file: str | None,
+    as_json: bool,
 ) -> None:
     """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency;
     with --database-url, the same on PostgreSQL and the agreement of the two stores."""
     data = locomo_file(data)
+    model = read_model(model_file) if model_file else None
     samples = read_locomo_samples(data)
     chosen = list(variants) or list(VARIANTS)
     with tempfile.TemporaryDirectory(prefix="lamina-locomo-") as tmp:
@@ -351,7 +373,7 @@ def locomo_bench(
             report = bank.retain_messages(messages, _bank_name(sample), sample.sample_id)
             again.append((time.perf_counter() - t0) * 1000)
             unchanged += report.status == "unchanged"
-        results = evaluate(bank, samples, chosen)
+        results = evaluate(bank, samples, chosen, model)
         units = sum(bank.stats(_bank_name(s)).memories for s in samples)
         if database_url:
             results["postgres"] = compare_stores(bank, database_url, samples)
