@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.fusion import FEATURES, FusionModel, default_model, fit_logistic
+from lamina.bank.fusion import FEATURES, RERANK, FusionModel, default_model, fit_logistic
 from lamina.bank.recall import RecallOptions
-from lamina.bench.fusion import synthetic_questions
+from lamina.bench.fusion import collect, synthetic_questions
+from lamina.bench.locomo import _bank_name, _now
 from lamina.cli import cli
 from lamina.embed import HashEmbedder
 from lamina.readers.locomo import LocomoSample, read_locomo_samples
@@ -104,3 +107,41 @@ def test_the_fit_command_prints_one_json_document_and_writes_the_model(tmp_path:
     assert 0 < report["all"]["learned_any@10"] <= 1
     model = FusionModel.from_dict(json.loads(written.read_text(encoding="utf-8"))["model"])
     assert set(model.weights) == set(FEATURES)
+
+
+@needs_locomo
+def test_the_fit_sees_each_candidate_as_recall_ranks_it(tmp_path: Path) -> None:
+    # The fit's rows are the candidates recall re-scores, with the features recall gives
+    # them: ranked by the shipped model, they come out in the order recall returns.
+    sample = _conv26()
+    bank = MemoryBank(open_store(str(tmp_path / "lamina.db")), HashEmbedder())
+    bank.retain_messages(sample.messages, _bank_name(sample), sample.sample_id)
+    questions = synthetic_questions([sample], per_conversation=25)
+    rows = collect(bank, [sample], questions)
+    model = default_model()
+    weights = model.vector(FEATURES)
+    assert len(rows.x) == len(questions)
+    for x, turns, q in zip(rows.x, rows.turns, questions, strict=True):
+        assert len(x) <= RERANK
+        ranked = [turns[j] for j in np.argsort(-(x @ weights), kind="stable")[:5]]
+        options = RecallOptions(
+            budget=100_000, limit=5, collapse=False, now=_now(sample), time_text=q.time_text or ""
+        )
+        hits = bank.recall(q.question, _bank_name(sample), options).hits
+        assert [h.memory.record_ids for h in hits] == ranked, q.question
+
+
+def test_the_locomo_bench_names_a_model_file_it_cannot_read(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text("[]", encoding="utf-8")
+    bad = tmp_path / "model.json"
+    bad.write_text('{"model": {"bias": 1}}', encoding="utf-8")
+    for path, reason in ((bad, "not a fusion model"), (tmp_path / "none.json", "No such file")):
+        args = ["bench", "locomo", "--data", str(data), "--model", str(path), "--json"]
+        result = subprocess.run(
+            [sys.executable, "-m", "lamina", *args], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert f"error: {path}: {reason}" in result.stderr
+        assert len(result.stderr.splitlines()) == 1
