@@ -328,9 +328,6 @@ def channel_rankings(
     """Each channel's ranking (slots, best first) and its raw scores; the entity channel only
     when the query names entities that some memory names too."""
     out: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
-    if ranges and len(index):
-        scores = time_scores_of(index.times, ranges)
-        out["time"] = (_top(scores, keep & (scores > 0), depth), scores)
     lexical = index.lexical.scores(query)
     out["lexical"] = (_top(lexical, keep & (lexical > 0), depth), lexical)
     if entities:
@@ -341,6 +338,49 @@ def channel_rankings(
     if query_vector is not None and index.dim == query_vector.shape[0] and len(index):
         dense = index.matrix @ query_vector
         out["dense"] = (_top(dense, keep & index.has_vector, depth), dense)
+    if ranges and len(index):
+        # As the stores do it (`recall_from_store`): the time channel proposes memories,
+        # then ranks every proposed memory it scores.
+        scores = time_scores_of(index.times, ranges)
+        proposed = time_proposals(index.times, keep, ranges, depth)
+        proposed.update(slot for ranking, _scores in out.values() for slot in ranking)
+        dated = sorted((s for s in proposed if scores[s] > 0), key=lambda s: (-scores[s], s))
+        out = {"time": (dated[:depth], scores), **out}
+    return out
+
+
+def time_proposals(
+    times: npt.NDArray[np.float64],
+    keep: npt.NDArray[np.bool_],
+    ranges: Sequence[TimeRange],
+    depth: int,
+) -> set[int]:
+    """The memories the time channel adds to the candidates, as a store's `time_search` finds
+    them: for each range, every memory inside it, then the nearest outside it (within
+    `time_reach`) up to `depth` in all; nothing for a range holding more than `depth`. Inside
+    a range every memory scores the same, so there the channel cannot say which few matter
+    (taking the first `depth` in storage order left the rest of a long range out for no
+    reason): the other channels' candidates inside it still get its score."""
+    out: set[int] = set()
+    known = ~np.isnan(times)
+    for r in ranges:
+        start, end = r.start.timestamp(), r.end.timestamp()
+        with np.errstate(invalid="ignore"):
+            inside = keep & known & (times >= start) & (times < end)
+            count = int(inside.sum())
+            if count > depth:
+                continue
+            out.update(int(s) for s in np.flatnonzero(inside))
+            reach = time_reach(r)
+            need = depth - count
+            if need <= 0 or reach <= 0:
+                continue
+            before = keep & known & (times < start) & (times >= start - reach)
+            after = keep & known & (times >= end) & (times < end + reach)
+        near = np.flatnonzero(before | after)
+        distance = np.maximum(start - times[near], times[near] - end)
+        order = np.lexsort((near, distance))[:need]
+        out.update(int(s) for s in near[order])
     return out
 
 
