@@ -174,3 +174,32 @@ def test_a_long_range_is_not_filled_with_whatever_was_stored_first_in_it(databas
     few = bank.recall("what happened in July", "proj", options).hits
     assert few[0].text.endswith("The CSV importer got a progress bar.")
     assert any(set(h.channels) == {"time"} for h in few)
+
+
+def test_a_list_question_gets_answers_from_different_days_first(database: str) -> None:
+    """Evidence for "what things have I painted?" is spread over days, while one day's
+    similar lines crowd the top: the first results of a list question are spread over
+    episodes. Other questions keep the fused order."""
+    may1, may20 = datetime(2026, 5, 1, 10, tzinfo=UTC), datetime(2026, 5, 20, 10, tzinfo=UTC)
+    sunsets = [
+        "I painted a sunset over the lake yesterday.",
+        "The sunset I painted took me four hours.",
+        "I painted that sunset again with more orange.",
+        "My painted sunset hangs in the hall now.",
+        "I have painted sunsets every week this spring.",
+        "I painted a small sunset for my sister too.",
+    ]
+    notes = [(text, may1) for text in sunsets]
+    notes += [("We talked about the weather and the garden.", may20)]
+    notes += [("I painted a horse running on the beach.", may20)]
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages(dated_notes(notes), "proj", "notes")
+
+    def days(query: str, spread: bool) -> list[int]:
+        hits = bank.recall(query, "proj", RecallOptions(spread=spread)).hits
+        return [h.time.day for h in hits if h.time is not None]
+
+    assert days("What things have I painted?", True)[:2] == [1, 20]
+    assert days("What things have I painted?", False)[:2] == [1, 1]
+    single = "What did I paint over the lake?"
+    assert days(single, True) == days(single, False)

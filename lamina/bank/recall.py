@@ -127,6 +127,11 @@ class RecallOptions:
     """The results will be shown as a memory block (`RecallResult.block`): the block's own
     tokens and each result's bullet and date count against the budget with the texts, so the
     block as a whole fits it (the hook's `budget` is what the prompt grows by)."""
+    spread: bool = True
+    """For a question asking for several things ("what books has Tim read?", "how many
+    times...", `LIST_QUESTION`), the first `SPREAD_RESULTS` results are spread over episodes
+    (see `spread`), with the learned fusion only: on LoCoMo all@10 0.724 to 0.730 (multi-hop
+    0.218 to 0.254), better on both halves, nothing lower within 1,000 tokens."""
     collapse: bool = True
     """Drop a result when more than half of its records are already in better results (a
     window that repeats a turn shown above, say), and leave out of a result the lines better
@@ -546,7 +551,66 @@ def _learned(
         if memory is not None:
             fused[slot] += float(np.dot(memory_features(memory, named, tokens_at(slot)), extra))
     head.sort(key=lambda s: (-fused[s], s))
+    if options.spread and LIST_QUESTION.search(options.time_text or query):
+        head = spread(head, fused, memories)
     return fused, head + order[RERANK:]
+
+
+LIST_QUESTION = re.compile(
+    r"\bhow many\s+(?:[\w-]+\s+){1,3}?(?:has|have|does|do|did)\b"
+    r"|\bboth\b|\b(?:kinds|types|sorts) of\b"
+    r"|^\s*(?:what|which)\s+(?:[\w-]+\s+){0,2}?[\w-]+s\s+(?:has|have|does|do|did|is|are|was|were)\b"
+    r"|^\s*what\s+(?:has|have)\s+\w+(?:'s)?\s+\w+(?:ed|en|t)\b",
+    re.IGNORECASE,
+)
+"""A question whose answer is several things, often said on different days: "how many
+times has...", "both", "kinds of", a plural asked about ("what books has...", "which cities
+did..."), or "what has X done". Not "how many tests passed": one statement holds that."""
+SPREAD_RESULTS = 5
+"""Results chosen with `spread`'s penalties; the rest follow in fused order."""
+SPREAD_PENALTY = 1.0
+"""Log-odds taken off a memory for each better result from its episode."""
+SPREAD_WINDOW_PENALTY = 1.0
+"""Log-odds taken off a window: lines leave room for more distinct evidence."""
+EPISODE_SECONDS = 86_400.0
+"""Memories of one document said less than this apart belong to one episode."""
+
+
+def spread(
+    head: Sequence[int], fused: Mapping[int, float], memories: Mapping[int, Memory | None]
+) -> list[int]:
+    """`head` (best first) with its first SPREAD_RESULTS chosen one at a time, each the best
+    after penalties: SPREAD_PENALTY for every result already chosen from its episode (the
+    same document, said within EPISODE_SECONDS), SPREAD_WINDOW_PENALTY for a window. Evidence
+    for a list question is spread over sessions (on LoCoMo's multi-hop questions, nearly
+    every evidence turn is in a session of its own), while similar lines of one session
+    crowd the top. Measured and not kept: spreading all questions (single-hop questions lose
+    more than list questions gain), or more than 5 results (any@10 lower on single-hop)."""
+    left = list(head)
+    chosen: list[int] = []
+    said: list[tuple[str, float | None]] = []
+
+    def penalised(slot: int) -> float:
+        memory = memories.get(slot)
+        if memory is None:
+            return fused[slot]
+        when = memory.time.timestamp() if memory.time is not None else None
+        same = sum(
+            1
+            for document, t in said
+            if document == memory.document
+            and (t is None or when is None or abs(t - when) < EPISODE_SECONDS)
+        )
+        window = SPREAD_WINDOW_PENALTY if memory.kind == "window" else 0.0
+        return fused[slot] - SPREAD_PENALTY * same - window
+
+    while left and len(chosen) < SPREAD_RESULTS:
+        best = max(left, key=lambda s: (penalised(s), -s))
+        left.remove(best)
+        chosen.append(best)
+        if (memory := memories.get(best)) is not None:
+            said.append((memory.document, memory.time.timestamp() if memory.time else None))
+    return chosen + left
 
 
 def _fill(
