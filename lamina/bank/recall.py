@@ -587,29 +587,28 @@ def spread(
     crowd the top. Measured and not kept: spreading all questions (single-hop questions lose
     more than list questions gain), or more than 5 results (any@10 lower on single-hop)."""
     left = list(head)
-    chosen: list[int] = []
-    said: list[tuple[str, float | None]] = []
-
-    def penalised(slot: int) -> float:
+    score = {slot: fused[slot] for slot in left}
+    said: dict[int, tuple[str, float | None]] = {}
+    for slot in left:
         memory = memories.get(slot)
-        if memory is None:
-            return fused[slot]
-        when = memory.time.timestamp() if memory.time is not None else None
-        same = sum(
-            1
-            for document, t in said
-            if document == memory.document
-            and (t is None or when is None or abs(t - when) < EPISODE_SECONDS)
-        )
-        window = SPREAD_WINDOW_PENALTY if memory.kind == "window" else 0.0
-        return fused[slot] - SPREAD_PENALTY * same - window
-
+        if memory is not None:
+            said[slot] = (memory.document, memory.time.timestamp() if memory.time else None)
+            if memory.kind == "window":
+                score[slot] -= SPREAD_WINDOW_PENALTY
+    chosen: list[int] = []
     while left and len(chosen) < SPREAD_RESULTS:
-        best = max(left, key=lambda s: (penalised(s), -s))
+        best = max(left, key=lambda s: (score[s], -s))
         left.remove(best)
         chosen.append(best)
-        if (memory := memories.get(best)) is not None:
-            said.append((memory.document, memory.time.timestamp() if memory.time else None))
+        if best not in said:
+            continue
+        document, when = said[best]
+        for slot in left:
+            other = said.get(slot)
+            if other is not None and other[0] == document:
+                t = other[1]
+                if t is None or when is None or abs(t - when) < EPISODE_SECONDS:
+                    score[slot] -= SPREAD_PENALTY
     return chosen + left
 
 
