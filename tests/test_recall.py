@@ -134,3 +134,72 @@ def test_index_follows_changes_made_by_another_process(bank: MemoryBank, databas
     assert hits and hits[0].memory.document == "doc-k"
     other.forget_document("proj", "doc-k")
     assert all(h.memory.document != "doc-k" for h in bank.recall("kubernetes helm", "proj").hits)
+
+
+def dated_notes(notes: list[tuple[str, datetime]]) -> list[Message]:
+    return [
+        Message(
+            id=f"n{n}",
+            role=Role.USER,
+            blocks=(TextBlock(text),),
+            kind=Kind.PROMPT,
+            timestamp=when,
+            session_id="notes",
+        )
+        for n, (text, when) in enumerate(notes)
+    ]
+
+
+def test_a_long_range_is_not_filled_with_whatever_was_stored_first_in_it(database: str) -> None:
+    """Inside a question's range every memory gets the same time score, so the time channel
+    cannot tell which of a long range's memories matter: when the range holds more than the
+    channel's depth it proposes none of them (it used to propose the first `depth` stored),
+    and the memories the words find inside it still get its score."""
+    words = ["harbour", "violin", "granite", "orchid", "lantern", "meadow", "copper", "saffron"]
+    notes = [
+        (f"Note about the {words[i % 8]} number {i}.", datetime(2026, 5, 1 + i, tzinfo=UTC))
+        for i in range(24)
+    ]
+    notes.append(("The CSV importer now streams its rows.", datetime(2026, 5, 29, tzinfo=UTC)))
+    notes.append(("The CSV importer got a progress bar.", datetime(2026, 7, 9, tzinfo=UTC)))
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages(dated_notes(notes), "proj", "notes")
+    options = RecallOptions(depth=10, now=datetime(2026, 8, 1, tzinfo=UTC))
+    hits = bank.recall("what changed in the importer in May", "proj", options).hits
+    assert hits[0].text.endswith("The CSV importer now streams its rows.")
+    assert "time" in hits[0].channels
+    # Every result was found by its words or its vector, none for being stored early in May.
+    assert all(set(h.channels) - {"time"} for h in hits)
+    # A range holding no more than the depth still brings its memories by their date alone.
+    few = bank.recall("what happened in July", "proj", options).hits
+    assert few[0].text.endswith("The CSV importer got a progress bar.")
+    assert any(set(h.channels) == {"time"} for h in few)
+
+
+def test_a_list_question_gets_answers_from_different_days_first(database: str) -> None:
+    """Evidence for "what things have I painted?" is spread over days, while one day's
+    similar lines crowd the top: the first results of a list question are spread over
+    episodes. Other questions keep the fused order."""
+    may1, may20 = datetime(2026, 5, 1, 10, tzinfo=UTC), datetime(2026, 5, 20, 10, tzinfo=UTC)
+    sunsets = [
+        "I painted a sunset over the lake yesterday.",
+        "The sunset I painted took me four hours.",
+        "I painted that sunset again with more orange.",
+        "My painted sunset hangs in the hall now.",
+        "I have painted sunsets every week this spring.",
+        "I painted a small sunset for my sister too.",
+    ]
+    notes = [(text, may1) for text in sunsets]
+    notes += [("We talked about the weather and the garden.", may20)]
+    notes += [("I painted a horse running on the beach.", may20)]
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages(dated_notes(notes), "proj", "notes")
+
+    def days(query: str, spread: bool) -> list[int]:
+        hits = bank.recall(query, "proj", RecallOptions(spread=spread)).hits
+        return [h.time.day for h in hits if h.time is not None]
+
+    assert days("What things have I painted?", True)[:2] == [1, 20]
+    assert days("What things have I painted?", False)[:2] == [1, 1]
+    single = "What did I paint over the lake?"
+    assert days(single, True) == days(single, False)

@@ -40,6 +40,31 @@ def test_expressions_resolve_against_now(query: str, start: str, end: str) -> No
     assert found.end.date().isoformat() == end
 
 
+@pytest.mark.parametrize(
+    ("query", "relative"),
+    [
+        ("What did Maria do last weekend before April 10, 2023?", ("2023-04-08", "2023-04-10")),
+        ("What did Joanna finish last Friday on 23 January, 2022?", ("2022-01-21", "2022-01-22")),
+        (
+            "Tim's writing issue last week, as said on November 6, 2023",
+            ("2023-10-30", "2023-11-06"),
+        ),
+        ("what happened two days ago, on 2023-03-15?", ("2023-03-13", "2023-03-14")),
+    ],
+)
+def test_relative_words_count_from_the_day_the_question_names(
+    query: str, relative: tuple[str, str]
+) -> None:
+    """The Friday in "last Friday on 23 January, 2022" is the one before that day, not now:
+    the question's dated day anchors its relative words, and still counts itself."""
+    first, second = resolve_time_expressions(query, NOW)
+    assert (first.start.date().isoformat(), first.end.date().isoformat()) == relative
+    assert second.days == 1
+    # A day named without its year anchors nothing.
+    (found, _may) = resolve_time_expressions("yesterday, on May 3", NOW)
+    assert found.start.date().isoformat() == "2023-10-19"
+
+
 def test_no_time_and_impossible_dates_resolve_to_nothing() -> None:
     assert resolve_time_expressions("which database did we choose?", NOW) == []
     assert resolve_time_expressions("on 31 February", NOW) == []

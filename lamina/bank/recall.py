@@ -127,6 +127,11 @@ class RecallOptions:
     """The results will be shown as a memory block (`RecallResult.block`): the block's own
     tokens and each result's bullet and date count against the budget with the texts, so the
     block as a whole fits it (the hook's `budget` is what the prompt grows by)."""
+    spread: bool = True
+    """For a question asking for several things ("what books has Tim read?", "how many
+    times...", `LIST_QUESTION`), the first `SPREAD_RESULTS` results are spread over episodes
+    (see `spread`), with the learned fusion only: on LoCoMo all@10 0.724 to 0.730 (multi-hop
+    0.218 to 0.254), better on both halves, nothing lower within 1,000 tokens."""
     collapse: bool = True
     """Drop a result when more than half of its records are already in better results (a
     window that repeats a turn shown above, say), and leave out of a result the lines better
@@ -328,9 +333,6 @@ def channel_rankings(
     """Each channel's ranking (slots, best first) and its raw scores; the entity channel only
     when the query names entities that some memory names too."""
     out: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
-    if ranges and len(index):
-        scores = time_scores_of(index.times, ranges)
-        out["time"] = (_top(scores, keep & (scores > 0), depth), scores)
     lexical = index.lexical.scores(query)
     out["lexical"] = (_top(lexical, keep & (lexical > 0), depth), lexical)
     if entities:
@@ -341,6 +343,49 @@ def channel_rankings(
     if query_vector is not None and index.dim == query_vector.shape[0] and len(index):
         dense = index.matrix @ query_vector
         out["dense"] = (_top(dense, keep & index.has_vector, depth), dense)
+    if ranges and len(index):
+        # As the stores do it (`recall_from_store`): the time channel proposes memories,
+        # then ranks every proposed memory it scores.
+        scores = time_scores_of(index.times, ranges)
+        proposed = time_proposals(index.times, keep, ranges, depth)
+        proposed.update(slot for ranking, _scores in out.values() for slot in ranking)
+        dated = sorted((s for s in proposed if scores[s] > 0), key=lambda s: (-scores[s], s))
+        out = {"time": (dated[:depth], scores), **out}
+    return out
+
+
+def time_proposals(
+    times: npt.NDArray[np.float64],
+    keep: npt.NDArray[np.bool_],
+    ranges: Sequence[TimeRange],
+    depth: int,
+) -> set[int]:
+    """The memories the time channel adds to the candidates, as a store's `time_search` finds
+    them: for each range, every memory inside it, then the nearest outside it (within
+    `time_reach`) up to `depth` in all; nothing for a range holding more than `depth`. Inside
+    a range every memory scores the same, so there the channel cannot say which few matter
+    (taking the first `depth` in storage order left the rest of a long range out for no
+    reason): the other channels' candidates inside it still get its score."""
+    out: set[int] = set()
+    known = ~np.isnan(times)
+    for r in ranges:
+        start, end = r.start.timestamp(), r.end.timestamp()
+        with np.errstate(invalid="ignore"):
+            inside = keep & known & (times >= start) & (times < end)
+            count = int(inside.sum())
+            if count > depth:
+                continue
+            out.update(int(s) for s in np.flatnonzero(inside))
+            reach = time_reach(r)
+            need = depth - count
+            if need <= 0 or reach <= 0:
+                continue
+            before = keep & known & (times < start) & (times >= start - reach)
+            after = keep & known & (times >= end) & (times < end + reach)
+        near = np.flatnonzero(before | after)
+        distance = np.maximum(start - times[near], times[near] - end)
+        order = np.lexsort((near, distance))[:need]
+        out.update(int(s) for s in near[order])
     return out
 
 
@@ -505,7 +550,65 @@ def _learned(
         if memory is not None:
             fused[slot] += float(value)
     head.sort(key=lambda s: (-fused[s], s))
+    if options.spread and LIST_QUESTION.search(options.time_text or query):
+        head = spread(head, fused, memories)
     return fused, head + order[RERANK:]
+
+
+LIST_QUESTION = re.compile(
+    r"\bhow many\s+(?:[\w-]+\s+){1,3}?(?:has|have|does|do|did)\b"
+    r"|\bboth\b|\b(?:kinds|types|sorts) of\b"
+    r"|^\s*(?:what|which)\s+(?:[\w-]+\s+){0,2}?[\w-]+s\s+(?:has|have|does|do|did|is|are|was|were)\b"
+    r"|^\s*what\s+(?:has|have)\s+\w+(?:'s)?\s+\w+(?:ed|en|t)\b",
+    re.IGNORECASE,
+)
+"""A question whose answer is several things, often said on different days: "how many
+times has...", "both", "kinds of", a plural asked about ("what books has...", "which cities
+did..."), or "what has X done". Not "how many tests passed": one statement holds that."""
+SPREAD_RESULTS = 5
+"""Results chosen with `spread`'s penalties; the rest follow in fused order."""
+SPREAD_PENALTY = 1.0
+"""Log-odds taken off a memory for each better result from its episode."""
+SPREAD_WINDOW_PENALTY = 1.0
+"""Log-odds taken off a window: lines leave room for more distinct evidence."""
+EPISODE_SECONDS = 86_400.0
+"""Memories of one document said less than this apart belong to one episode."""
+
+
+def spread(
+    head: Sequence[int], fused: Mapping[int, float], memories: Mapping[int, Memory | None]
+) -> list[int]:
+    """`head` (best first) with its first SPREAD_RESULTS chosen one at a time, each the best
+    after penalties: SPREAD_PENALTY for every result already chosen from its episode (the
+    same document, said within EPISODE_SECONDS), SPREAD_WINDOW_PENALTY for a window. Evidence
+    for a list question is spread over sessions (on LoCoMo's multi-hop questions, nearly
+    every evidence turn is in a session of its own), while similar lines of one session
+    crowd the top. Measured and not kept: spreading all questions (single-hop questions lose
+    more than list questions gain), or more than 5 results (any@10 lower on single-hop)."""
+    left = list(head)
+    score = {slot: fused[slot] for slot in left}
+    said: dict[int, tuple[str, float | None]] = {}
+    for slot in left:
+        memory = memories.get(slot)
+        if memory is not None:
+            said[slot] = (memory.document, memory.time.timestamp() if memory.time else None)
+            if memory.kind == "window":
+                score[slot] -= SPREAD_WINDOW_PENALTY
+    chosen: list[int] = []
+    while left and len(chosen) < SPREAD_RESULTS:
+        best = max(left, key=lambda s: (score[s], -s))
+        left.remove(best)
+        chosen.append(best)
+        if best not in said:
+            continue
+        document, when = said[best]
+        for slot in left:
+            other = said.get(slot)
+            if other is not None and other[0] == document:
+                t = other[1]
+                if t is None or when is None or abs(t - when) < EPISODE_SECONDS:
+                    score[slot] -= SPREAD_PENALTY
+    return chosen + left
 
 
 def _fill(

@@ -191,10 +191,35 @@ def _resolve(kind: str, m: re.Match[str], now: datetime) -> tuple[datetime, date
     return None
 
 
+_RELATIVE = frozenset({"relative_month", "ago", "relative_unit", "weekday", "named_day"})
+"""Expressions resolved against a reference day."""
+
+
+def _dated_day(query: str) -> datetime | None:
+    """The first day the query names with its year ("on 23 January, 2022", "2022-01-23")."""
+    days: list[tuple[int, datetime]] = []
+    for kind, pattern in _PATTERNS[:3]:  # iso, day_month, month_day
+        for match in pattern.finditer(query):
+            if kind != "iso" and not match.group(3):
+                continue
+            try:
+                resolved = _resolve(kind, match, datetime.now(UTC))
+            except (ValueError, OverflowError):
+                continue
+            if resolved is not None:
+                days.append((match.start(), resolved[0]))
+    return min(days, key=lambda d: d[0])[1] if days else None
+
+
 def resolve_time_expressions(query: str, now: datetime | None = None) -> list[TimeRange]:
-    """Every time expression of the query, resolved against `now` (default: the current time).
-    Overlapping matches keep the earliest, longest one."""
+    """Every time expression of the query, resolved against `now` (default: the current time),
+    except that relative ones ("last Friday", "two weeks ago") are resolved against the day
+    the query names with its year, when it names one ("last weekend before April 10, 2023",
+    "last week, as mentioned on November 6, 2023"). Overlapping matches keep the earliest,
+    longest one."""
     reference = (now or datetime.now(UTC)).astimezone(UTC)
+    anchor = _dated_day(query)
+    relative = reference if anchor is None else anchor + timedelta(hours=12)
     taken: list[tuple[int, int]] = []
     found: list[tuple[int, TimeRange]] = []
     for kind, pattern in _PATTERNS:
@@ -203,7 +228,7 @@ def resolve_time_expressions(query: str, now: datetime | None = None) -> list[Ti
             if any(span[0] < e and s < span[1] for s, e in taken):
                 continue
             try:
-                resolved = _resolve(kind, match, reference)
+                resolved = _resolve(kind, match, relative if kind in _RELATIVE else reference)
             except (ValueError, OverflowError):
                 continue  # "31 February" and friends
             if resolved is None:

@@ -1018,8 +1018,10 @@ class PostgresSearch:
                 "WITH r AS MATERIALIZED (SELECT m.seq, m.t FROM memories m"
                 f" WHERE m.bank_id = %s AND m.t >= %s AND m.t < %s{extra})"
                 " SELECT seq, extract(epoch FROM t) FROM r ORDER BY seq LIMIT %s",
-                [bank_id, start, end, *filter_params, depth],
+                [bank_id, start, end, *filter_params, depth + 1],
             ).fetchall()
+            if len(inside) > depth:
+                return []  # more than it can propose: which of them matter, the others say
             out = [(int(s), float(t)) for s, t in inside]
             if len(out) < depth and reach > 0:
                 near = conn.execute(

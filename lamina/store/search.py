@@ -118,7 +118,9 @@ class SearchStore(Protocol):
         where: SearchFilter,
     ) -> list[tuple[int, float]]:
         """Memories dated in [start, end) first (seq order), then those within `reach`
-        seconds of it, nearest first; the score is the date as a POSIX timestamp."""
+        seconds of it, nearest first, `depth` in all; none when more than `depth` are dated
+        inside the range (all score the same there: which matter, the other channels say).
+        The score is the date as a POSIX timestamp."""
         ...
 
     def memory_times(self, bank: str, seqs: Sequence[int]) -> dict[int, float]:

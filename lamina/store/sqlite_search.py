@@ -532,8 +532,10 @@ class SQLiteSearch:
         inside = conn.execute(
             "SELECT m.seq, m.t FROM memories m WHERE m.bank_id = ? AND m.t >= ? AND m.t < ?"
             f"{condition} ORDER BY m.seq LIMIT ?",
-            [info.id, _iso(start), _iso(end), *params, depth],
+            [info.id, _iso(start), _iso(end), *params, depth + 1],
         ).fetchall()
+        if len(inside) > depth:
+            return []  # more than it can propose: which of them matter, the other channels say
         out = [(int(seq), _epoch(t)) for seq, t in inside]
         need = depth - len(out)
         if need <= 0 or reach <= 0:
