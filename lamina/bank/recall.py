@@ -549,9 +549,10 @@ def _learned(
     for slot, memory, value in zip(head, memories, extra, strict=True):
         if memory is not None:
             fused[slot] += float(value)
+    read = dict(zip(head, memories, strict=True))
     head.sort(key=lambda s: (-fused[s], s))
     if options.spread and LIST_QUESTION.search(options.time_text or query):
-        head = spread(head, fused, memories)
+        head = spread(head, fused, read)
     return fused, head + order[RERANK:]
 
 
