@@ -570,8 +570,6 @@ SPREAD_RESULTS = 5
 """Results chosen with `spread`'s penalties; the rest follow in fused order."""
 SPREAD_PENALTY = 1.0
 """Log-odds taken off a memory for each better result from its episode."""
-SPREAD_WINDOW_PENALTY = 1.0
-"""Log-odds taken off a window: lines leave room for more distinct evidence."""
 EPISODE_SECONDS = 86_400.0
 """Memories of one document said less than this apart belong to one episode."""
 
@@ -581,7 +579,7 @@ def spread(
 ) -> list[int]:
     """`head` (best first) with its first SPREAD_RESULTS chosen one at a time, each the best
     after penalties: SPREAD_PENALTY for every result already chosen from its episode (the
-    same document, said within EPISODE_SECONDS), SPREAD_WINDOW_PENALTY for a window. Evidence
+    same document, said within EPISODE_SECONDS). Evidence
     for a list question is spread over sessions (on LoCoMo's multi-hop questions, nearly
     every evidence turn is in a session of its own), while similar lines of one session
     crowd the top. Measured and not kept: spreading all questions (single-hop questions lose
@@ -593,8 +591,6 @@ def spread(
         memory = memories.get(slot)
         if memory is not None:
             said[slot] = (memory.document, memory.time.timestamp() if memory.time else None)
-            if memory.kind == "window":
-                score[slot] -= SPREAD_WINDOW_PENALTY
     chosen: list[int] = []
     while left and len(chosen) < SPREAD_RESULTS:
         best = max(left, key=lambda s: (score[s], -s))
