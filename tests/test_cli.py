@@ -131,3 +131,41 @@ def test_bench_turns_reports_naive_against_lamina() -> None:
     naive, ours = figures["n=3"]["naive"], figures["n=3"]["lamina"]
     assert ours["turns"] == 2 and naive["turns"] <= ours["turns"]
     assert ours["context_chars"] > naive["context_chars"]
+
+
+def test_help_lists_every_command_as_the_commands_themselves_would() -> None:
+    """`lamina --help` lists commands from a table, without importing them; the listing is the
+    one click makes from the commands' own help, at any terminal width, hidden ones left out."""
+    import click
+
+    from lamina.cli.main import COMMANDS, SUMMARIES, cli
+
+    ctx = click.Context(cli)
+    loaded = {name: cli.get_command(ctx, name) for name in COMMANDS}
+    assert all(command is not None for command in loaded.values())
+    eager = click.Group("lamina", commands={n: c for n, c in loaded.items() if c is not None})
+    visible = {n for n, c in loaded.items() if c is not None and not c.hidden}
+    assert set(SUMMARIES) == visible and "hook-worker" not in visible
+    for width in (50, 80, 120, 200):
+        lazy_rows, eager_rows = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
+        cli.format_commands(ctx, lazy_rows)
+        eager.format_commands(click.Context(eager), eager_rows)
+        assert lazy_rows.getvalue() == eager_rows.getvalue()
+    listed = lamina("--help")
+    assert listed.returncode == 0
+    for name in visible:
+        assert f"\n  {name} " in listed.stdout
+
+
+@pytest.mark.parametrize("name", ["doctor", "keys", "bench", "recall-query", "hook-worker"])
+def test_every_kind_of_command_answers_its_help(name: str) -> None:
+    result = lamina(name, "--help")
+    assert result.returncode == 0, result.stderr
+    assert f"Usage: lamina {name}" in result.stdout
+
+
+def test_an_unknown_command_is_one_line() -> None:
+    result = lamina("recal", "x")
+    assert result.returncode == 2
+    assert "No such command 'recal'" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -111,3 +111,21 @@ def test_a_cold_prompt_loads_one_stemmer(tmp_path: Path) -> None:
     assert result.returncode == 0 and "lamina_memories" in result.stdout
     assert "lamina._snowball_english.basestemmer" in modules
     assert not [m for m in modules if m.startswith("snowballstemmer")]
+
+
+COMMAND_MODULES = {
+    f"lamina.cli.{m}"
+    for m in ("admin", "bank", "inspector", "logs", "pins", "store", "transcripts", "warm")
+}
+
+
+def test_help_imports_no_command_module(tmp_path: Path) -> None:
+    modules, result = imported(tmp_path, "--help")
+    assert result.returncode == 0 and "recall-query" in result.stdout
+    assert not modules & COMMAND_MODULES and "lamina.bench" not in modules
+
+
+def test_a_command_imports_its_own_module_alone(tmp_path: Path) -> None:
+    modules, result = imported(tmp_path, "recall", "which database?", "--bank", "proj")
+    assert result.returncode == 2 and "no bank named 'proj'" in result.stderr
+    assert modules & COMMAND_MODULES == {"lamina.cli.bank"} and "lamina.bench" not in modules

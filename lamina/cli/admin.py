@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..context import CompileResult, RequestFormat
     from ..context.forest import Forest
 
-__all__ = ["register"]
+__all__ = ["compile_command", "install", "keys", "mcp", "serve", "status", "uninstall"]
 
 
 def _scope(project: bool, user: bool) -> str:
@@ -510,14 +510,3 @@ def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report:
     if report:
         for key, value in result.report.items():
             click.echo(f"{key}: {value}", err=True)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(install)
-    group.add_command(uninstall)
-    group.add_command(status)
-    group.add_command(status, name="doctor")
-    group.add_command(mcp)
-    group.add_command(serve)
-    group.add_command(keys)
-    group.add_command(compile_command)

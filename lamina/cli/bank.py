@@ -31,7 +31,18 @@ from .common import (
     require_documents,
 )
 
-__all__ = ["register"]
+__all__ = [
+    "banks",
+    "documents",
+    "export_command",
+    "forget",
+    "hook_command",
+    "hook_worker_command",
+    "import_command",
+    "recall",
+    "reindex",
+    "retain",
+]
 
 
 def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = None) -> MemoryBank:
@@ -489,19 +500,3 @@ def hook_worker_command(
     home = (ctx.obj or {}).get("home")
     code = run_worker(transcript, session, bank, home=home, event=event, parent=parent)
     sys.exit(code)
-
-
-def register(group: click.Group) -> None:
-    for command in (
-        retain,
-        recall,
-        banks,
-        documents,
-        forget,
-        reindex,
-        export_command,
-        import_command,
-        hook_command,
-        hook_worker_command,
-    ):
-        group.add_command(command)

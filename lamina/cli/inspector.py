@@ -12,7 +12,7 @@ import click
 from ..errors import InputError
 from .common import open_bank
 
-__all__ = ["register"]
+__all__ = ["inspect"]
 
 
 def _can_open_browser() -> bool:
@@ -68,7 +68,3 @@ def inspect(ctx: click.Context, port: int, no_browser: bool) -> None:
         webbrowser.open(url)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     server.run(sockets=[sock])
-
-
-def register(group: click.Group) -> None:
-    group.add_command(inspect)

@@ -23,7 +23,7 @@ from .common import (
     require_log_bank,
 )
 
-__all__ = ["logs", "register"]
+__all__ = ["logs"]
 
 
 @click.group()
@@ -140,7 +140,3 @@ def logs_delete(ctx: click.Context, log: str, bank: str | None, yes: bool, as_js
         emit_json({"bank": name, "log": log, "deleted": deleted})
     else:
         click.echo(f"deleted log {log!r} of bank {name!r}")
-
-
-def register(group: click.Group) -> None:
-    group.add_command(logs)

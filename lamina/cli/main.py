@@ -2,75 +2,131 @@
 
 With `--json`, stdout holds exactly one JSON document; warnings, progress and logs go to stderr.
 Errors a user can fix print one line (`error: ...`) and exit non-zero, never a traceback.
+
+Commands are loaded by name, when they run: `lamina recall` imports the recall command's module
+and no other, and `lamina --help` lists every command from `SUMMARIES` without importing any.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 
-from ..bank.query import QueryOptions, recall_query_for_file
-from ..errors import LaminaError, ReadWarning
-from ..messages import Message
-from ..progress import Progress
-from ..readers import detect_format, get_reader, read_messages
-from ..stats import transcript_stats
-from ..turns import iter_turns
-from .common import emit_json, json_option
+from ..errors import LaminaError
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
 
-MAX_SHOWN_WARNINGS = 20
+COMMANDS: dict[str, str] = {
+    "banks": "cli.bank:banks",
+    "bench": "bench:bench",
+    "compile": "cli.admin:compile_command",
+    "copy": "cli.store:copy_command",
+    "doctor": "cli.admin:status",
+    "documents": "cli.bank:documents",
+    "export": "cli.bank:export_command",
+    "forget": "cli.bank:forget",
+    "hook": "cli.bank:hook_command",
+    "hook-worker": "cli.bank:hook_worker_command",
+    "import": "cli.bank:import_command",
+    "inspect": "cli.inspector:inspect",
+    "install": "cli.admin:install",
+    "keys": "cli.admin:keys",
+    "logs": "cli.logs:logs",
+    "mcp": "cli.admin:mcp",
+    "migrate": "cli.store:migrate",
+    "pin": "cli.pins:pin",
+    "recall": "cli.bank:recall",
+    "recall-query": "cli.transcripts:recall_query",
+    "reindex": "cli.bank:reindex",
+    "retain": "cli.bank:retain",
+    "serve": "cli.admin:serve",
+    "show": "cli.transcripts:show",
+    "status": "cli.admin:status",
+    "turns": "cli.transcripts:turns",
+    "uninstall": "cli.admin:uninstall",
+    "unpin": "cli.pins:unpin",
+    "warm": "cli.warm:warm",
+}
+"""Command name -> `module:attribute` inside the `lamina` package."""
+
+SUMMARIES: dict[str, str] = {
+    "banks": "The banks in the data directory, with their sizes.",
+    "bench": "Benchmarks: JSON on stdout, a baseline measured in the same run.",
+    "compile": (
+        "Compile a transcript into a request that fits a token budget, old stretches "
+        "folded into summaries shown as recall pairs, written by the configured "
+        "summariser (`summariser` in the config file or LAMINA_SUMMARISER; the offline "
+        "extractive one by default)."
+    ),
+    "copy": "Copy banks between databases (SQLite <-> PostgreSQL), without loss, resumable.",
+    "doctor": "Where the data lives, installed hooks, banks, last retains, the hook log's tail.",
+    "documents": "The documents retained in a bank.",
+    "export": "Write a bank as JSON Lines: documents, cursors, records, memories (and vectors).",
+    "forget": "Forget a document (its memories and records), one memory, or a whole bank.",
+    "hook": "Serve a Claude Code hook: reads the event's JSON on stdin (any event).",
+    "import": "Load a bank written by `lamina export` (merging by id; safe to repeat).",
+    "inspect": (
+        "Look inside the memory banks in a browser: banks, memories, recall, context logs, hooks."
+    ),
+    "install": "Add Lamina's hooks to Claude Code's settings, keeping everything else there.",
+    "keys": "API keys for `lamina serve` (stored hashed, scoped to banks).",
+    "logs": "Context logs kept in a bank: list them, show one, delete one.",
+    "mcp": "Serve the memory banks over MCP, on stdio or streamable HTTP (needs the `mcp` extra).",
+    "migrate": "Bring the database's schema up to date (first use does this too).",
+    "pin": (
+        "Pin a message range or a document of a context log: keep it raw (--raw), at an "
+        "exact summary level (--level N) or at most a level (--max-level N)."
+    ),
+    "recall": "The memories that best answer QUERY, within a token budget.",
+    "recall-query": "The query recall would search memory with before the next prompt.",
+    "reindex": "Embed again the memories whose vectors are missing or from another model.",
+    "retain": "Add transcripts, or what is new in them, to a bank.",
+    "serve": "Serve the memory banks over HTTP (needs the `server` extra).",
+    "show": "What a transcript holds: records by type and kind, turns, tokens, time span, tools.",
+    "status": "Where the data lives, installed hooks, banks, last retains, the hook log's tail.",
+    "turns": "The conversational turns of a transcript: where each starts and what was said.",
+    "uninstall": "Remove Lamina's hooks from Claude Code's settings (nothing else is touched).",
+    "unpin": "Remove a pin from a context log, by name (see `lamina pin LOG` for the names).",
+    "warm": "The warm server: holds the memory bank open and answers the prompt hook's recalls.",
+}
+"""The first sentence of each listed command's help, shown by `lamina --help` (a test keeps it
+equal to the command's own). A command missing here is hidden (`hook-worker`)."""
 
 
-class WarningPrinter:
-    """Prints the first read warnings to stderr, then counts the rest."""
+class _LazyGroup(click.Group):
+    """A group whose commands are imported when they are asked for by name."""
 
-    def __init__(self, limit: int = MAX_SHOWN_WARNINGS) -> None:
-        self.limit = limit
-        self.count = 0
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
 
-    def __call__(self, warning: ReadWarning) -> None:
-        self.count += 1
-        if self.count <= self.limit:
-            click.echo(f"warning: {warning}", err=True)
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        # __import__ rather than importlib.import_module: only the former is seen by
+        # `python -X importtime`, which the tests and profiles read.
+        command = getattr(__import__(f"lamina.{module}", fromlist=[attr]), attr)
+        assert isinstance(command, click.Command)
+        _accept_data_options_anywhere(command)
+        return command
 
-    def summary(self) -> None:
-        if self.count > self.limit:
-            click.echo(f"warning: … and {self.count - self.limit} more warnings", err=True)
-
-
-def _format_option(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--format",
-        "fmt",
-        metavar="NAME",
-        default=None,
-        help="Transcript format (claude-code, anthropic, openai, locomo); detected when omitted.",
-    )(f)
-
-
-def _file_argument(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.argument("file", type=click.Path(dir_okay=False, path_type=str))(f)
-
-
-def _messages_with_progress(
-    path: str, fmt: str | None, warn: WarningPrinter, label: str
-) -> Iterator[Message]:
-    reader = get_reader(fmt, path) if fmt else detect_format(path)
-    size = Path(path).stat().st_size
-    with Progress(label, total=size, unit="B") as progress:
-        for message in read_messages(path, format=reader.name, warn=warn):
-            if message.source.end_offset is not None:
-                progress.update(message.source.end_offset)
-            yield message
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from `SUMMARIES`, shortened as click shortens a command's help."""
+        if not SUMMARIES:
+            return
+        limit = formatter.width - 6 - max(map(len, SUMMARIES))
+        rows = [
+            (name, click.Command(name, help=text).get_short_help_str(limit))
+            for name, text in sorted(SUMMARIES.items())
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="lamina")
 @click.option(
     "--home",
@@ -97,189 +153,6 @@ def cli(ctx: click.Context, home: str | None, database_url: str | None) -> None:
     ctx.obj = {"home": home, "database_url": database_url}
 
 
-@cli.command()
-@_file_argument
-@_format_option
-@json_option
-def show(file: str, fmt: str | None, as_json: bool) -> None:
-    """What a transcript holds: records by type and kind, turns, tokens, time span, tools.
-
-    Example: lamina show examples/session.jsonl
-    """
-    warn = WarningPrinter()
-    fmt_name = get_reader(fmt, file).name if fmt else detect_format(file).name
-    stats = transcript_stats(_messages_with_progress(file, fmt_name, warn, "reading"))
-    warn.summary()
-    data = {"file": file, "format": fmt_name, **stats.as_dict(), "warnings": warn.count}
-    if as_json:
-        emit_json(data)
-        return
-    span = ""
-    if stats.first_time and stats.last_time:
-        minutes = (stats.last_time - stats.first_time).total_seconds() / 60
-        span = f"{stats.first_time:%Y-%m-%d %H:%M} → {stats.last_time:%Y-%m-%d %H:%M} UTC"
-        span += f" ({minutes:,.0f} min)"
-    out = [
-        f"{file}",
-        f"  format        {fmt_name}",
-        f"  records       {stats.records:,}  "
-        + ", ".join(f"{k} {v:,}" for k, v in stats.records_by_type.most_common()),
-        f"  messages      {stats.messages:,}  "
-        + ", ".join(f"{k} {v:,}" for k, v in stats.messages_by_kind.most_common()),
-        f"  turns         {stats.turns:,}  (user-role records: {stats.user_records:,}, "
-        f"tool-result only: {stats.tool_result_only_user_records:,})",
-        f"  tokens        {stats.tokens:,}  (o200k, user and assistant messages)",
-        f"  time          {span or 'no timestamps'}",
-        f"  tool calls    {stats.tool_calls:,}  "
-        + ", ".join(f"{k} {v}" for k, v in stats.tools.most_common(8)),
-        f"  sidechains    {stats.sidechain_messages:,} messages",
-        f"  compactions   {stats.compactions:,}",
-    ]
-    if warn.count:
-        out.append(f"  warnings      {warn.count:,} (see stderr)")
-    click.echo("\n".join(out))
-
-
-@cli.command()
-@_file_argument
-@click.option(
-    "--last", "last", type=click.IntRange(min=1), default=None, help="Only the last N turns."
-)
-@click.option(
-    "--width", type=click.IntRange(min=20), default=100, help="Text width per turn (text output)."
-)
-@_format_option
-@json_option
-def turns(file: str, last: int | None, width: int, fmt: str | None, as_json: bool) -> None:
-    """The conversational turns of a transcript: where each starts and what was said.
-
-    A turn starts at a user message with real conversational text; tool results, injected
-    memory blocks and the host's synthetic records start none.
-
-    Example: lamina turns examples/session.jsonl --last 3
-    """
-    warn = WarningPrinter()
-    messages = list(_messages_with_progress(file, fmt, warn, "reading"))
-    warn.summary()
-    found = list(iter_turns(messages))
-    if last is not None:
-        found = found[-last:]
-    if as_json:
-        emit_json(
-            [
-                {
-                    "turn": t.index,
-                    "line": t.message.source.line,
-                    "message_id": t.message.id,
-                    "timestamp": t.message.timestamp.isoformat() if t.message.timestamp else None,
-                    "records": sum(max(1, len(m.records)) for m in messages[t.start : t.end]),
-                    "tool_calls": sum(len(m.tool_uses) for m in messages[t.start : t.end]),
-                    "text": t.text,
-                }
-                for t in found
-            ]
-        )
-        return
-    if not found:
-        click.echo("no conversational turns")
-        return
-    for t in found:
-        when = f"{t.message.timestamp:%Y-%m-%d %H:%M}" if t.message.timestamp else "undated"
-        where = f"line {t.message.source.line}" if t.message.source.line else f"#{t.start}"
-        calls = sum(len(m.tool_uses) for m in messages[t.start : t.end])
-        text = " ".join(t.text.split())
-        if len(text) > width:
-            text = text[: width - 1] + "…"
-        click.echo(f"[{t.index}] {when}  {where}  ({t.end - t.start} msgs, {calls} tool calls)")
-        click.echo(f"    {text}")
-
-
-@cli.command("recall-query")
-@_file_argument
-@click.option(
-    "--prompt", default=None, help="The next prompt (default: the transcript's last turn)."
-)
-@click.option(
-    "--context-turns",
-    "--turns",
-    "context_turns",
-    type=click.IntRange(min=0),
-    default=3,
-    show_default=True,
-    help="Turns of context before the prompt; the prompt itself is not counted.",
-)
-@click.option(
-    "--max-chars",
-    type=click.IntRange(min=1),
-    default=800,
-    show_default=True,
-    help="Cap on the whole query, labels included; oldest context is dropped first.",
-)
-@_format_option
-@json_option
-def recall_query(
-    file: str,
-    prompt: str | None,
-    context_turns: int,
-    max_chars: int,
-    fmt: str | None,
-    as_json: bool,
-) -> None:
-    """The query recall would search memory with before the next prompt.
-
-    Example: lamina recall-query examples/session.jsonl --prompt "what port do we use?"
-    """
-    warn = WarningPrinter()
-    options = QueryOptions(context_turns=context_turns, max_chars=max_chars)
-    result = recall_query_for_file(file, prompt, options, format=fmt, warn=warn)
-    warn.summary()
-    if as_json:
-        emit_json(
-            {
-                "query": result.query,
-                "prompt": result.prompt,
-                "turns": result.turns,
-                "chars": result.chars,
-                "truncated": result.truncated,
-                "context": [
-                    {"role": e.role.value, "message_id": e.message_id, "text": e.text}
-                    for e in result.context
-                ],
-            }
-        )
-        return
-    if not result.query:
-        click.echo("no prompt found (the transcript has no conversational turn)", err=True)
-        return
-    click.echo(result.query)
-    note = f"{result.chars} chars, {result.turns} turns of context"
-    click.echo(f"({note}{', truncated to fit' if result.truncated else ''})", err=True)
-
-
-def _register_bank_commands() -> None:
-    from . import admin, bank, inspector, logs, pins, store, warm
-
-    bank.register(cli)
-    admin.register(cli)
-    store.register(cli)
-    logs.register(cli)
-    pins.register(cli)
-    warm.register(cli)
-    inspector.register(cli)
-
-
-_register_bank_commands()
-
-
-def _register_bench() -> None:
-    from ..bench import bench
-
-    cli.add_command(bench)
-
-
-_register_bench()
-
-
 def _data_option(name: str, metavar: str) -> click.Option:
     """`--home` or `--database-url` after a command's name, as before it: the value goes where
     the group's own option puts it (the root context's `obj`)."""
@@ -301,19 +174,17 @@ def _data_option(name: str, metavar: str) -> click.Option:
     )
 
 
-def _accept_data_options_anywhere(group: click.Group) -> None:
-    """`lamina banks --home DIR` works like `lamina --home DIR banks`."""
-    for command in group.commands.values():
-        if isinstance(command, click.Group):
-            _accept_data_options_anywhere(command)
-            continue
-        taken = {opt for param in command.params for opt in param.opts}
-        for name, metavar in (("--home", "DIR"), ("--database-url", "URL")):
-            if name not in taken:
-                command.params.append(_data_option(name, metavar))
-
-
-_accept_data_options_anywhere(cli)
+def _accept_data_options_anywhere(command: click.Command) -> None:
+    """`lamina banks --home DIR` works like `lamina --home DIR banks`. Adds nothing a command
+    already has, so a command loaded twice is left as it is."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_data_options_anywhere(sub)
+        return
+    taken = {opt for param in command.params for opt in param.opts}
+    for name, metavar in (("--home", "DIR"), ("--database-url", "URL")):
+        if name not in taken:
+            command.params.append(_data_option(name, metavar))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -25,7 +25,7 @@ from .common import bank_option, emit_json, json_option, open_bank, require_log_
 if TYPE_CHECKING:
     from ..context.pins import Pin
 
-__all__ = ["pin", "register", "unpin"]
+__all__ = ["pin", "unpin"]
 
 
 def _pin_json(pin: Pin) -> dict[str, Any]:
@@ -138,8 +138,3 @@ def unpin(ctx: click.Context, log: str, name: str, bank: str | None, as_json: bo
         emit_json({"bank": bank_name, "log": log, "removed": name})
     else:
         click.echo(f"unpinned {name!r}")
-
-
-def register(group: click.Group) -> None:
-    group.add_command(pin)
-    group.add_command(unpin)

@@ -10,7 +10,7 @@ from ..progress import Progress
 from ..store import describe_target, open_store, sqlite_path
 from .common import emit_json, json_option
 
-__all__ = ["register"]
+__all__ = ["copy_command", "migrate"]
 
 
 @click.command()
@@ -100,8 +100,3 @@ def copy_command(
         click.echo(
             f"API keys: {report.api_keys_copied} copied, {report.api_keys_skipped} already there"
         )
-
-
-def register(group: click.Group) -> None:
-    group.add_command(migrate)
-    group.add_command(copy_command)

@@ -10,7 +10,7 @@ import click
 from ..config import data_home
 from .common import emit_json, json_option
 
-__all__ = ["register"]
+__all__ = ["warm"]
 
 
 def _home(ctx: click.Context) -> Path:
@@ -106,7 +106,3 @@ def serve(ctx: click.Context, idle_timeout: float) -> None:
     from ..integrations.claude_code.warm import serve_forever
 
     serve_forever(_home(ctx), idle_timeout)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(warm)
