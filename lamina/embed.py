@@ -58,7 +58,6 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
@@ -69,6 +68,7 @@ else:
     from ._lazy import numpy as np
 
 from .errors import ConfigError
+from .wordpiece import WordPiece
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -88,6 +88,9 @@ DEFAULT_MODEL: Final = "paraphrase-minilm-l3-v2-int8@1"
 
 _MODEL_FILE: Final = "paraphrase-minilm-l3-v2-int8.onnx"
 _TOKENIZER_FILE: Final = "paraphrase-minilm-l3-v2-tokenizer.json"
+_DATA: Final = Path(__file__).with_name("data")
+"""The model and tokenizer files, read from the installed package (not through
+importlib.resources, whose import and file readers cost a fresh process several ms)."""
 _OUTPUT: Final = "sentence_embedding"
 _DIM: Final = 384
 _MAX_TOKENS: Final = 128
@@ -163,7 +166,6 @@ def _x86_without_vnni() -> bool:
 @dataclass(frozen=True, slots=True)
 class _Loaded:
     session: Any
-    tokenizer: Any
 
 
 _LOADED: dict[int, _Loaded] = {}
@@ -197,8 +199,7 @@ def set_model_cache(folder: Path | None) -> None:
 
 def _cache_name(ort: Any, precise: bool) -> str:
     """The optimised model's file name: what the optimisation depends on."""
-    model = resources.files("lamina") / "data" / _MODEL_FILE
-    size = model.stat().st_size if isinstance(model, Path) else 0
+    size = (_DATA / _MODEL_FILE).stat().st_size
     try:
         with Path("/proc/cpuinfo").open(encoding="ascii", errors="replace") as cpuinfo:
             flags = next((line for line in cpuinfo if line.startswith("flags")), "")
@@ -212,13 +213,11 @@ def _cache_name(ort: Any, precise: bool) -> str:
 def _open(threads: int) -> _Loaded:
     try:
         ort = importlib.import_module("onnxruntime")
-        tokenizers = importlib.import_module("tokenizers")
     except ImportError as exc:
         raise ConfigError(
-            f"the default embedder needs onnxruntime and tokenizers ({exc}); reinstall lamina "
+            f"the default embedder needs onnxruntime ({exc}); reinstall lamina "
             "with its dependencies, or use get_embedder('hash')"
         ) from exc
-    data = resources.files("lamina") / "data"
     precise = _x86_without_vnni()
 
     def options(optimise: bool) -> Any:
@@ -247,7 +246,7 @@ def _open(threads: int) -> _Loaded:
         except Exception:  # damaged: made again below
             session = None
     if session is None:
-        model = (data / _MODEL_FILE).read_bytes()
+        model = (_DATA / _MODEL_FILE).read_bytes()
         partial: Path | None = None
         if cached is not None:
             with contextlib.suppress(Exception):  # no cache where it cannot be written
@@ -267,10 +266,51 @@ def _open(threads: int) -> _Loaded:
             session = ort.InferenceSession(
                 model, sess_options=options(True), providers=["CPUExecutionProvider"]
             )
-    tokenizer = tokenizers.Tokenizer.from_str((data / _TOKENIZER_FILE).read_text("utf-8"))
-    tokenizer.enable_truncation(max_length=_MAX_TOKENS)
-    tokenizer.no_padding()
-    return _Loaded(session, tokenizer)
+    return _Loaded(session)
+
+
+_FEW: Final = 8
+"""Batches up to this size are tokenized by `WordPiece` when their texts allow it."""
+
+_tokenizer: Any = None
+_TOKENIZER_LOCK = threading.Lock()
+
+
+def _full_tokenizer() -> Any:
+    """The `tokenizers` tokenizer of the model, loaded once per process (about 40 ms of CPU)."""
+    global _tokenizer
+    with _TOKENIZER_LOCK:
+        if _tokenizer is None:
+            try:
+                tokenizers = importlib.import_module("tokenizers")
+            except ImportError as exc:
+                raise ConfigError(
+                    f"the default embedder needs tokenizers ({exc}); reinstall lamina "
+                    "with its dependencies, or use get_embedder('hash')"
+                ) from exc
+            path = _DATA / _TOKENIZER_FILE
+            tokenizer = tokenizers.Tokenizer.from_str(path.read_text("utf-8"))
+            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+            tokenizer.no_padding()
+            _tokenizer = tokenizer
+        return _tokenizer
+
+
+@lru_cache(maxsize=1)
+def _light_tokenizer() -> WordPiece:
+    return WordPiece(_DATA / _TOKENIZER_FILE, _MAX_TOKENS)
+
+
+def _token_ids(texts: list[str]) -> list[list[int]]:
+    """Each text's token ids. A few texts (a query) are tokenized by `lamina.wordpiece`, the
+    same ids without importing `tokenizers`, unless one holds a character it leaves to
+    `tokenizers`; batches go to `tokenizers`, which splits a batch across threads."""
+    if len(texts) <= _FEW:
+        fast = _light_tokenizer()
+        found = [fast.encode(text) for text in texts]
+        if all(ids is not None for ids in found):
+            return [ids for ids in found if ids is not None]
+    return [encoding.ids for encoding in _full_tokenizer().encode_batch(texts)]
 
 
 class MiniLMEmbedder:
@@ -299,8 +339,11 @@ class MiniLMEmbedder:
         return _DIM
 
     def load(self) -> None:
-        """Load the model now instead of on the first embed (to keep it out of a timing)."""
+        """Load the model and its tokenizers now instead of on the first embed (to keep them
+        out of a timing, or out of a server's first answers)."""
         _load(self.threads)
+        _light_tokenizer()
+        _full_tokenizer()
 
     def embed_documents(self, texts: Sequence[str]) -> Vector:
         _check_texts(texts)
@@ -308,8 +351,8 @@ class MiniLMEmbedder:
         if not texts:
             return out
         model = _load(self.threads)
-        encodings = model.tokenizer.encode_batch([text[:_MAX_CHARS] for text in texts])
-        lengths = np.array([len(e.ids) for e in encodings], dtype=np.int64)
+        encodings = _token_ids([text[:_MAX_CHARS] for text in texts])
+        lengths = np.array([len(ids) for ids in encodings], dtype=np.int64)
         order = np.argsort(lengths, kind="stable")
         for start in range(0, len(texts), self.batch_size):
             rows = order[start : start + self.batch_size]
@@ -317,7 +360,7 @@ class MiniLMEmbedder:
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
-                ids[r, : lengths[i]] = encodings[i].ids
+                ids[r, : lengths[i]] = encodings[i]
                 mask[r, : lengths[i]] = 1
             (pooled,) = model.session.run([_OUTPUT], {"input_ids": ids, "attention_mask": mask})
             out[rows] = pooled

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import threading
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -268,3 +269,89 @@ def test_hash_embedder_is_the_same_in_every_process() -> None:
     assert done.returncode == 0, done.stderr
     here = HashEmbedder().embed_query("stable across processes").tobytes().hex()
     assert done.stdout.strip() == here
+
+
+EDGE_TEXTS = [
+    "", "ok", "Hello,   World!!", "tab\tsep\nnew\rline  end ", "ctrl\x01char\x7fjoin\x00s",
+    "a\x0bb\x0cc\x1fd", "x" * 101, "y" * 100, "supercalifragilisticexpialidocious",
+    "[CLS] inside", "[cls] lower", "a [MASK] b", "[UNK]", "##ing ## #", "naïve café", "🙂 ok",
+    "snake_case_name and CamelCase", "1,234.56% of $7", "http://example.com/a?b=c&d=e#f",
+    "don't e-mail ~`^|\\ {x}", "word " * 300, "qwxzv jjjjqqq zzzzzzyx", "ALL CAPS TEXT",
+    "a\u4e00b x\u3400y p\U00020000q \uf900z \U0002f800w", "ΑΣ ΣΑ İstanbul Straße Ǆ",
+    "naïve café — ok… → ✓ \u201cq\u201d \u2018x\u2019 • a·b €5 a→b", "a\u00a0b\u3000c\u2028d",
+    "a\u200bb x\u0085y x\ufffdy \u00ad", "\uff26\uff55\uff4c \ufb01ne Å ½ ² ℃", "¿qué? «q»",
+    "\U0002b820v \U0002b920u", "😀 🫠 ok", "Привет, мир! Ελληνικά. עברית. العربية",
+    "e\u0301 n\u0303 x\u2029y",
+]  # fmt: skip
+
+
+def _real_texts() -> list[str]:
+    from lamina.readers import read_transcript
+
+    from .conftest import LOCOMO, shared_transcripts
+
+    texts: list[str] = []
+    for path in shared_transcripts():
+        for message in read_transcript(str(path)).messages:
+            texts.extend(str(getattr(b, "text", "") or "") for b in message.blocks)
+    if LOCOMO.is_file():
+        for sample in json.loads(LOCOMO.read_text(encoding="utf-8")):
+            texts.extend(str(q.get("question", "")) for q in sample["qa"])
+            conversation = sample["conversation"]
+            for key, turns in conversation.items():
+                if key.startswith("session_") and isinstance(turns, list):
+                    texts.extend(f"{t['speaker']}: {t['text']}" for t in turns)
+    return [t for t in texts if t]
+
+
+def test_the_light_tokenizer_gives_the_ids_of_tokenizers() -> None:
+    """Queries are tokenized without the `tokenizers` package: the ids are the package's, on
+    every text of the shared transcripts and LoCoMo and on edge cases (control characters,
+    punctuation, accents, CJK, long and unknown words, truncation); only texts with a special
+    token or a character newer than Unicode 3.2 are left to the package."""
+    import tokenizers
+
+    from lamina import embed, wordpiece
+
+    path = embed._DATA / embed._TOKENIZER_FILE
+    reference = tokenizers.Tokenizer.from_str(path.read_text("utf-8"))
+    reference.enable_truncation(max_length=embed._MAX_TOKENS)
+    reference.no_padding()
+    fast = embed._light_tokenizer()
+    texts = [t[: embed._MAX_CHARS] for t in [*EDGE_TEXTS, *_real_texts()]]
+    expected = [e.ids for e in reference.encode_batch(texts)]
+    compared = truncated = unknown = unicode = 0
+    for text, ids in zip(texts, expected, strict=True):
+        got = fast.encode(text)
+        if got is None:
+            newer = any(unicodedata.category(c) != unicodedata.ucd_3_2_0.category(c) for c in text)
+            assert newer or any(s in text for s in wordpiece._SPECIAL), text[:200]
+            continue
+        assert got == ids, text[:200]
+        compared += 1
+        truncated += len(ids) == embed._MAX_TOKENS
+        unknown += fast.unk in ids
+        unicode += not text.isascii()
+    assert compared >= 0.9 * len(texts) and compared >= len(EDGE_TEXTS) - 5
+    assert truncated and unknown and unicode >= 8
+
+
+def test_a_query_is_embedded_without_the_tokenizers_package() -> None:
+    code = (
+        "import json, sys\n"
+        "import numpy as np\n"
+        "import lamina.embed as e\n"
+        "m = e.default_embedder()\n"
+        "ascii = m.embed_query('which database did we pick, and why?')\n"
+        "before = 'tokenizers' in sys.modules\n"
+        "other = m.embed_query('quelle base de données avons-nous choisie ?')\n"
+        "batch = m.embed_documents(['which database did we pick, and why?'] * 9)\n"
+        "same = bool(np.allclose(ascii, batch[0], atol=1e-6))\n"
+        "print(json.dumps({'before': before, 'after': 'tokenizers' in sys.modules,\n"
+        "    'same': same, 'norm': float(other @ other)}))\n"
+    )
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["before"] is False and result["after"] is True and result["same"] is True
+    assert abs(result["norm"] - 1) < 1e-4

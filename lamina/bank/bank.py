@@ -266,6 +266,9 @@ class MemoryBank:
         the first real recall to report."""
         from ..tokens import count_text
 
+        load = getattr(self.embedder, "load", None)
+        if callable(load):  # the default embedder's model and both its tokenizers
+            load()
         self.embedder.embed_query("warm up")
         count_text("warm up")
         for bank in self.store.list_banks()[:banks]:
