@@ -21,7 +21,7 @@ from lamina.embed import HashEmbedder
 from lamina.integrations.claude_code.prompt import PromptRequest, answer_prompt
 from lamina.store.sqlite import SQLiteStore
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, needs_shared, shared_transcripts
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
 
@@ -172,3 +172,45 @@ def test_over_the_limit_is_logged_as_such(home: Path, tmp_path: Path) -> None:
     line = (home / "logs" / "hooks.log").read_text().splitlines()[-1]
     assert "over the 0.01s limit" in line
     assert json.loads(line.split(" | timings ", 1)[1])["over_limit"] is True
+
+
+@needs_shared
+def test_the_cold_path_answers_as_one_full_recall(tmp_path: Path) -> None:
+    """The cold path recalls lexically first, then again with the dense channel, reusing what
+    the first recall asked the store: its answers are those of a single full recall, over
+    real transcripts, with prompts that reach the entity and time channels too."""
+    from lamina.integrations.claude_code import reuse
+    from lamina.readers import read_transcript
+
+    transcripts = shared_transcripts()[:3]
+    bank = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+    for path in transcripts:
+        bank.retain_file(path, "proj")
+    prompts = [PROMPT, "what did we change last week in the tests?", "INKWELL_DB_PATH default"]
+    for message in read_transcript(str(transcripts[0])).messages[:200]:
+        text = " ".join(str(getattr(b, "text", "") or "") for b in message.blocks).strip()
+        if message.role.value == "user" and 20 < len(text) < 300 and len(prompts) < 10:
+            prompts.append(text)
+    asked: list[str] = []
+    original = reuse.ReusingStore._once
+
+    def counting(self: reuse.ReusingStore, key: tuple[object, ...], answer: object) -> object:
+        asked.append(str(key[0]) if key not in self._answers else "reused")
+        return original(self, key, answer)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reuse.ReusingStore, "_once", counting)
+        for i, prompt in enumerate(prompts):
+            session = "other" if i % 2 else ""
+            transcript = str(transcripts[1]) if i % 3 == 0 else ""
+            request = PromptRequest(prompt=prompt, bank="proj", session=session,
+                                    transcript=transcript)  # fmt: skip
+            early: list[object] = []
+            cold = answer_prompt(bank, request, {}, dense_until=time.monotonic() + 60,
+                                 early=early.append)  # fmt: skip
+            full = answer_prompt(bank, request, {})
+            assert not cold.lexical_only and len(early) == 1
+            assert (cold.ids, cold.memories) == (full.ids, full.memories), prompt
+            assert cold.context.split("\n", 2)[2:] == full.context.split("\n", 2)[2:]
+    assert asked.count("reused") >= len(prompts)
+    bank.close()

@@ -194,9 +194,11 @@ def answer_prompt(
     `queries` (the warm server's) composes the query from what it kept of the transcript,
     reading only what was appended since; the same query either way."""
     from ...bank.query import QueryOptions, recall_query_for_file
-    from ...bank.recall import RecallOptions
+    from ...bank.recall import RecallOptions, recall_from_store
+    from ...store.search import SearchStore
     from ...turns import clean_text
     from .contract import clamped
+    from .reuse import ReusingStore
 
     mark = time.monotonic()
     if memory_bank.store.get_bank(request.bank) is None:
@@ -225,8 +227,22 @@ def answer_prompt(
     stages["query"] = now - mark
     mark = now
 
+    # The cold path recalls twice (lexical only, then with the dense channel): the second
+    # reuses what the first asked the store (same answers, see ReusingStore).
+    reusing = (
+        ReusingStore(memory_bank.store)
+        if dense_until is not None
+        and isinstance(memory_bank.store, SearchStore)
+        and memory_bank.store.searchable(request.bank)
+        else None
+    )
+
     def recall(dense: bool) -> PromptAnswer:
-        result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
+        if reusing is not None:
+            embedder = memory_bank.embedder if dense else None
+            result = recall_from_store(reusing, request.bank, query, embedder, recall_options)
+        else:
+            result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
         # Clamped under Claude Code's 10,000-character limit (it moves a longer context
         # to a file), the lowest-ranked memories dropped first.
         block, shown = clamped(result)
