@@ -177,13 +177,16 @@ def test_over_the_limit_is_logged_as_such(home: Path, tmp_path: Path) -> None:
 @needs_shared
 def test_the_cold_path_answers_as_one_full_recall(tmp_path: Path) -> None:
     """The cold path recalls lexically first, then again with the dense channel, reusing what
-    the first recall asked the store: its answers are those of a single full recall, over
-    real transcripts, with prompts that reach the entity and time channels too."""
+    the first recall asked the store and the query's vector embedded in the background: its
+    answers are those of a single full recall, over real transcripts, with prompts that reach
+    the entity and time channels too."""
     from lamina.integrations.claude_code import reuse
     from lamina.readers import read_transcript
 
     transcripts = shared_transcripts()[:3]
-    bank = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+    embedder = StuckEmbedder(HashEmbedder())
+    embedder.release.set()
+    bank = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), embedder)
     for path in transcripts:
         bank.retain_file(path, "proj")
     prompts = [PROMPT, "what did we change last week in the tests?", "INKWELL_DB_PATH default"]
@@ -206,8 +209,10 @@ def test_the_cold_path_answers_as_one_full_recall(tmp_path: Path) -> None:
             request = PromptRequest(prompt=prompt, bank="proj", session=session,
                                     transcript=transcript)  # fmt: skip
             early: list[object] = []
+            before = embedder.calls
             cold = answer_prompt(bank, request, {}, dense_until=time.monotonic() + 60,
                                  early=early.append)  # fmt: skip
+            assert embedder.calls == before + 1  # embedded ahead, once
             full = answer_prompt(bank, request, {})
             assert not cold.lexical_only and len(early) == 1
             assert (cold.ids, cold.memories) == (full.ids, full.memories), prompt

@@ -60,6 +60,7 @@ __all__ = [
     "RecallHit",
     "RecallOptions",
     "RecallResult",
+    "dense_query_from_store",
     "recall_from_index",
     "recall_from_store",
 ]
@@ -730,6 +731,19 @@ def _time_search(
     return list(near.items())
 
 
+def _dense_query(query: str, entities: Sequence[str], counts: tuple[int, Mapping[str, int]]) -> str:
+    return without_common(query, entities, lambda t: counts[1].get(t, 0), counts[0])
+
+
+def dense_query_from_store(
+    store: SearchStore, bank: str, query: str, options: RecallOptions
+) -> str:
+    """The text `recall_from_store` embeds for `query` (for a caller that embeds it ahead)."""
+    entities = query_entities(query, options)
+    counts = store.term_counts(bank, entity_terms(entities)) if entities else (0, {})
+    return _dense_query(query, entities, counts)
+
+
 def recall_from_store(
     store: SearchStore,
     bank: str,
@@ -765,8 +779,7 @@ def recall_from_store(
         model: Embedder,
     ) -> tuple[npt.NDArray[np.float32], list[tuple[int, float]]]:
         # The query is embedded on a search thread, while this one reads the postings.
-        dense_query = without_common(query, entities, lambda t: counts[1].get(t, 0), counts[0])
-        embedded = model.embed_query(dense_query)
+        embedded = model.embed_query(_dense_query(query, entities, counts))
         return embedded, store.dense_search(bank, embedded, depth, where, model.name)
 
     dense_job = (

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +24,7 @@ import orjson
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
     from ...bank.query import TailQueries
+    from ...embed import Embedder, Vector
 
 __all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction"]
 
@@ -158,21 +159,48 @@ def last_compaction(transcript: str) -> datetime | None:
     return found
 
 
-def _embed_in_background(memory_bank: MemoryBank, query: str) -> threading.Event:
-    """Embed the query in a thread of its own (loading the model on first use); the event is
-    set when it is done, and only if it succeeded. The thread is a daemon: one still inside the
+class _Ahead:
+    """A query embedded in the background, and the embedder that hands its vector to the
+    recall asking for that text (instead of embedding it a second time)."""
+
+    def __init__(self, embedder: Embedder, text: str) -> None:
+        self.embedder = embedder
+        self.text = text
+        self.vector: Vector | None = None
+        self.ready = threading.Event()
+
+    @property
+    def name(self) -> str:
+        return self.embedder.name
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        return self.embedder.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vector:
+        if text == self.text and self.vector is not None:
+            return self.vector.copy()
+        return self.embedder.embed_query(text)
+
+
+def _embed_in_background(embedder: Embedder, text: str) -> _Ahead:
+    """Embed `text` in a thread of its own (loading the model on first use); `ready` is set
+    when it is done, and only if it succeeded. The thread is a daemon: one still inside the
     model when the hook leaves is never joined."""
-    ready = threading.Event()
+    ahead = _Ahead(embedder, text)
 
     def embed() -> None:
         try:
-            memory_bank.embedder.embed_query(query)
+            ahead.vector = embedder.embed_query(text)
         except Exception:
             return
-        ready.set()
+        ahead.ready.set()
 
     threading.Thread(target=embed, name="lamina-embed", daemon=True).start()
-    return ready
+    return ahead
 
 
 def answer_prompt(
@@ -194,7 +222,7 @@ def answer_prompt(
     `queries` (the warm server's) composes the query from what it kept of the transcript,
     reading only what was appended since; the same query either way."""
     from ...bank.query import QueryOptions, recall_query_for_file
-    from ...bank.recall import RecallOptions, recall_from_store
+    from ...bank.recall import RecallOptions, dense_query_from_store, recall_from_store
     from ...store.search import SearchStore
     from ...turns import clean_text
     from .contract import clamped
@@ -237,9 +265,11 @@ def answer_prompt(
         else None
     )
 
+    ahead: _Ahead | None = None
+
     def recall(dense: bool) -> PromptAnswer:
         if reusing is not None:
-            embedder = memory_bank.embedder if dense else None
+            embedder = (ahead or memory_bank.embedder) if dense else None
             result = recall_from_store(reusing, request.bank, query, embedder, recall_options)
         else:
             result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
@@ -250,14 +280,20 @@ def answer_prompt(
         return PromptAnswer(block, shown, lexical_only=not dense, ids=ids)
 
     if dense_until is not None:
-        embedded = _embed_in_background(memory_bank, query)
+        # The text the dense channel will embed: the recall below is then handed its vector.
+        text = (
+            dense_query_from_store(reusing, request.bank, query, recall_options)
+            if reusing is not None
+            else query
+        )
+        ahead = _embed_in_background(memory_bank.embedder, text)
         lexical = recall(dense=False)
         if early is not None:
             early(lexical)
         now = time.monotonic()
         stages["lexical"] = now - mark
         mark = now
-        if not embedded.wait(max(0.0, dense_until - time.monotonic())):
+        if not ahead.ready.wait(max(0.0, dense_until - time.monotonic())):
             stages["embedding"] = time.monotonic() - mark
             return lexical
         now = time.monotonic()
