@@ -9,11 +9,9 @@ sessions (see docs/tokens.md). The vocabulary is loaded once per process, on fir
 
 from __future__ import annotations
 
-import base64
-import gzip
 import threading
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Protocol
 
 import orjson
@@ -86,9 +84,12 @@ class TiktokenCounter:
         return self._name
 
     def _load(self) -> object:
+        import base64
+        import gzip
+
         import tiktoken
 
-        data = (resources.files("lamina") / "data" / f"{self._name}.tiktoken.gz").read_bytes()
+        data = (Path(__file__).with_name("data") / f"{self._name}.tiktoken.gz").read_bytes()
         ranks: dict[bytes, int] = {}
         for line in gzip.decompress(data).splitlines():
             if line:

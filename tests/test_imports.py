@@ -111,6 +111,10 @@ def test_a_cold_prompt_loads_one_stemmer(tmp_path: Path) -> None:
     assert result.returncode == 0 and "lamina_memories" in result.stdout
     assert "lamina._snowball_english.basestemmer" in modules
     assert not [m for m in modules if m.startswith("snowballstemmer")]
+    # Nor what only other events, other commands or other texts need (the query is embedded
+    # without the tokenizers package: see lamina.wordpiece).
+    unneeded = {"tokenizers", "subprocess", "importlib.resources", "calendar", "tempfile"}
+    assert not unneeded & modules
 
 
 COMMAND_MODULES = {

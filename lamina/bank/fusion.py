@@ -20,7 +20,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,7 +86,7 @@ class FusionModel:
 @lru_cache(maxsize=1)
 def default_model() -> FusionModel:
     """The shipped coefficients (lamina/data/fusion.json)."""
-    text = resources.files("lamina").joinpath("data/fusion.json").read_text(encoding="utf-8")
+    text = (Path(__file__).parents[1] / "data" / "fusion.json").read_text(encoding="utf-8")
     return FusionModel.from_dict(json.loads(text)["model"])
 
 

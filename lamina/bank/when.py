@@ -11,7 +11,6 @@ event's own date, which only the memories know; such queries are left to the oth
 
 from __future__ import annotations
 
-import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -56,10 +55,17 @@ def _day(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+def _days_in(year: int, month: int) -> int:
+    """Days in the month (as `calendar.monthrange`, whose import, with `locale`, costs every
+    recall's process a few ms)."""
+    if month == 12:
+        return 31
+    return (datetime(year, month + 1, 1) - datetime(year, month, 1)).days
+
+
 def _month_range(year: int, month: int) -> tuple[datetime, datetime]:
     start = datetime(year, month, 1, tzinfo=UTC)
-    days = calendar.monthrange(year, month)[1]
-    return start, start + timedelta(days=days)
+    return start, start + timedelta(days=_days_in(year, month))
 
 
 def _year_range(year: int) -> tuple[datetime, datetime]:
@@ -79,7 +85,7 @@ def _number(word: str) -> int:
 def _shift_months(moment: datetime, months: int) -> datetime:
     index = moment.year * 12 + moment.month - 1 + months
     year, month = divmod(index, 12)
-    day = min(moment.day, calendar.monthrange(year, month + 1)[1])
+    day = min(moment.day, _days_in(year, month + 1))
     return moment.replace(year=year, month=month + 1, day=day)
 
 

@@ -44,11 +44,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -223,6 +221,8 @@ def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
     # Only the installed Lamina may run: `-P` keeps the working directory (the project the
     # agent works in, which may hold a `lamina/` folder of its own) off sys.path, and the
     # worker starts from a neutral directory (design invariant 10).
+    import subprocess  # here: the prompt hook, which starts no worker, need not import it
+
     subprocess.Popen(
         [sys.executable, "-P", "-m", "lamina", "--home", str(Path(home).resolve()),
          "hook-worker", "--transcript", str(Path(transcript).resolve()), "--session",
@@ -279,6 +279,8 @@ def run_hook(
     except Exception as exc:
         if call.answer is not None:
             raise  # the warm server answers with an error: the hook process does the work
+        import traceback
+
         log.write(event, session, f"failed: {exc!r}\n{traceback.format_exc()}")
         print(f"lamina: {event or 'hook'} failed open: {exc}", file=sys.stderr)
         if user_should_know(exc):
@@ -595,6 +597,8 @@ def run_worker(
                         break
                 memory_bank.close()
             except Exception as exc:
+                import traceback
+
                 log.write(event, session, f"retain failed: {exc!r}\n{traceback.format_exc()}")
                 if user_should_know(exc):
                     Notices(base).post(parent or session, f"Lamina could not retain: {exc}")

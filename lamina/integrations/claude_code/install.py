@@ -21,10 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shlex
-import shutil
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -75,6 +72,9 @@ MISSING_ADVICE = (
 def hook_command(home: str | Path | None = None) -> str:
     """The user-scope command: this installation's `lamina`, by absolute path when it can be
     found (Claude Code's PATH may not include a virtual environment)."""
+    import shlex
+    import shutil
+
     found = shutil.which("lamina")
     base = [found] if found else [sys.executable, "-m", "lamina"]
     if home is not None:
@@ -86,6 +86,8 @@ def project_commands() -> dict[str, str]:
     """The project-scope command of each event: `lamina` from PATH, nothing machine-specific.
     Without it, SessionStart prints one systemMessage saying how to install it; the other
     events do nothing."""
+    import shlex
+
     run = "command -v lamina >/dev/null 2>&1 && LAMINA_HOOK_ORIGIN=project exec lamina hook"
     advice = shlex.quote(orjson.dumps({"systemMessage": MISSING_ADVICE}).decode())
     return {
@@ -136,6 +138,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _save(path: Path, data: Mapping[str, Any]) -> None:
+    import tempfile  # here: the prompt hook reads these settings, only installs write them
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".settings-", suffix=".json")
     with os.fdopen(fd, "wb") as handle:
