@@ -53,7 +53,8 @@ def main() -> None:
         from .integrations.claude_code.hook import hook_main
 
         hook_main(stdin, home=home, warm_tried=reason or None)
-    if not os.environ.get("LAMINA_MCP_DIRECT"):
+    # Only a command line holding `mcp` can be one (the relay's module imports subprocess).
+    if "mcp" in sys.argv[1:] and not os.environ.get("LAMINA_MCP_DIRECT"):
         from .integrations.mcp_stdio import is_stdio_mcp, relay
 
         if is_stdio_mcp(sys.argv[1:]):

@@ -133,3 +133,5 @@ def test_a_command_imports_its_own_module_alone(tmp_path: Path) -> None:
     modules, result = imported(tmp_path, "recall", "which database?", "--bank", "proj")
     assert result.returncode == 2 and "no bank named 'proj'" in result.stderr
     assert modules & COMMAND_MODULES == {"lamina.cli.bank"} and "lamina.bench" not in modules
+    # Nor the retain pipeline (redaction and its rules) or the MCP relay's subprocess.
+    assert not {"lamina.bank.retain", "lamina.bank.redact", "subprocess"} & modules

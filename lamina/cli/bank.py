@@ -17,7 +17,6 @@ import orjson
 
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
-from ..bank.retain import RetainOptions
 from ..config import default_bank
 from ..errors import InputError, NotFoundError
 from ..progress import Progress
@@ -46,6 +45,12 @@ __all__ = [
 
 
 def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = None) -> MemoryBank:
+    """The bank, with these retain options; the defaults are left to the bank, so a command
+    that does not retain (recall) does not import the retain pipeline and its redaction."""
+    if embed and not facts_model:
+        return open_bank(ctx)
+    from ..bank.retain import RetainOptions
+
     extractor = None
     if facts_model:
         from ..bank.extract import FactExtractor

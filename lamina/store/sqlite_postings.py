@@ -18,7 +18,6 @@ both rank the same.
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -369,6 +368,8 @@ def maintain_packs(conn: sqlite3.Connection, bank_id: int, terms: Iterable[str])
 
 def pack_term(conn: sqlite3.Connection, bank_id: int, term: str) -> None:
     """(Re)build one term's pack from its rows, and clear its tombstones."""
+    import secrets  # here: only retain writes packs; a recall need not import it
+
     rows = np.array(
         conn.execute(
             "SELECT seq, tf, terms FROM postings WHERE bank_id = ? AND term = ? ORDER BY seq",
