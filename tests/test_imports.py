@@ -135,3 +135,4 @@ def test_a_command_imports_its_own_module_alone(tmp_path: Path) -> None:
     assert modules & COMMAND_MODULES == {"lamina.cli.bank"} and "lamina.bench" not in modules
     # Nor the retain pipeline (redaction and its rules) or the MCP relay's subprocess.
     assert not {"lamina.bank.retain", "lamina.bank.redact", "subprocess"} & modules
+    assert "lamina.readers" not in modules  # a recall reads no transcript
