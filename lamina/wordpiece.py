@@ -50,11 +50,11 @@ def _normalise_char(ch: str) -> str | None:
     category = unicodedata.category(ch)
     if ch in "\t\n\r":
         return " "
-    if category == "Cn" or unicodedata.ucd_3_2_0.category(ch) != category:
-        return None  # newer than the tables of `tokenizers`, or changed since
+    if category in ("Cn", "Cs") or unicodedata.ucd_3_2_0.category(ch) != category:
+        return None  # newer than the tables of `tokenizers`, changed since, or a lone surrogate
     if unicodedata.combining(ch) and category != "Mn":
         return None  # a spacing mark NFD might reorder: rare, left to `tokenizers`
-    if category in ("Cc", "Cf", "Co", "Cs") or ch in "\x00\ufffd":
+    if category in ("Cc", "Cf", "Co") or ch in "\x00\ufffd":
         return ""
     if category in ("Zs", "Zl", "Zp"):
         return " "
