@@ -109,12 +109,17 @@ class WordPiece:
     def __init__(self, path: Path, max_tokens: int) -> None:
         spec = orjson.loads(path.read_bytes())
         model = spec["model"]
+        normalizer = spec.get("normalizer") or {}
         if (
             model.get("type") != "WordPiece"
             or model.get("continuing_subword_prefix") != "##"
             or model.get("max_input_chars_per_word") != _MAX_WORD
-            or (spec.get("normalizer") or {}).get("lowercase") is not True
+            or normalizer.get("type") != "BertNormalizer"
+            or not (normalizer.get("clean_text") and normalizer.get("handle_chinese_chars"))
+            or normalizer.get("lowercase") is not True
+            or normalizer.get("strip_accents") not in (None, True)
             or (spec.get("pre_tokenizer") or {}).get("type") != "BertPreTokenizer"
+            or (spec.get("post_processor") or {}).get("type") != "TemplateProcessing"
             or {t["content"] for t in spec.get("added_tokens", [])} - set(_SPECIAL)
         ):
             raise ValueError(f"{path}: not a tokenizer this module reproduces")
