@@ -297,8 +297,13 @@ def _full_tokenizer() -> Any:
 
 
 @lru_cache(maxsize=1)
-def _light_tokenizer() -> WordPiece:
-    return WordPiece(_DATA / _TOKENIZER_FILE, _MAX_TOKENS)
+def _light_tokenizer() -> WordPiece | None:
+    """`lamina.wordpiece` for the model's tokenizer.json; None if it is not one that module
+    reproduces (then `tokenizers` does all the tokenizing)."""
+    try:
+        return WordPiece(_DATA / _TOKENIZER_FILE, _MAX_TOKENS)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _token_ids(texts: list[str]) -> list[list[int]]:
@@ -307,7 +312,7 @@ def _token_ids(texts: list[str]) -> list[list[int]]:
     `tokenizers`; batches go to `tokenizers`, which splits a batch across threads."""
     if len(texts) <= _FEW:
         fast = _light_tokenizer()
-        found = [fast.encode(text) for text in texts]
+        found = [fast.encode(text) for text in texts] if fast is not None else [None]
         if all(ids is not None for ids in found):
             return [ids for ids in found if ids is not None]
     return [encoding.ids for encoding in _full_tokenizer().encode_batch(texts)]

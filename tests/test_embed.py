@@ -318,6 +318,7 @@ def test_the_light_tokenizer_gives_the_ids_of_tokenizers() -> None:
     reference.enable_truncation(max_length=embed._MAX_TOKENS)
     reference.no_padding()
     fast = embed._light_tokenizer()
+    assert fast is not None
     texts = [t[: embed._MAX_CHARS] for t in [*EDGE_TEXTS, *_real_texts()]]
     expected = [e.ids for e in reference.encode_batch(texts)]
     compared = truncated = unknown = unicode = 0
@@ -355,3 +356,14 @@ def test_a_query_is_embedded_without_the_tokenizers_package() -> None:
     result = json.loads(done.stdout)
     assert result["before"] is False and result["after"] is True and result["same"] is True
     assert abs(result["norm"] - 1) < 1e-4
+
+
+def test_a_tokenizer_file_it_does_not_reproduce_is_refused(tmp_path: Path) -> None:
+    from lamina import embed, wordpiece
+
+    spec = json.loads((embed._DATA / embed._TOKENIZER_FILE).read_text("utf-8"))
+    spec["normalizer"]["lowercase"] = False  # a cased model: not what the module does
+    path = tmp_path / "cased.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    with pytest.raises(ValueError, match="not a tokenizer"):
+        wordpiece.WordPiece(path, 128)
