@@ -9,8 +9,8 @@ not depend on the batch a text is embedded in.
 
 Why offer it. Alone it ranks LoCoMo turns a little worse than the default 3-layer model
 (dense any@10 0.558 against 0.596), but as Lamina's dense channel, fused with the lexical one,
-it finds more: LoCoMo any@10 / all@10 0.871 / 0.738 against 0.846 / 0.724, better on both
-halves of the data, and any@1000t 0.922 against 0.911. The price: it embeds about 3.5 times
+it finds more: LoCoMo any@10 / all@10 0.874 / 0.749 against 0.850 / 0.730, better on both
+halves of the data, and any@1000t 0.922 against 0.912. The price: it embeds about 3.5 times
 slower (about 110 turns per CPU second here against 380), so retaining is 2.5 times slower; a
 query's embedding costs about 6 ms more CPU, and a fresh process about 0.12 s more (loading a
 larger model). Use it with `MemoryBank(store, get_embedder("minilm-l6"))` or `lamina bench
