@@ -445,11 +445,20 @@ def default_embedder() -> Embedder:
     return _default
 
 
+def _l6_embedder() -> Embedder:
+    """all-MiniLM-L6-v2 int8 (lamina.embed_l6; needs the `l6` extra, checked on first embed)."""
+    from .embed_l6 import MiniLML6Embedder
+
+    return MiniLML6Embedder()
+
+
 _REGISTRY: dict[str, Callable[[], Embedder]] = {
     "default": default_embedder,
     DEFAULT_MODEL: default_embedder,
     "hash": HashEmbedder,
     "hash-ngram@1": HashEmbedder,
+    "minilm-l6": _l6_embedder,
+    "all-minilm-l6-v2-int8@1": _l6_embedder,
 }
 
 
@@ -459,7 +468,8 @@ def embedder_names() -> list[str]:
 
 
 def get_embedder(name: str) -> Embedder:
-    """The embedder called `name`: "default" (or the default model's name) or "hash"."""
+    """The embedder called `name`: "default" (or the default model's name), "hash", or
+    "minilm-l6" (all-MiniLM-L6-v2 int8, opt-in: the `l6` extra, see lamina.embed_l6)."""
     factory = _REGISTRY.get(name)
     if factory is None:
         raise ConfigError(

@@ -38,6 +38,7 @@ from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..bank.retain import RetainOptions
 from ..bank.units import UnitOptions
+from ..embed import Embedder, get_embedder
 from ..errors import InputError
 from ..messages import SYNTHETIC_KINDS, Kind, Role
 from ..progress import Progress
@@ -226,6 +227,7 @@ def run_agent_bench(
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     bank: MemoryBank | None = None,
     units: UnitOptions | None = None,
+    embedder: Embedder | None = None,
 ) -> dict[str, Any]:
     """Retain the question set's sessions into one bank and score recall and the baseline
     (units made with `units` when given, to compare unit designs)."""
@@ -236,7 +238,9 @@ def run_agent_bench(
     with tempfile.TemporaryDirectory(prefix="lamina-agent-") as tmp:
         own = bank is None
         retain = RetainOptions(units=units) if units is not None else None
-        mb = bank or MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"), retain_options=retain)
+        mb = bank or MemoryBank(
+            SQLiteStore(Path(tmp) / "lamina.db"), embedder, retain_options=retain
+        )
         name = "agent-bench"
         documents: dict[str, str] = {}
         started = time.perf_counter()
@@ -337,6 +341,13 @@ def run_agent_bench(
 @click.option(
     "--no-activity", is_flag=True, help="No activity units (parts carry an actions line)."
 )
+@click.option(
+    "--embedder",
+    "embedder_name",
+    default="default",
+    show_default=True,
+    help="The dense channel's model, by name ('minilm-l6' needs the l6 extra).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def agent_bench(
     data: str | None,
@@ -349,6 +360,7 @@ def agent_bench(
     no_tool_words: bool,
     no_subagents: bool,
     no_activity: bool,
+    embedder_name: str,
     as_json: bool,
 ) -> None:
     """Recall on long agentic sessions: questions about decisions, causes, files, settings and
@@ -374,7 +386,10 @@ def agent_bench(
         subagents=not no_subagents,
         activity=not no_activity,
     )
-    result = run_agent_bench(folder, questions, budgets or DEFAULT_BUDGETS, units=units)
+    embedder = get_embedder(embedder_name)
+    result = run_agent_bench(
+        folder, questions, budgets or DEFAULT_BUDGETS, units=units, embedder=embedder
+    )
     design = {
         "max_tokens": units.max_tokens,
         "context_tokens": units.context_tokens,
@@ -384,4 +399,13 @@ def agent_bench(
         "subagents": units.subagents,
         "activity": units.activity,
     }
-    emit({"benchmark": "agent", "data": str(folder), "units": design, **result}, as_json)
+    emit(
+        {
+            "benchmark": "agent",
+            "data": str(folder),
+            "embedder": embedder.name,
+            "units": design,
+            **result,
+        },
+        as_json,
+    )

@@ -36,6 +36,7 @@ import click
 from ..bank.bank import MemoryBank
 from ..bank.fusion import FusionModel, read_model
 from ..bank.recall import RecallOptions
+from ..embed import get_embedder
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
@@ -342,12 +343,21 @@ def compare_stores(
     help="The fusion model (a file `lamina bench fusion --write` made) instead of the shipped "
     "one: fitted on one half of the conversations, read on the other.",
 )
+@click.option(
+    "--embedder",
+    "embedder_name",
+    default="default",
+    show_default=True,
+    help="The dense channel's model, by name (see lamina.embed.get_embedder; 'minilm-l6' "
+    "needs the l6 extra).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def locomo_bench(
     data: str | None,
     variants: tuple[str, ...],
     database_url: str | None,
     model_file: str | None,
+    embedder_name: str,
     as_json: bool,
 ) -> None:
     """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency;
@@ -357,7 +367,7 @@ def locomo_bench(
     samples = read_locomo_samples(data)
     chosen = list(variants) or list(VARIANTS)
     with tempfile.TemporaryDirectory(prefix="lamina-locomo-") as tmp:
-        bank = MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"))
+        bank = MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"), get_embedder(embedder_name))
         turns = sum(len(s.messages) for x in samples for s in x.sessions)
         bank.embedder.embed_query("warm up")  # load the model outside the timing
         started = time.perf_counter()
