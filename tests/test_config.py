@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lamina.config import config_path, data_home, default_bank, project_root
+from lamina.config import config_path, data_home, default_bank, embedder_choice, project_root
 from lamina.errors import ConfigError
 from lamina.integrations.claude_code import HookSettings
 
@@ -49,6 +50,33 @@ def test_hook_settings_precedence(tmp_path: Path) -> None:
     settings = HookSettings.from_env({**env, "LAMINA_HOOK_TURNS": "2"})
     assert (settings.context_turns, settings.time_limit, settings.budget) == (2, 1.5, 300)
     assert settings.max_query_chars == 800  # the default
+
+
+def test_the_embedder_setting_chooses_what_a_bank_is_embedded_with(tmp_path: Path) -> None:
+    env = write_config(tmp_path, 'embedder = "hash"\n')
+    assert embedder_choice(env) == "hash"
+    assert embedder_choice({**env, "LAMINA_EMBEDDER": "minilm-l6"}) == "minilm-l6"
+    assert embedder_choice({"LAMINA_CONFIG": str(tmp_path / "none.toml")}) is None
+    with pytest.raises(ConfigError, match="embedder must be a non-empty string"):
+        embedder_choice(write_config(tmp_path, "embedder = 3\n"))
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    run_env.update(
+        LAMINA_HOME=str(tmp_path / "home"), **write_config(tmp_path, 'embedder = "hash"\n')
+    )
+    example = Path(__file__).parents[1] / "examples" / "session.jsonl"
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "lamina", *args], capture_output=True,
+                              text=True, env={**run_env, **extra}, timeout=120)  # fmt: skip
+
+    assert run("retain", str(example), "--bank", "ex").returncode == 0
+    listed = run("banks", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)["banks"]
+    assert set(row["embedders"]) == {"hash-ngram@1"} and row["embedded"] == row["memories"] > 0
+    unknown = run("recall", "which database?", "--bank", "ex", LAMINA_EMBEDDER="nope")
+    assert unknown.returncode == 3 and "no embedder named 'nope'" in unknown.stderr
+    assert "Traceback" not in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
 
 
 def test_a_broken_config_file_is_one_clear_error(tmp_path: Path) -> None:

@@ -407,6 +407,28 @@ def test_a_server_for_another_database_is_not_used(home: Path, tmp_path: Path) -
     lamina(home, "warm", "stop")
 
 
+def test_a_server_using_another_embedder_is_not_used(home: Path, tmp_path: Path) -> None:
+    """Vectors of one model do not compare with another's: a server started with another
+    LAMINA_EMBEDDER (or config file `embedder`) leaves the hook to the cold path, and a hook
+    choosing the same embedder is answered by it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    started = subprocess.run(
+        [sys.executable, "-m", "lamina", "--home", str(home), "warm", "start", "--json"],
+        capture_output=True, text=True, timeout=120, env={**env, "LAMINA_EMBEDDER": "hash"},
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    result = hook(home, tmp_path)
+    assert result.returncode == 0 and "INKWELL_DB_PATH" in result.stdout
+    timings = last_timings(home)
+    assert timings["path"] == "cold" and "another embedder" in timings["warm_unavailable"]
+    config = tmp_path / "config.toml"
+    config.write_text('embedder = "hash"\n')
+    same = hook(home, tmp_path, LAMINA_CONFIG=str(config))
+    assert same.returncode == 0 and "INKWELL_DB_PATH" in same.stdout  # lexical: other vectors
+    assert last_timings(home)["path"] == "warm"
+    lamina(home, "warm", "stop")
+
+
 def test_the_server_exits_when_idle(home: Path) -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "lamina", "--home", str(home), "warm", "serve",

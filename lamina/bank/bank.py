@@ -19,8 +19,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import database_target
-from ..embed import Embedder, default_embedder, window_vector
+from ..config import database_target, embedder_choice
+from ..embed import Embedder, default_embedder, shared_embedder, window_vector
 from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
@@ -96,9 +96,14 @@ class MemoryBank:
         """A bank on the configured database (created and migrated on first use).
 
         `database_url` wins; then $LAMINA_DATABASE_URL, the config file's `database_url`, and
-        the SQLite file of the data directory `home` (see lamina.config). `serving`: this
-        process answers many recalls (a server), so the store may keep what its searches read
-        in memory between them."""
+        the SQLite file of the data directory `home` (see lamina.config). Without `embedder`,
+        the one $LAMINA_EMBEDDER or the config file's `embedder` names, else the bundled model.
+        `serving`: this process answers many recalls (a server), so the store may keep what its
+        searches read in memory between them."""
+        if embedder is None:
+            choice = embedder_choice()
+            if choice is not None:
+                embedder = shared_embedder(choice)
         store = open_store(database_target(home, database_url))
         if serving and hasattr(store, "keep_in_memory"):
             store.keep_in_memory = True

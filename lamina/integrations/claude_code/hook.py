@@ -60,7 +60,7 @@ from ...config import data_home, load_config
 from .contract import Notices, clamp_block, user_should_know, with_system_message
 from .project import hook_bank
 from .prompt import PromptAnswer, PromptRequest
-from .warm_client import WarmUnavailable, ask, configured_database, process_age
+from .warm_client import WarmUnavailable, ask, configured_database, configured_embedder, process_age
 
 __all__ = ["HookCall", "HookSettings", "hook_main", "process_age", "run_hook", "run_worker"]
 
@@ -440,12 +440,18 @@ def _ask_warm(
     time left, so a server that hangs still leaves the cold path the other half."""
     environ = os.environ if env is None else env
     try:
-        database = configured_database(environ, load_config(environ))
+        config = load_config(environ)
+        database = configured_database(environ, config)
         if database is None:
             raise WarmUnavailable("database_url in the config file is not a non-empty string")
         reply = ask(
             home,
-            {"op": "recall", "database": database, "request": request.as_json()},
+            {
+                "op": "recall",
+                "database": database,
+                "embedder": configured_embedder(environ, config),
+                "request": request.as_json(),
+            },
             timeout=max(0.05, (deadline - time.monotonic()) / 2),
             version=__version__,
         )

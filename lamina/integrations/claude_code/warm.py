@@ -9,7 +9,8 @@ imports, opens and loads everything again.
   request carries `v` (the protocol), `version` (lamina's) and `home` (the data directory); the
   server answers only requests for its own data directory, of its own protocol and version;
   `hook` and `recall` also carry `database` (LAMINA_DATABASE_URL, else the config file's
-  `database_url`, else "") and are answered only when it names the server's own database.
+  `database_url`, else "") and `embedder` (LAMINA_EMBEDDER, else the config file's `embedder`,
+  else "") and are answered only when they name the server's own.
   `op` is `hook` (a UserPromptSubmit handed over by `lamina hook`: the payload as Claude
   Code gave it, the hook process's LAMINA_* and CLAUDE_PROJECT_DIR/CLAUDE_CONFIG_DIR
   variables, its working directory and age; answered with `output`, what the hook prints,
@@ -53,6 +54,7 @@ from .warm_client import (
     WarmUnavailable,
     ask,
     configured_database,
+    configured_embedder,
     read_line,
     run_dir,
     socket_path,
@@ -132,6 +134,9 @@ class WarmServer:
     database: str | None = None
     """The database its bank was opened on, as `configured_database` names it ("": the data
     directory's own file): a hook or recall for another one is refused."""
+    embedder: str = ""
+    """The embedder its bank was opened with, as `configured_embedder` names it ("": the
+    bundled model): likewise."""
     _stopping: bool = False
 
     def serve(self) -> None:
@@ -182,7 +187,9 @@ class WarmServer:
             from ...embed import set_model_cache
 
             # Read before the bank opens, by the same rule: what the bank is opened on.
-            self.database = configured_database(os.environ, load_config())
+            config = load_config()
+            self.database = configured_database(os.environ, config)
+            self.embedder = configured_embedder(os.environ, config)
             set_model_cache(self.home / "cache")
             self.memory_bank = MemoryBank.open(self.home, serving=True)
         if self.queries is None:
@@ -252,6 +259,11 @@ class WarmServer:
             raise ValueError(
                 "this server serves another database (LAMINA_DATABASE_URL or the config "
                 "file's database_url differ)"
+            )
+        if data.get("embedder", "") != self.embedder:
+            raise ValueError(
+                "this server uses another embedder (LAMINA_EMBEDDER or the config file's "
+                "embedder differ)"
             )
         if op == "hook":
             return self._hook(data), True

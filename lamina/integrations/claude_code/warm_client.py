@@ -44,6 +44,7 @@ __all__ = [
     "ask",
     "client_home",
     "configured_database",
+    "configured_embedder",
     "dumps",
     "loads",
     "process_age",
@@ -51,7 +52,7 @@ __all__ = [
     "socket_path",
 ]
 
-PROTOCOL = 3
+PROTOCOL = 4
 """Bumped whenever a request or an answer changes shape."""
 
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -313,6 +314,16 @@ def configured_database(environ: Mapping[str, str], config: Mapping[str, Any]) -
     return configured if isinstance(configured, str) and configured else None
 
 
+def configured_embedder(environ: Mapping[str, str], config: Mapping[str, Any]) -> str:
+    """The embedder chosen, as `lamina.config.embedder_choice` reads it: LAMINA_EMBEDDER, else
+    the config file's `embedder`, else "" (the bundled model). A warm server answers only hooks
+    whose choice equals its own: vectors of one model do not compare with another's."""
+    if environ.get("LAMINA_EMBEDDER"):
+        return environ["LAMINA_EMBEDDER"]
+    configured = config.get("embedder")
+    return configured if isinstance(configured, str) else ""
+
+
 def _time_limit(environ: Mapping[str, str], config: Mapping[str, Any]) -> float:
     """LAMINA_HOOK_TIME_LIMIT, else the config file's [hook] time_limit, else 3 s (as
     HookSettings reads it)."""
@@ -350,6 +361,7 @@ def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None,
         request = {
             "op": "hook",
             "database": database,
+            "embedder": configured_embedder(environ, config),
             "payload": stdin,
             "env": forwarded,
             "cwd": os.getcwd(),
