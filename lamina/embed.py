@@ -135,6 +135,51 @@ def _normalize(matrix: Vector) -> Vector:
     return matrix
 
 
+def _session_options(ort: Any, threads: int, precise: bool, optimise: bool = True) -> Any:
+    """onnxruntime's options for an embedding model: `threads` intra-op threads, sequential,
+    quiet; `optimise`: run graph optimisation (off for a model saved optimised already);
+    `precise`: the int8 kernels' exact path (x86 without VNNI)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    level = ort.GraphOptimizationLevel
+    options.graph_optimization_level = level.ORT_ENABLE_ALL if optimise else level.ORT_DISABLE_ALL
+    options.log_severity_level = 3
+    # Idle worker threads sleep instead of spinning: the agent's own work shares these cores.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if precise:
+        options.add_session_config_entry("session.x64quantprecision", "1")
+    return options
+
+
+Batch: TypeAlias = "npt.NDArray[np.int64]"
+
+
+def _embed_in_batches(
+    token_ids: Sequence[Sequence[int]],
+    batch_size: int,
+    dim: int,
+    run: Callable[[Batch, Batch], Vector],
+) -> Vector:
+    """Texts' vectors (unit length, in the texts' order) from their token ids: embedded in
+    batches of `batch_size`, shortest first (less padding), `run(ids, attention_mask)` giving
+    the vectors of one zero-padded batch. A text's vector does not depend on its batch."""
+    out = np.zeros((len(token_ids), dim), dtype=np.float32)
+    lengths = np.array([len(ids) for ids in token_ids], dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    for start in range(0, len(token_ids), batch_size):
+        rows = order[start : start + batch_size]
+        width = int(lengths[rows].max())
+        ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for r, i in enumerate(rows):
+            ids[r, : lengths[i]] = token_ids[i]
+            mask[r, : lengths[i]] = 1
+        out[rows] = run(ids, mask)
+    return _normalize(out)
+
+
 def _check_texts(texts: Sequence[str]) -> None:
     if isinstance(texts, str):
         raise TypeError("embed_documents takes a sequence of texts; use embed_query for one text")
@@ -222,20 +267,7 @@ def _open(threads: int) -> _Loaded:
     precise = _x86_without_vnni()
 
     def options(optimise: bool) -> Any:
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        level = ort.GraphOptimizationLevel
-        options.graph_optimization_level = (
-            level.ORT_ENABLE_ALL if optimise else level.ORT_DISABLE_ALL
-        )
-        options.log_severity_level = 3
-        # Idle worker threads sleep instead of spinning: the agent's own work shares these cores.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if precise:
-            options.add_session_config_entry("session.x64quantprecision", "1")
-        return options
+        return _session_options(ort, threads, precise, optimise)
 
     session = None
     cached = _model_cache / _cache_name(ort, precise) if _model_cache is not None else None
@@ -353,24 +385,16 @@ class MiniLMEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> Vector:
         _check_texts(texts)
-        out = np.zeros((len(texts), _DIM), dtype=np.float32)
         if not texts:
-            return out
-        model = _load(self.threads)
-        encodings = _token_ids([text[:_MAX_CHARS] for text in texts])
-        lengths = np.array([len(ids) for ids in encodings], dtype=np.int64)
-        order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(texts), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            width = int(lengths[rows].max())
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                ids[r, : lengths[i]] = encodings[i]
-                mask[r, : lengths[i]] = 1
-            (pooled,) = model.session.run([_OUTPUT], {"input_ids": ids, "attention_mask": mask})
-            out[rows] = pooled
-        return _normalize(out)
+            return np.zeros((0, _DIM), dtype=np.float32)
+        session = _load(self.threads).session
+
+        def run(ids: Batch, mask: Batch) -> Vector:
+            pooled: Vector = session.run([_OUTPUT], {"input_ids": ids, "attention_mask": mask})[0]
+            return pooled
+
+        token_ids = _token_ids([text[:_MAX_CHARS] for text in texts])
+        return _embed_in_batches(token_ids, self.batch_size, _DIM, run)
 
     def embed_query(self, text: str) -> Vector:
         vector: Vector = self.embed_documents([text])[0]

