@@ -735,13 +735,21 @@ def _dense_query(query: str, entities: Sequence[str], counts: tuple[int, Mapping
     return without_common(query, entities, lambda t: counts[1].get(t, 0), counts[0])
 
 
+def _entities_and_counts(
+    store: SearchStore, bank: str, query: str, options: RecallOptions
+) -> tuple[tuple[str, ...], tuple[int, Mapping[str, int]]]:
+    """The query's entities and how many memories name each (the bank's size first): the
+    entity channel's choice, and what the dense and lexical queries leave out."""
+    entities = query_entities(query, options)
+    counts = store.term_counts(bank, entity_terms(entities)) if entities else (0, {})
+    return entities, counts
+
+
 def dense_query_from_store(
     store: SearchStore, bank: str, query: str, options: RecallOptions
 ) -> str:
     """The text `recall_from_store` embeds for `query` (for a caller that embeds it ahead)."""
-    entities = query_entities(query, options)
-    counts = store.term_counts(bank, entity_terms(entities)) if entities else (0, {})
-    return _dense_query(query, entities, counts)
+    return _dense_query(query, *_entities_and_counts(store, bank, query, options))
 
 
 def recall_from_store(
@@ -767,11 +775,7 @@ def recall_from_store(
     )
     depth = options.depth
     ranges = query_ranges(query, options)
-    entities = query_entities(query, options)
-    # How many memories name each entity: the entity channel's choice, and the dense query's.
-    counts: tuple[int, Mapping[str, int]] = (
-        store.term_counts(bank, entity_terms(entities)) if entities else (0, {})
-    )
+    entities, counts = _entities_and_counts(store, bank, query, options)
     terms = tokenize(lexical_query(query, entities, lambda t: counts[1].get(t, 0), counts[0]))
     workers = _executor()
 
