@@ -256,9 +256,19 @@ def _cache_name(ort: Any, precise: bool) -> str:
     return f"{DEFAULT_MODEL.replace('@', '-')}-ort{ort.__version__}-{digest}.onnx"
 
 
+def _import_onnxruntime() -> Any:
+    """onnxruntime, with numpy imported whole first. onnxruntime's extension enters numpy
+    through its C core; if another thread is importing numpy from the top at that moment (a
+    recall's lexical search while a search thread loads the model), the two imports wait on
+    each other and one fails with "partially initialized module". Importing numpy from the
+    top here makes the other thread wait for it instead."""
+    importlib.import_module("numpy")
+    return importlib.import_module("onnxruntime")
+
+
 def _open(threads: int) -> _Loaded:
     try:
-        ort = importlib.import_module("onnxruntime")
+        ort = _import_onnxruntime()
     except ImportError as exc:
         raise ConfigError(
             f"the default embedder needs onnxruntime ({exc}); reinstall lamina "

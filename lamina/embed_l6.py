@@ -38,6 +38,7 @@ from .embed import (
     _available_cores,
     _check_texts,
     _embed_in_batches,
+    _import_onnxruntime,
     _session_options,
     _x86_without_vnni,
 )
@@ -60,7 +61,7 @@ _LOCK = threading.Lock()
 def _open(threads: int) -> tuple[Any, Any]:
     try:
         package = importlib.import_module(_PACKAGE)
-        ort = importlib.import_module("onnxruntime")
+        ort = _import_onnxruntime()
         tokenizers = importlib.import_module("tokenizers")
     except ImportError as exc:
         raise ConfigError(

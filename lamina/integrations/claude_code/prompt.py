@@ -190,11 +190,6 @@ def _embed_in_background(embedder: Embedder, text: str) -> _Ahead:
     """Embed `text` in a thread of its own (loading the model on first use); `ready` is set
     when it is done, and only if it succeeded. The thread is a daemon: one still inside the
     model when the hook leaves is never joined."""
-    # numpy is imported in this thread, before the other starts: otherwise onnxruntime's
-    # import of it there and the lexical recall's here can run at once, and two threads
-    # importing numpy together can fail with "partially initialized module".
-    import numpy  # noqa: F401
-
     ahead = _Ahead(embedder, text)
 
     def embed() -> None:
