@@ -149,3 +149,26 @@ def check_only_the_time_text_drives_the_time_channel(store: SQLiteStore | Postgr
         assert got.hits and any("time" in h.channels for h in got.hits) is timed
     whole = recall_from_store(store, "b", query, HashEmbedder(), RecallOptions(now=LATER, limit=15))
     assert any("time" in h.channels for h in whole.hits)  # without it the whole query counts
+
+
+def check_a_channel_weighed_zero_is_left_out(store: SQLiteStore | PostgresStore) -> None:
+    """With the dense channel weighed 0, recall answers as a bank without vectors would, in
+    the database as in the index: the channel's candidates do not come back through the time
+    channel (which scores whatever the others propose), and nothing is embedded."""
+    index = _index(store)
+    no_dense = {"lexical": 1.0, "time": 1.0, "entities": 1.0}
+    options = RecallOptions(budget=100_000, limit=30, now=LATER, channel_weights=no_dense)
+
+    class Unused(HashEmbedder):
+        def embed_query(self, text: str) -> np.ndarray:  # type: ignore[type-arg]
+            raise AssertionError("the dense channel is weighed 0: nothing should be embedded")
+
+    for query in ("w3 w8 last year", "w5 in 2025", "Alpha w2 w7"):
+        plain = recall_from_index(index, query, None, options)
+        assert plain.hits, query
+        for got in (
+            recall_from_index(index, query, Unused(), options),
+            recall_from_store(store, "b", query, Unused(), options),
+        ):
+            assert [h.memory.id for h in got.hits] == [h.memory.id for h in plain.hits], query
+            assert not any("dense" in h.channels for h in got.hits)

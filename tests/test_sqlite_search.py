@@ -24,6 +24,7 @@ from lamina.store.vectors import VectorFile, vector_dir
 
 from .parity import (
     RECALL_CASES,
+    check_a_channel_weighed_zero_is_left_out,
     check_lexical_search_is_exact_bm25,
     check_only_the_time_text_drives_the_time_channel,
     check_recall_matches_the_index,
@@ -103,6 +104,12 @@ def test_only_the_time_text_drives_the_time_channel_in_both_paths(
     filled: tuple[SQLiteStore, list[Memory]],
 ) -> None:
     check_only_the_time_text_drives_the_time_channel(filled[0])
+
+
+def test_a_channel_weighed_zero_is_left_out_in_both_paths(
+    filled: tuple[SQLiteStore, list[Memory]],
+) -> None:
+    check_a_channel_weighed_zero_is_left_out(filled[0])
 
 
 def test_recall_reads_token_counts_kept_at_retain(

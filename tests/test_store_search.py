@@ -23,6 +23,7 @@ from .parity import (
     RECALL_CASES,
     START,
     WORDS,
+    check_a_channel_weighed_zero_is_left_out,
     check_lexical_search_is_exact_bm25,
     check_only_the_time_text_drives_the_time_channel,
     check_recall_matches_the_index,
@@ -312,6 +313,12 @@ def test_only_the_time_text_drives_the_time_channel_in_both_paths(
     filled: tuple[PostgresStore, list[Memory]],
 ) -> None:
     check_only_the_time_text_drives_the_time_channel(filled[0])
+
+
+def test_a_channel_weighed_zero_is_left_out_in_both_paths(
+    filled: tuple[PostgresStore, list[Memory]],
+) -> None:
+    check_a_channel_weighed_zero_is_left_out(filled[0])
 
 
 def test_hnsw_finds_nearly_what_exact_search_finds(

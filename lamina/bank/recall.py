@@ -230,9 +230,16 @@ every memory that names it costs more than the rest of the recall."""
 COMMON_ENTITY_FLOOR = 50
 
 
+def weighs(options: RecallOptions, channel: str) -> bool:
+    """Whether `channel` weighs in the fusion. A channel that does not is not searched at all:
+    it costs nothing, and its candidates do not reach the fusion through another channel (the
+    time channel scores every candidate the others propose)."""
+    return options.channel_weights.get(channel, 0.0) > 0
+
+
 def query_entities(query: str, options: RecallOptions) -> tuple[str, ...]:
     """The query's entities, when the entity channel counts."""
-    if options.channel_weights.get("entities", 0.0) <= 0:
+    if not weighs(options, "entities"):
         return ()
     return extract_entities(query)
 
@@ -275,7 +282,7 @@ def lexical_query(query: str, entities: Sequence[str], df: Callable[[str], int],
 def query_ranges(query: str, options: RecallOptions) -> list[TimeRange]:
     """The times the query names (or `options.time_text`, when given), when the time channel
     counts."""
-    if options.channel_weights.get("time", 0.0) <= 0:
+    if not weighs(options, "time"):
         return []
     text = query if options.time_text is None else options.time_text
     return resolve_time_expressions(text, options.now)
@@ -330,12 +337,15 @@ def channel_rankings(
     depth: int,
     ranges: Sequence[TimeRange] = (),
     entities: Sequence[str] = (),
+    lexical_channel: bool = True,
 ) -> dict[str, tuple[list[int], npt.NDArray[np.float32]]]:
     """Each channel's ranking (slots, best first) and its raw scores; the entity channel only
-    when the query names entities that some memory names too."""
+    when the query names entities that some memory names too, the dense one only given a
+    query vector, the lexical one unless `lexical_channel` is false."""
     out: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
-    lexical = index.lexical.scores(query)
-    out["lexical"] = (_top(lexical, keep & (lexical > 0), depth), lexical)
+    if lexical_channel:
+        lexical = index.lexical.scores(query)
+        out["lexical"] = (_top(lexical, keep & (lexical > 0), depth), lexical)
     if entities:
         named = index.lexical.scores(entity_terms(entities))
         ranking = _top(named, keep & (named > 0), depth)
@@ -469,13 +479,16 @@ def index_channels(
     )
     found = query_entities(query, options)
     vector = None
-    if embedder is not None and index.dim is not None and query.strip():
+    dense = weighs(options, "dense") and embedder is not None and index.dim is not None
+    if embedder is not None and dense and query.strip():
         size = len(index.lexical)
         vector = embedder.embed_query(without_common(query, found, index.lexical.df, size))
     ranges = query_ranges(query, options)
     entities = distinctive(found, index.lexical.df, len(index.lexical))
     lexical = lexical_query(query, found, index.lexical.df, len(index.lexical))
-    channels = channel_rankings(index, lexical, vector, keep, options.depth, ranges, entities)
+    channels = channel_rankings(
+        index, lexical, vector, keep, options.depth, ranges, entities, weighs(options, "lexical")
+    )
     return channels, int(keep.sum())
 
 
@@ -788,7 +801,7 @@ def recall_from_store(
 
     dense_job = (
         workers.submit(embed_and_search, embedder)
-        if embedder is not None and query.strip()
+        if weighs(options, "dense") and embedder is not None and query.strip()
         else None
     )
     entity_job = (
@@ -798,9 +811,9 @@ def recall_from_store(
     )
     time_job = workers.submit(_time_search, store, bank, ranges, depth, where) if ranges else None
     count_job = workers.submit(store.count_memories, bank, where)
-    found: dict[str, list[tuple[int, float]]] = {
-        "lexical": store.lexical_search(bank, terms, depth, where)
-    }
+    found: dict[str, list[tuple[int, float]]] = {}
+    if weighs(options, "lexical"):
+        found["lexical"] = store.lexical_search(bank, terms, depth, where)
     named: list[str] = []
     size = counts[0]
     if entity_job is not None:
@@ -826,8 +839,9 @@ def recall_from_store(
     if vector is not None and embedder is not None and (missing := rest("dense")):
         scoring["dense"] = workers.submit(store.dense_scores, bank, vector, missing, embedder.name)
     times_job = workers.submit(store.memory_times, bank, pool) if ranges else None
-    missing = rest("lexical")
-    rescored = {"lexical": store.lexical_scores(bank, terms, missing) if missing else {}}
+    rescored: dict[str, dict[int, float]] = {}
+    if "lexical" in found and (missing := rest("lexical")):
+        rescored["lexical"] = store.lexical_scores(bank, terms, missing)
     rescored.update({name: job.result() for name, job in scoring.items()})
 
     channels: dict[str, tuple[list[int], npt.NDArray[np.float32]]] = {}
