@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lamina.config import config_path, data_home, default_bank, embedder_choice, project_root
+from lamina.embed import DEFAULT_MODEL
 from lamina.errors import ConfigError
 from lamina.integrations.claude_code import HookSettings
 
@@ -77,6 +78,20 @@ def test_the_embedder_setting_chooses_what_a_bank_is_embedded_with(tmp_path: Pat
     unknown = run("recall", "which database?", "--bank", "ex", LAMINA_EMBEDDER="nope")
     assert unknown.returncode == 3 and "no embedder named 'nope'" in unknown.stderr
     assert "Traceback" not in unknown.stderr and len(unknown.stderr.strip().splitlines()) == 1
+    # Recall with another model finds these memories by their words only: status says so,
+    # and what to run; once reindexed with that model, the warning is gone.
+    status = json.loads(run("status", "--json").stdout)
+    assert status["banks"][0]["embedders"] == row["embedders"]
+    assert not [w for w in status["warnings"] if "reindex" in w]
+    other = {"LAMINA_EMBEDDER": "default"}
+    (warning,) = [w for w in json.loads(run("status", "--json", **other).stdout)["warnings"]
+                  if "reindex" in w]  # fmt: skip
+    assert "bank ex:" in warning and "hash-ngram@1" in warning
+    assert "lamina reindex --bank ex" in warning
+    assert run("reindex", "--bank", "ex", **other).returncode == 0
+    status = json.loads(run("status", "--json", **other).stdout)
+    assert not [w for w in status["warnings"] if "reindex" in w]
+    assert set(status["banks"][0]["embedders"]) == {DEFAULT_MODEL}
 
 
 def test_a_broken_config_file_is_one_clear_error(tmp_path: Path) -> None:

@@ -1,8 +1,10 @@
 """What `lamina status` reports: where the data lives, which hooks are installed (settings files
 and the Claude Code plugin) and which MCP servers, with a warning where two installations
 overlap, the banks and their sizes, the last retain of each session and what is not retained
-yet, the tail of the hook log (so a hook that failed open does not fail unseen), the last
-prompts' stage timings, and whether a warm server runs."""
+yet, which models embedded each bank's memories (with a warning when recall would use another
+one, so those memories are found by their words only until `lamina reindex`), the tail of the
+hook log (so a hook that failed open does not fail unseen), the last prompts' stage timings,
+and whether a warm server runs."""
 
 from __future__ import annotations
 
@@ -12,14 +14,15 @@ from typing import Any
 
 import orjson
 
-from ..config import data_home, database_target, default_bank
+from ..config import data_home, database_target, default_bank, embedder_choice
+from ..errors import ConfigError
 from ..integrations.claude_code.detect import installation_warnings, mcp_servers, plugin_state
 from ..integrations.claude_code.hook import TIMINGS_MARK
 from ..integrations.claude_code.install import installed_scopes, settings_path
 from ..integrations.claude_code.warm_client import WarmUnavailable, ask
 from ..store import describe_target, open_store
 
-__all__ = ["status_report"]
+__all__ = ["model_warnings", "status_report"]
 
 LOG_TAIL = 15
 RECENT_DOCUMENTS = 10
@@ -63,6 +66,29 @@ def prompt_timings(log: Path, count: int = PROMPT_TIMINGS) -> list[dict[str, Any
     return found[::-1]
 
 
+def configured_model() -> str | ConfigError:
+    """The name recall's embedder stores with its vectors (the configured one, else the
+    bundled model), without loading it; the configuration's error if it names no model."""
+    from ..embed import get_embedder
+
+    try:
+        return get_embedder(embedder_choice() or "default").name
+    except ConfigError as exc:
+        return exc
+
+
+def model_warnings(bank: str, embedders: dict[str, int], model: str) -> list[str]:
+    """One line for each model other than `model` that embedded some of `bank`'s memories:
+    recall finds those memories by their words only (the dense channel compares vectors of
+    one model) until they are embedded again."""
+    return [
+        f"bank {bank}: {count} memories have vectors of {other}, but recall embeds with "
+        f"{model}; run `lamina reindex --bank {bank}` to search them by meaning again"
+        for other, count in sorted(embedders.items())
+        if other != model
+    ]
+
+
 def status_report(
     home: str | Path | None = None,
     directory: str | Path | None = None,
@@ -95,6 +121,9 @@ def status_report(
     }
     if not exists:
         return report
+    model = configured_model()
+    if isinstance(model, ConfigError):
+        report["warnings"].append(str(model))
     store = open_store(target)
     try:
         report["database_bytes"] = store.size_bytes()
@@ -124,9 +153,12 @@ def status_report(
                     "memories": stats.memories,
                     "records": stats.records,
                     "embedded": stats.embedded,
+                    "embedders": dict(stats.embedders),
                     "recent_documents": recent,
                 }
             )
+            if isinstance(model, str):
+                report["warnings"].extend(model_warnings(bank.name, dict(stats.embedders), model))
     finally:
         store.close()
     return report
