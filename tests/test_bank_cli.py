@@ -6,17 +6,22 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
+import numpy as np
 import pytest
 
 from lamina.bank.bank import MemoryBank
 from lamina.bank.transfer import export_bank, import_bank
 from lamina.embed import HashEmbedder, default_embedder
 from lamina.errors import InputError
+from lamina.readers.locomo import read_locomo_samples
 from lamina.store.sqlite import SQLiteStore
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, LOCOMO
 
 pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
 
@@ -130,3 +135,46 @@ def test_a_changed_embedder_is_detected_and_reindex_fixes_it(tmp_path: Path) -> 
     assert dict(new.stats("ex").embedders) == {new.embedder.name: new.stats("ex").memories}
     again = new.recall("which database did we choose?", "ex")
     assert any("dense" in h.channels for h in again.hits)
+
+
+def test_reindexed_vectors_are_those_retain_makes(tmp_path: Path) -> None:
+    """A bank embedded again with another model holds, memory for memory, the vectors a bank
+    retained with that model holds (windows: their turns' mean), written in several parts,
+    with progress told; a reindex interrupted halfway is finished by the next one."""
+    sample = next(s for s in read_locomo_samples(str(LOCOMO)) if s.sample_id == "conv-26")
+    messages = [m for session in sample.sessions[:3] for m in session.messages]
+    model = HashEmbedder(dim=128)
+    direct = MemoryBank(SQLiteStore(tmp_path / "direct.db"), model)
+    direct.retain_messages(messages, "ex", "conv-26")
+    want = {m.id: m.embedding for m in direct.memories("ex")}
+    assert any(m.kind == "window" for m in direct.memories("ex"))
+    db = tmp_path / "switched.db"
+    MemoryBank(SQLiteStore(db), HashEmbedder()).retain_messages(messages, "ex", "conv-26")
+    switched = MemoryBank(SQLiteStore(db), model)
+    told: list[tuple[str, int, int]] = []
+    switched.progress = lambda stage, done, total: told.append((stage, done, total))
+    real = switched.store.set_embeddings
+    calls: list[int] = []
+
+    def fail_second_write(bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
+        calls.append(len(vectors))
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(bank, vectors, embedder)
+
+    with (
+        patch("lamina.bank.bank._REINDEX_WRITE", 5),
+        patch.object(switched.store, "set_embeddings", side_effect=fail_second_write),
+        pytest.raises(OSError, match="disk full"),
+    ):
+        switched.reindex("ex")
+    first = dict(switched.stats("ex").embedders)
+    assert 0 < first.get(model.name, 0) < len(want)  # the first write stands
+    assert switched.reindex("ex") == len(want) - first[model.name]
+    got = {m.id: m.embedding for m in switched.memories("ex")}
+    assert got.keys() == want.keys()
+    for memory_id, vector in want.items():
+        assert np.array_equal(got[memory_id], vector), memory_id
+    assert told[-1] == ("embedding", len(want) - first[model.name], len(want) - first[model.name])
+    assert dict(switched.stats("ex").embedders) == {model.name: len(want)}
+    assert switched.reindex("ex") == 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,21 @@ def check_bank_name(name: str) -> str:
     if not name or len(name) > _BANK_NAME_LIMIT or any(ord(c) < 32 for c in name):
         raise InputError(f"not a valid bank name: {name!r}")
     return name
+
+
+_REINDEX_WRITE = 4096
+"""Vectors `MemoryBank.reindex` writes at a time (each write makes readers refresh their
+vector file, so not one per batch)."""
+
+
+@dataclass
+class _ReindexPlan:
+    """A document's share of a reindex: its memories to embed and which memory holds each
+    record's turn (and whether that turn's vector stands)."""
+
+    turns: list[Memory] = field(default_factory=list)
+    windows: list[Memory] = field(default_factory=list)
+    turn_of: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
 
 class MemoryBank:
@@ -322,46 +338,81 @@ class MemoryBank:
         return self.store.set_entities(bank, changed) if changed else 0
 
     def reindex(self, bank: str, *, batch: int = 256, force: bool = False) -> int:
-        """Embed again every memory whose vector is missing or from another embedder."""
+        """Embed again every memory whose vector is missing or from another embedder (every
+        memory with `force`); returns how many were embedded.
+
+        One pass reads the memories without their vectors, then the work goes a document at a
+        time (a window's vector is the mean of its turns', as retain makes it, and a window's
+        turns are in its document), written every few thousand vectors: memory stays bounded
+        by a document, an interrupted reindex keeps what it wrote and the next one goes on from
+        there. `self.progress` hears ("embedding", embedded so far, total to embed)."""
         self.prepare(bank)
         embedder = self.embedder
-        every = list(self.memories(bank))
-        todo = [m for m in every if force or m.embedding is None or m.embedder != embedder.name]
-        # Windows get their vector as retain gives it: the mean of their turns' vectors.
-        turns = [m for m in todo if m.kind != "window"]
-        windows = [m for m in todo if m.kind == "window"]
+        name = embedder.name
+        plans: dict[str, _ReindexPlan] = {}
+        total = 0
+        for memory in self.memories(bank, with_embeddings=False):
+            plan = plans.get(memory.document)
+            if plan is None:
+                plan = plans[memory.document] = _ReindexPlan()
+            todo = force or memory.embedder != name
+            if memory.kind in ("turn", "line"):
+                for record in memory.record_ids:
+                    plan.turn_of[record] = (memory.id, not todo)
+            if todo:
+                total += 1
+                if memory.kind == "window":
+                    plan.windows.append(memory)
+                else:
+                    plan.turns.append(memory)
+        sink = self.progress
         done = 0
-        fresh: dict[str, Any] = {}
-        for start in range(0, len(turns), batch):
-            part = turns[start : start + batch]
-            vectors = embedder.embed_documents([m.text for m in part])
-            fresh.update({m.id: vectors[i] for i, m in enumerate(part)})
-            done += self.store.set_embeddings(
-                bank, {m.id: vectors[i] for i, m in enumerate(part)}, embedder.name
-            )
-        turn_of: dict[tuple[str, str], Memory] = {
-            (m.document, r): m for m in every if m.kind in ("turn", "line") for r in m.record_ids
-        }
-        by_id = {m.id: m for m in every}
-        derived: dict[str, Any] = {}
-        for window in windows:
-            parts = list(
-                dict.fromkeys(
-                    turn_of[(window.document, r)].id
+        pending: dict[str, Any] = {}
+
+        def write() -> None:
+            nonlocal done
+            if pending:
+                done += self.store.set_embeddings(bank, pending, name)
+                pending.clear()
+            if sink is not None:
+                sink("embedding", done, total)
+
+        for plan in plans.values():
+            if not plan.turns and not plan.windows:
+                continue
+            fresh: dict[str, Any] = {}
+            for start in range(0, len(plan.turns), batch):
+                part = plan.turns[start : start + batch]
+                vectors = embedder.embed_documents([m.text for m in part])
+                fresh.update({m.id: vectors[i] for i, m in enumerate(part)})
+                pending.update({m.id: vectors[i] for i, m in enumerate(part)})
+                if len(pending) >= _REINDEX_WRITE:
+                    write()
+                elif sink is not None:
+                    sink("embedding", done + len(pending), total)
+            # Turns whose vectors stand, read only when a window of theirs needs them.
+            standing = sorted(
+                {
+                    plan.turn_of[r][0]
+                    for window in plan.windows
                     for r in window.record_ids
-                    if (window.document, r) in turn_of
-                )
+                    if r in plan.turn_of and plan.turn_of[r][1]
+                }
             )
-            known = [
-                fresh[p]
-                if p in fresh
-                else (by_id[p].embedding if by_id[p].embedder == embedder.name else None)
-                for p in parts
-            ]
-            if len(parts) > 1 and all(v is not None for v in known):
-                derived[window.id] = window_vector([v for v in known if v is not None])
-            else:
-                derived[window.id] = embedder.embed_documents([window.text])[0]
-        if derived:
-            done += self.store.set_embeddings(bank, derived, embedder.name)
+            kept = (
+                {m.id: m.embedding for m in self.store.get_memories(bank, standing)}
+                if standing
+                else {}
+            )
+            for window in plan.windows:
+                parts = list(dict.fromkeys(plan.turn_of[r][0] for r in window.record_ids
+                                           if r in plan.turn_of))  # fmt: skip
+                known = [fresh.get(p, kept.get(p)) for p in parts]
+                if len(parts) > 1 and all(v is not None for v in known):
+                    pending[window.id] = window_vector([v for v in known if v is not None])
+                else:
+                    pending[window.id] = embedder.embed_documents([window.text])[0]
+                if len(pending) >= _REINDEX_WRITE:
+                    write()
+        write()
         return done

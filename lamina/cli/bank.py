@@ -382,7 +382,14 @@ def reindex(
     """
     name = bank or default_bank()
     memory_bank = _open(ctx)
-    done = memory_bank.reindex(require_bank(memory_bank, name), force=force)
+    with Progress("embedding", unit="memories") as bar:
+
+        def tell(_stage: str, done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done)
+
+        memory_bank.progress = tell
+        done = memory_bank.reindex(require_bank(memory_bank, name), force=force)
     result: dict[str, object] = {
         "bank": name,
         "embedded": done,
