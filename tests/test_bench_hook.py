@@ -24,7 +24,15 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     assert data["benchmark"] == "hook" and data["session_excluded"]
     measured = [*data["baselines"].values(), data["sizes"]["200"]["cold"],
                 data["sizes"]["200"]["warm"]]  # fmt: skip
-    assert set(data["baselines"]) == {"python_pass", "python_import_numpy_onnxruntime"}
+    assert set(data["baselines"]) == {
+        "python_pass", "python_no_site", "python_import_numpy_onnxruntime"
+    }  # fmt: skip
+    # What is measured is said: which Lamina, through which command, and whether a
+    # development checkout's import finder (which a user's install has not) is in every run.
+    install = data["install"]
+    assert isinstance(install["editable"], bool) and install["hook_command"].endswith(" hook")
+    assert ("editable install" in out.stderr) == install["editable"]
+    assert isinstance(install["site_cpu_ms"], float | int)
     for summary in measured:
         assert summary["runs"] == 2 and summary["nonzero_exits"] == 0
         assert set(summary["cpu_ms"]) == set(summary["wall_ms"]) == {"p50", "p95"}

@@ -10,8 +10,13 @@ the cold path and once with a warm server running (whose own CPU per prompt is r
 Each child is reaped with os.wait4, which gives its own CPU time (user + sys) and peak RSS. The
 baselines are measured the same way in the same run: `python -c pass` (the floor of any hook)
 and `python -c "import numpy, onnxruntime"` (the floor of a hook that loads the model's
-runtime). Beside the hook, per bank: `lamina recall` as a fresh process, and a fresh
-`lamina serve`'s first recall and the ones after it (`lamina.bench.commands`).
+runtime), and `python -S -c pass` (the interpreter without `site`: the difference is what the
+installation's .pth files cost every process). The hook runs as Claude Code runs it, through the
+installed `lamina` script beside this Python (`--via module`: `python -m lamina`), and the JSON
+says whether this Lamina is an editable install (a development checkout: its import finder costs
+every process several milliseconds that a user's install does not pay; a warning says so).
+Beside the hook, per bank: `lamina recall` as a fresh process, and a fresh `lamina serve`'s
+first recall and the ones after it (`lamina.bench.commands`).
 """
 
 from __future__ import annotations
@@ -124,7 +129,44 @@ def _compile(env: dict[str, str]) -> None:
     )  # fmt: skip
 
 
-_LAMINA_HOOK = [sys.executable, "-m", "lamina", "hook"]
+_MODULE = [sys.executable, "-m", "lamina"]
+
+
+def _script() -> Path | None:
+    """The installed `lamina` script beside this Python (what Claude Code's hooks run)."""
+    script = Path(sys.executable).parent / "lamina"
+    return script if script.is_file() and os.access(script, os.X_OK) else None
+
+
+def hook_launcher(via: str) -> list[str]:
+    """The measured hook command: the installed script (`via` "script", when there is one),
+    else `python -m lamina hook`."""
+    script = _script() if via == "script" else None
+    return [*_MODULE, "hook"] if script is None else [str(script), "hook"]
+
+
+def install_info() -> dict[str, Any]:
+    """Where the measured Lamina comes from, and whether it is an editable install (a
+    development checkout: every process runs its import finder, which a user's install from
+    a wheel or sdist, by pip or pipx, does not)."""
+    import importlib.metadata
+
+    from .. import __file__ as package_file
+
+    editable = False
+    try:
+        dist = importlib.metadata.distribution("lamina")
+        files = [str(f) for f in dist.files or []]
+        editable = any(Path(f).name.startswith("__editable__") for f in files)
+        direct = dist.read_text("direct_url.json")
+        if direct:
+            editable = editable or bool(orjson.loads(direct).get("dir_info", {}).get("editable"))
+        located = Path(str(dist.locate_file(""))).resolve()
+        package = Path(package_file).resolve().parent
+        editable = editable or located not in package.parents
+    except (importlib.metadata.PackageNotFoundError, ValueError, OSError):
+        editable = True  # not installed at all: run from a checkout
+    return {"editable": editable, "package": str(Path(package_file).resolve().parent)}
 
 
 def _prompt_payload(home: Path, transcript: Path, prompt: str) -> bytes:
@@ -150,13 +192,18 @@ def deadline_spread(runs: int, low: float = 0.3, high: float = 3.0) -> list[floa
 
 
 def _measure_deadlines(
-    home: Path, transcript: Path, prompts: list[str], limits: list[float], pycache: Path
+    home: Path,
+    transcript: Path,
+    prompts: list[str],
+    limits: list[float],
+    pycache: Path,
+    hook: list[str],
 ) -> dict[str, Any]:
     """The cold hook run once per time limit: every run must exit 0 (an abort is a crash:
     exit 134, or -6 when the signal is reported), with memories or without."""
     done = _run_all(
         [
-            (_LAMINA_HOOK, _prompt_payload(home, transcript, prompts[i % len(prompts)]),
+            (hook, _prompt_payload(home, transcript, prompts[i % len(prompts)]),
              _hook_env(home, limit, pycache))
             for i, limit in enumerate(limits)
         ]
@@ -182,6 +229,7 @@ def _measure_size(
     runs: int,
     time_limit: float,
     pycache: Path,
+    hook: list[str],
 ) -> dict[str, Any]:
     env = _hook_env(home, time_limit, pycache)
     lamina = [sys.executable, "-m", "lamina"]
@@ -189,7 +237,7 @@ def _measure_size(
     def payload(i: int) -> bytes:
         return _prompt_payload(home, transcript, prompts[i % len(prompts)])
 
-    cold = _run_all([(_LAMINA_HOOK, payload(i), env) for i in range(runs)])
+    cold = _run_all([(hook, payload(i), env) for i in range(runs)])
     _progress(f"  cold path: {runs} runs, cpu p50 {_summary(cold)['cpu_ms']['p50']} ms")
     recall_command = _summary(
         _run_all([([*lamina, "recall", prompts[i % len(prompts)], "--block"], b"", env)
@@ -213,9 +261,9 @@ def _measure_size(
     pid = int(orjson.loads(start.stdout)["pid"])
     try:
         # The server's first recall of a bank loads it; that is start-up, not a prompt.
-        _run_all([(_LAMINA_HOOK, payload(runs), env)])
+        _run_all([(hook, payload(runs), env)])
         before = process_cpu_ms(pid)
-        warm = _run_all([(_LAMINA_HOOK, payload(i), env) for i in range(runs)])
+        warm = _run_all([(hook, payload(i), env) for i in range(runs)])
         server_cpu = (process_cpu_ms(pid) - before) / max(1, runs)
     finally:
         subprocess.run(
@@ -279,6 +327,14 @@ def _measure_size(
     help="Also run the cold hook this many times on the largest bank, with time limits spread "
     "from 0.3 to 3 s, and count the runs that did not exit 0 (aborts).",
 )
+@click.option(
+    "--via",
+    type=click.Choice(["script", "module"]),
+    default="script",
+    show_default=True,
+    help="Run the hook through the installed `lamina` script beside this Python, as Claude "
+    "Code does (or, when there is none, and with `module`: `python -m lamina hook`).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def hook_bench(
     sizes: tuple[int, ...],
@@ -288,6 +344,7 @@ def hook_bench(
     base_texts: int | None,
     keep: Path | None,
     deadline_runs: int,
+    via: str,
     as_json: bool,
 ) -> None:
     """CPU, wall time and peak memory of the real `lamina hook` per prompt, cold and warm, at
@@ -304,11 +361,23 @@ def hook_bench(
     if base_texts is not None:
         texts = texts[:base_texts]
     prompts = [questions[i] for i in random.Random(5).sample(range(len(questions)), 50)]
+    hook = hook_launcher(via)
+    install = {**install_info(), "hook_command": " ".join(hook)}
+    if install["editable"]:
+        _progress(
+            f"warning: lamina is an editable install here ({install['package']}): every "
+            "process pays its import finder, which a user's install does not (compare "
+            "baselines python_pass and python_no_site); measure a regular install "
+            "(pip install <checkout>, not -e) for the figures users meet"
+        )
     pycache = Path(tempfile.mkdtemp(prefix="lamina-pycache-"))
     env = _hook_env(Path(tempfile.gettempdir()), time_limit, pycache)
     _compile(env)
     baselines = {
         "python_pass": _summary(_run_all([([sys.executable, "-c", "pass"], b"", env)] * runs)),
+        "python_no_site": _summary(
+            _run_all([([sys.executable, "-S", "-c", "pass"], b"", env)] * runs)
+        ),
         "python_import_numpy_onnxruntime": _summary(
             _run_all([([sys.executable, "-c", "import numpy, onnxruntime"], b"", env)] * runs)
         ),
@@ -349,11 +418,11 @@ def hook_bench(
             results[str(n)] = {
                 "memories": n,
                 "build_s": round(build_s, 1),
-                **_measure_size(home, transcript, prompts, count, time_limit, pycache),
+                **_measure_size(home, transcript, prompts, count, time_limit, pycache, hook),
             }
             if deadline_runs and n == max(sizes):
                 limits = deadline_spread(deadline_runs)
-                deadlines = _measure_deadlines(home, transcript, prompts, limits, pycache)
+                deadlines = _measure_deadlines(home, transcript, prompts, limits, pycache, hook)
                 results[str(n)]["deadlines"] = deadlines
                 _progress(f"  deadlines: {deadline_runs} runs, {deadlines['aborts']} aborts")
         if embedder_bank is not None:
@@ -366,6 +435,14 @@ def hook_bench(
             "transcript": source.name,
             "session_excluded": SESSION,
             "byte_code": "compiled before measuring, as an installed package has it",
+            "install": {
+                **install,
+                "site_cpu_ms": round(
+                    baselines["python_pass"]["cpu_ms"]["p50"]
+                    - baselines["python_no_site"]["cpu_ms"]["p50"],
+                    2,
+                ),
+            },
             "baselines": baselines,
             "sizes": results,
             "cpu_count": os.cpu_count(),

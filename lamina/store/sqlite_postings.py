@@ -279,12 +279,16 @@ def read_postings(
             parts_seq.append(tail[:, 0])
             parts_tf.append(tail[:, 1].astype(np.float64))
             parts_len.append(tail[:, 2].astype(np.float64))
-        if parts_seq:
+        if len(parts_seq) == 1:  # the pack alone, or rows alone: no copy
+            posting = Postings(parts_seq[0], parts_tf[0], parts_len[0])
+        elif parts_seq:
             posting = Postings(
                 np.concatenate(parts_seq), np.concatenate(parts_tf), np.concatenate(parts_len)
             )
-            if len(posting):
-                out[term] = posting
+        else:
+            continue
+        if len(posting):
+            out[term] = posting
     return out
 
 
@@ -300,19 +304,32 @@ def bm25(
     avgdl = total_terms / live if total_terms else 1.0
     k1, b = BM25_K1, BM25_B
     seqs = np.concatenate([lists[t].seqs for t in used])
-    parts = []
-    for term in used:
-        p = lists[term]
-        weight = counts[term] * idf(live, len(p))
-        parts.append(weight * p.tfs * (k1 + 1) / (p.tfs + k1 * (1 - b + b * p.lengths / avgdl)))
-    scores = np.concatenate(parts)
+    tfs = np.concatenate([lists[t].tfs for t in used])
+    # weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)), each term's weight
+    # counts[t] * idf: every term at once and in place (fresh arrays: concatenate copies),
+    # the same operations in the same order as term by term, so the same scores to the bit.
+    scores = np.repeat(
+        np.array([counts[t] * idf(live, len(lists[t])) for t in used], dtype=np.float64),
+        [len(lists[t]) for t in used],
+    )
+    scores *= tfs
+    scores *= k1 + 1
+    lengths = np.concatenate([lists[t].lengths for t in used])
+    lengths *= b
+    lengths /= avgdl
+    lengths += 1 - b
+    lengths *= k1
+    lengths += tfs
+    scores /= lengths
     low, high = int(seqs.min()), int(seqs.max())
     if high - low < max(4 * len(seqs), 1 << 20):
         # Summed straight into a table over the seq range: no sort (seqs are dense enough).
-        summed = np.bincount(seqs - low, weights=scores, minlength=high - low + 1)
-        held = np.bincount(seqs - low, minlength=high - low + 1) > 0
+        at = seqs - low
+        summed = np.bincount(at, weights=scores, minlength=high - low + 1)
+        held = np.zeros(high - low + 1, dtype=bool)
+        held[at] = True
         at = np.flatnonzero(held)
-        return at.astype(np.int64) + low, summed[at].astype(np.float64)
+        return at.astype(np.int64) + low, summed[at].astype(np.float64, copy=False)
     order = np.argsort(seqs, kind="stable")
     seqs, scores = seqs[order], scores[order]
     starts = np.flatnonzero(np.r_[True, seqs[1:] != seqs[:-1]])

@@ -45,6 +45,7 @@ import orjson
 
 from ... import __version__
 from ...errors import InputError
+from .heap import keep_freed_memory
 from .hook import HookCall, HookLog, run_hook
 from .prompt import PromptAnswer, PromptRequest, answer_prompt
 from .warm_client import (
@@ -163,6 +164,7 @@ class WarmServer:
             pid_file.write_text(f"{os.getpid()}\n")
             previous = signal.signal(signal.SIGTERM, _raise_stop)
             try:
+                keep_freed_memory()
                 self._open_bank()
                 self.started_at = time.time()
                 log.write("warm", "-", f"server {os.getpid()} listening on {path}")
