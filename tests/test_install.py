@@ -141,6 +141,33 @@ def test_plugin_runs_the_installed_lamina_and_says_it_is_the_plugin(tmp_path: Pa
     assert launcher(tmp_path, "mcp", LAMINA_BIN=str(other)).stdout == "other mcp\n"
 
 
+def test_plugin_hooks_run_the_scripts_python_at_lamina_itself(tmp_path: Path) -> None:
+    """pip's `lamina` script imports `re` before Lamina: a hook runs the script's Python at
+    Lamina's entry point instead, never importing from the project it runs in, and falls back
+    to the script where that Python has no Lamina."""
+    project = tmp_path / "project"
+    (project / "lamina").mkdir(parents=True)
+    marker = tmp_path / "shadowed"
+    (project / "lamina" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    script = tmp_path / "bin" / "lamina"
+    script.parent.mkdir()
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.exit('the script ran')\n")
+    script.chmod(0o755)
+    payload = {"hook_event_name": "SessionStart", "session_id": "s", "cwd": str(project)}
+    environ = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LAMINA_BIN": str(script),
+               "LAMINA_HOME": str(tmp_path / "home")}  # fmt: skip
+    run = subprocess.run(["sh", str(LAUNCHER), "hook"], input=json.dumps(payload), cwd=project,
+                         capture_output=True, text=True, env=environ, timeout=60)  # fmt: skip
+    assert run.returncode == 0 and "the script ran" not in run.stderr, run.stderr
+    assert not marker.exists()
+    assert "SessionStart" in (tmp_path / "home" / "logs" / "hooks.log").read_text()
+    # A Python without Lamina: the script itself runs, with the same arguments.
+    script.write_text("#!/usr/bin/python3\nimport sys\nprint('the script ran', sys.argv[1:])\n")
+    fallback = subprocess.run(["sh", str(LAUNCHER), "hook"], input="{}", cwd=tmp_path,
+                              capture_output=True, text=True, env=environ, timeout=60)  # fmt: skip
+    assert fallback.stdout == "the script ran ['hook']\n", fallback.stderr
+
+
 def test_project_install_writes_nothing_of_this_machine(tmp_path: Path) -> None:
     fresh = tmp_path / "fresh"
     (fresh / ".git").mkdir(parents=True)
