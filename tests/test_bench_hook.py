@@ -15,7 +15,7 @@ from .conftest import needs_shared
 def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "lamina", "bench", "hook", "--memories", "200", "--runs", "2",
-         "--base-texts", "300", "--deadline-runs", "4", "--json"],
+         "--base-texts", "300", "--deadline-runs", "4", "--via", "plugin", "--json"],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -31,6 +31,7 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     # development checkout's import finder (which a user's install has not) is in every run.
     install = data["install"]
     assert isinstance(install["editable"], bool) and install["hook_command"].endswith(" hook")
+    assert "run-lamina" in install["hook_command"]  # as the plugin runs it
     assert ("editable install" in out.stderr) == install["editable"]
     assert isinstance(install["site_cpu_ms"], float | int)
     for summary in measured:

@@ -138,11 +138,29 @@ def _script() -> Path | None:
     return script if script.is_file() and os.access(script, os.X_OK) else None
 
 
+def _plugin_launcher() -> Path | None:
+    """The Claude Code plugin's launcher of the checkout this Lamina runs from, if any (an
+    installed copy has none: the plugin is installed from the repository)."""
+    launcher = Path(__file__).resolve().parents[2] / "plugins" / "lamina" / "scripts" / "run-lamina"
+    return launcher if launcher.is_file() else None
+
+
 def hook_launcher(via: str) -> list[str]:
     """The measured hook command: the installed script (`via` "script", when there is one),
-    else `python -m lamina hook`."""
-    script = _script() if via == "script" else None
-    return [*_MODULE, "hook"] if script is None else [str(script), "hook"]
+    the plugin's launcher running that script as the plugin's hooks do ("plugin"), else
+    `python -m lamina hook`."""
+    script = _script() if via in ("script", "plugin") else None
+    if script is None:
+        return [*_MODULE, "hook"]
+    if via == "plugin":
+        launcher = _plugin_launcher()
+        if launcher is None:
+            raise click.ClickException(
+                "--via plugin needs the plugin's launcher (plugins/lamina/scripts/run-lamina) "
+                "beside this Lamina: run it from a checkout"
+            )
+        return ["env", f"LAMINA_BIN={script}", "sh", str(launcher), "hook"]
+    return [str(script), "hook"]
 
 
 def install_info() -> dict[str, Any]:
@@ -329,11 +347,12 @@ def _measure_size(
 )
 @click.option(
     "--via",
-    type=click.Choice(["script", "module"]),
+    type=click.Choice(["script", "plugin", "module"]),
     default="script",
     show_default=True,
-    help="Run the hook through the installed `lamina` script beside this Python, as Claude "
-    "Code does (or, when there is none, and with `module`: `python -m lamina hook`).",
+    help="Run the hook through the installed `lamina` script beside this Python, as settings "
+    "hooks do; `plugin`: through the Claude Code plugin's launcher (from a checkout); "
+    "`module` (or when there is no script): `python -m lamina hook`.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def hook_bench(
