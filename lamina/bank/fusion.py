@@ -7,16 +7,21 @@ and entity scores) and, for the best `RERANK` of them, a few from the memory its
 speaker is a signal, never a filter). The score is the model's log-odds that the memory holds
 what the query asks about.
 
-The coefficients ship in `lamina/data/fusion.json`. They were fitted on synthetic questions made
-from the shared conversations' own turns (a few of a turn's words, often its speaker's name, in
-a question frame; that turn relevant), never on a benchmark's questions or answers: `lamina
-bench fusion --write` fits them again, reproducibly (fixed seed), with numpy alone.
+The coefficients ship in `lamina/data/fusion*.json`, one model per embedder (each file names the
+embedder whose vectors it was fitted with; `fusion.json` is the bundled model's, and the one
+recall falls back to for an embedder without its own). They were fitted on synthetic questions
+made from the shared conversations' own turns (a few of a turn's words, often its speaker's name,
+in a question frame; that turn relevant), never on a benchmark's questions or answers: `lamina
+bench fusion [--embedder NAME] --write` fits them again, reproducibly (fixed seed), with numpy
+alone.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,12 +48,18 @@ __all__ = [
     "default_model",
     "fit_logistic",
     "memory_features",
+    "model_for",
     "named_participants",
     "pool_features",
     "read_model",
     "rerank_features",
+    "shipped_models",
     "stage_order",
 ]
+
+logger = logging.getLogger(__name__)
+
+_DATA = Path(__file__).parents[1] / "data"
 
 CHANNEL_FEATURES = ("lexical", "dense", "time", "entities")
 """Features from the channels alone: known for every candidate before any memory is read."""
@@ -85,9 +96,45 @@ class FusionModel:
 
 @lru_cache(maxsize=1)
 def default_model() -> FusionModel:
-    """The shipped coefficients (lamina/data/fusion.json)."""
-    text = (Path(__file__).parents[1] / "data" / "fusion.json").read_text(encoding="utf-8")
+    """The shipped coefficients fitted for the bundled embedder (lamina/data/fusion.json)."""
+    text = (_DATA / "fusion.json").read_text(encoding="utf-8")
     return FusionModel.from_dict(json.loads(text)["model"])
+
+
+@lru_cache(maxsize=1)
+def shipped_models() -> dict[str, FusionModel]:
+    """The shipped models (lamina/data/fusion*.json) by the name of the embedder each was
+    fitted for (its "embedder", the name stored with that embedder's vectors)."""
+    models: dict[str, FusionModel] = {}
+    for path in sorted(_DATA.glob("fusion*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        name = data.get("embedder")
+        if isinstance(name, str) and name not in models:
+            models[name] = FusionModel.from_dict(data["model"])
+    return models
+
+
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def model_for(embedder: str) -> FusionModel:
+    """The shipped model fitted for the embedder called `embedder` (the name stored with its
+    vectors: the dense channel's scores have that model's scale and spread); for an embedder
+    without one, the bundled embedder's model, saying so once per process."""
+    found = shipped_models().get(embedder)
+    if found is not None:
+        return found
+    with _WARNED_LOCK:
+        first = embedder not in _WARNED
+        _WARNED.add(embedder)
+    if first:
+        logger.warning(
+            "no fusion model fitted for embedder %r; recall uses the bundled embedder's "
+            "(fit one: lamina bench fusion --embedder NAME --write PATH)",
+            embedder,
+        )
+    return default_model()
 
 
 def read_model(path: str | Path) -> FusionModel:

@@ -120,7 +120,8 @@ class RecallOptions:
     (`channel_weights`) and added; `rrf`: weighted reciprocal-rank fusion (0.813 / 0.683).
     With `learned`, `channel_weights` only says which channels count (weight above 0)."""
     model: FusionModel | None = None
-    """The `learned` fusion's coefficients; None: the shipped ones (lamina/data/fusion.json)."""
+    """The `learned` fusion's coefficients; None: the ones shipped for the embedder that made
+    the bank's vectors (`lamina.bank.fusion.model_for`; lamina/data/fusion*.json)."""
     rrf_k: int = 60
     depth: int = 200
     """How deep each channel's ranking goes into the fusion."""

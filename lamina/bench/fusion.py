@@ -12,7 +12,12 @@ fitted on them with numpy (fixed seed: the same data gives the same coefficients
 The JSON reports, for held-out synthetic questions, how often the turn is found in the top 10
 under the fitted model and under the hand-set CombSUM, fitting on one half of the conversations
 and testing on the other (both ways), then the coefficients fitted on all of them; `--write`
-stores those as the shipped model.
+stores those, with the name of the embedder they were fitted with (`--embedder`: the dense
+channel's scores have its scale and spread). Recall reads the model shipped for the embedder
+that made a bank's vectors:
+
+    lamina bench fusion --write lamina/data/fusion.json                   # the bundled model
+    lamina bench fusion --embedder minilm-l6 --write lamina/data/fusion-minilm-l6.json
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ..bank.fusion import (
 )
 from ..bank.lexical import STOP_WORDS
 from ..bank.recall import RecallOptions, entity_scale, index_channels
+from ..embed import get_embedder
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
@@ -269,19 +275,37 @@ def found_at(rows: Rows, keep: Sequence[int], model: FusionModel, k: int = 10) -
     "write",
     default=None,
     metavar="PATH",
-    help="Write the model fitted on all conversations here (lamina/data/fusion.json ships it).",
+    help="Write the model fitted on all conversations here, with the embedder's name "
+    "(lamina/data/fusion*.json ship; recall reads the one for the bank's embedder).",
+)
+@click.option(
+    "--embedder",
+    "embedder_name",
+    default="default",
+    show_default=True,
+    help="Fit for this dense channel's model (see lamina.embed.get_embedder; 'minilm-l6' "
+    "needs the l6 extra).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def fusion_bench(
-    data: str | None, per_conversation: int, l2: float, write: str | None, as_json: bool
+    data: str | None,
+    per_conversation: int,
+    l2: float,
+    write: str | None,
+    embedder_name: str,
+    as_json: bool,
 ) -> None:
-    """Fit the calibrated fusion on synthetic questions from the conversations' own turns;
-    report held-out synthetic recall against the hand-set fusion."""
+    """Fit the calibrated fusion on synthetic questions from the conversations' own turns,
+    for one embedder; report held-out synthetic recall against the hand-set fusion.
+
+    Example: lamina bench fusion --embedder minilm-l6 --write lamina/data/fusion-minilm-l6.json
+    """
     data = locomo_file(data)
     samples = read_locomo_samples(data)
     questions = synthetic_questions(samples, per_conversation)
+    embedder = get_embedder(embedder_name)
     with tempfile.TemporaryDirectory(prefix="lamina-fusion-") as tmp:
-        bank = MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"))
+        bank = MemoryBank(SQLiteStore(Path(tmp) / "lamina.db"), embedder)
         for sample in samples:
             bank.retain_messages(sample.messages, _bank_name(sample), sample.sample_id)
         rows = collect(bank, samples, questions)
@@ -304,6 +328,7 @@ def fusion_bench(
     result = {
         "benchmark": "fusion",
         "data": data,
+        "embedder": embedder.name,
         "questions": len(rows.x),
         "splits": splits,
         "all": {
@@ -313,9 +338,12 @@ def fusion_bench(
         "model": model.as_dict(),
     }
     if write:
+        refit = "" if embedder_name == "default" else f" --embedder {embedder_name}"
         document = {
-            "about": "Recall's calibrated fusion (lamina.bank.fusion); refit with "
-            "`lamina bench fusion --write lamina/data/fusion.json`.",
+            "about": f"Recall's calibrated fusion (lamina.bank.fusion) for the embedder "
+            f"{embedder.name}; refit with `lamina bench fusion{refit} --write "
+            f"lamina/data/{Path(write).name}`.",
+            "embedder": embedder.name,
             "fitted_on": {
                 "data": Path(data).name,
                 "questions": len(rows.x),
