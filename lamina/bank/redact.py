@@ -303,6 +303,8 @@ class Redactor:
     _own: list[Rule] = field(init=False, repr=False)
     _all: list[Rule] | None = field(init=False, repr=False, default=None)
     _global: Rule | None = field(init=False, repr=False, default=None)
+    _keywords: tuple[str, ...] = field(init=False, repr=False, default=())
+    """Every keyword of the rules, once: a text is searched for each once, not per rule."""
 
     def __post_init__(self) -> None:
         # Lamina's own rules and the extra ones now, so a bad extra pattern fails where it is
@@ -312,20 +314,24 @@ class Redactor:
 
     def _rules(self) -> list[Rule]:
         if self._all is None:
+            found = self._own
             if self.gitleaks:
                 rules, (shared,) = gitleaks_rules()
                 self._global = shared
-                self._all = [*rules, *self._own]
-            else:
-                self._all = self._own
+                found = [*rules, *self._own]
+            # Keywords first: a thread that finds the rules set finds their keywords too.
+            self._keywords = tuple({k: None for rule in found for k in rule.keywords})
+            self._all = found
         return self._all
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """The secrets of a text: (start, end, rule), overlaps merged, in order."""
+        rules = self._rules()
         lowered = text.lower()
+        present = {k for k in self._keywords if k in lowered}
         spans: list[tuple[int, int, str]] = []
-        for rule in self._rules():
-            if rule.keywords and not any(k in lowered for k in rule.keywords):
+        for rule in rules:
+            if rule.keywords and present.isdisjoint(rule.keywords):
                 continue
             for match in rule.regex.finditer(text):
                 start, end = _secret_span(rule, match)
