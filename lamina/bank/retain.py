@@ -350,26 +350,35 @@ class Retainer:
         # Secrets are replaced in what was said before units are cut from it; the pass over
         # each unit's text below is a second guard (its matches were counted here already).
         units, segs = build_units(messages, self.options.units, redact)
-        texts: dict[str, str] = {}
-        for unit in units:
-            text, _again = self.options.redactor.redact(unit.text)  # counted above
-            texts[unit.key] = _storable(text)
         ids = {unit.key: memory_id(document, unit) for unit in units}
-        hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
-        stored = self.store.content_hashes(bank, ids.values())
-        changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
+        kept = set(ids.values())
+        texts: dict[str, str] = {}
+        hashes: dict[str, str] = {}
+
+        def changed_among(group: Sequence[Unit]) -> list[Unit]:
+            for unit in group:
+                text, _again = self.options.redactor.redact(unit.text)  # counted above
+                texts[unit.key] = _storable(text)
+                hashes[unit.key] = content_hash(unit, texts[unit.key])
+            stored = self.store.content_hashes(bank, [ids[u.key] for u in group])
+            return [u for u in group if stored.get(ids[u.key]) != hashes[u.key]]
+
+        # Windows come last among the units, and their vectors are made from their parts':
+        # the parts (and facts) go to the model first, the windows are read meanwhile.
+        changed = changed_among([u for u in units if u.kind != "window"])
         facts, stale, fact_errors = self._facts(bank, document, whole_turns(units, changed))
-        stale += self._gone(bank, document, messages, segs, units, set(ids.values()))
         for unit in facts:
             text, count = self.options.redactor.redact(unit.text)
             texts[unit.key] = _storable(text)
             redactions += count
             ids[unit.key] = memory_id(document, unit)
             hashes[unit.key] = content_hash(unit, texts[unit.key])
-        changed += facts
-        with self._embedding(changed, texts) as matrices:
+        with self._embedding([*changed, *facts], texts) as matrices:
             # While the model embeds (in a worker thread for a larger batch), this thread
-            # reads what the memories need besides their vectors.
+            # reads the windows and what the memories need besides their vectors.
+            changed += changed_among([u for u in units if u.kind == "window"])
+            changed += facts
+            stale += self._gone(bank, document, messages, segs, units, kept)
             entities = {u.key: extract_entities(texts[u.key], u.speakers) for u in changed}
             tokens = {u.key: count_text(texts[u.key]) for u in changed}
             vectors = self._embed(changed, texts, bank, ids, matrices)
