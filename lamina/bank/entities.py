@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from .lexical import STOP_WORDS
 
@@ -141,16 +142,37 @@ def extract_entities(text: str, speakers: Iterable[str] = ()) -> tuple[str, ...]
 
     for speaker in speakers:
         add(speaker)
-    prose = _SPEAKER.sub(lambda m: " " * len(m.group(0)), text)
-    for ident in _identifiers(prose):
-        add(ident)
-    for quoted in _QUOTED.findall(prose):
-        if 2 <= len(quoted.split()) <= 6:
-            add(quoted.strip(" .,!?"))
-    prose = _QUOTED.sub(lambda m: " " * len(m.group(0)), prose)
-    for name in _names(prose):
-        add(name)
+    # No entity spans a line break, so a text's are its lines', read line by line (and
+    # remembered: a window repeats the lines of the units it joins), in the same order.
+    lines = [
+        _line_entities(line) if len(line) <= _LINE_CACHED else _read_line(line)
+        for line in text.split("\n")
+    ]
+    for kind in range(3):  # identifiers, then titles, then names
+        for found_in_line in lines:
+            for entity in found_in_line[kind]:
+                add(entity)
     return tuple(found)
+
+
+_LINE_CACHED = 2_000
+"""Lines up to this many characters keep their entities (`_line_entities`)."""
+
+_LineEntities = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def _read_line(line: str) -> _LineEntities:
+    """A line's identifiers, titles and names, each in order of mention."""
+    prose = _SPEAKER.sub(lambda m: " " * len(m.group(0)), line)
+    identifiers = tuple(_identifiers(prose))
+    titles = tuple(
+        quoted.strip(" .,!?") for quoted in _QUOTED.findall(prose) if 2 <= len(quoted.split()) <= 6
+    )
+    prose = _QUOTED.sub(lambda m: " " * len(m.group(0)), prose)
+    return identifiers, titles, tuple(_names(prose))
+
+
+_line_entities = lru_cache(maxsize=8_192)(_read_line)
 
 
 def entity_terms(entities: Iterable[str]) -> list[str]:

@@ -76,9 +76,28 @@ def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
 
 
-def tokenize(text: str) -> list[str]:
-    """The index terms of a text, in order (repeats kept)."""
+_LINE_CACHED = 2_000
+"""Lines up to this many characters keep their terms (`_line_terms`)."""
+
+
+def _terms(text: str) -> list[str]:
     return [_stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS and len(w) < 64]
+
+
+@lru_cache(maxsize=8_192)
+def _line_terms(line: str) -> tuple[str, ...]:
+    """One line's terms, remembered: a window repeats the lines of the units it joins."""
+    return tuple(_terms(line))
+
+
+def tokenize(text: str) -> list[str]:
+    """The index terms of a text, in order (repeats kept). No word spans a line break, so a
+    text's terms are its lines' terms in order."""
+    return [
+        term
+        for line in text.split("\n")
+        for term in (_line_terms(line) if len(line) <= _LINE_CACHED else _terms(line))
+    ]
 
 
 def term_counts(text: str, extra: Iterable[str] = ()) -> tuple[int, Counter[str]]:

@@ -303,6 +303,11 @@ class Redactor:
     _own: list[Rule] = field(init=False, repr=False)
     _all: list[Rule] | None = field(init=False, repr=False, default=None)
     _global: Rule | None = field(init=False, repr=False, default=None)
+    _keywords: dict[str, tuple[int, ...]] = field(init=False, repr=False, default_factory=dict)
+    """Every keyword of the rules, once (a text is searched for each once, not per rule),
+    with the rules that have it (their places in `_all`)."""
+    _always: tuple[int, ...] = field(init=False, repr=False, default=())
+    """The rules without keywords, which look at every text."""
 
     def __post_init__(self) -> None:
         # Lamina's own rules and the extra ones now, so a bad extra pattern fails where it is
@@ -312,21 +317,32 @@ class Redactor:
 
     def _rules(self) -> list[Rule]:
         if self._all is None:
+            found = self._own
             if self.gitleaks:
                 rules, (shared,) = gitleaks_rules()
                 self._global = shared
-                self._all = [*rules, *self._own]
-            else:
-                self._all = self._own
+                found = [*rules, *self._own]
+            # Keywords first: a thread that finds the rules set finds their keywords too.
+            keywords: dict[str, list[int]] = {}
+            for n, rule in enumerate(found):
+                for keyword in rule.keywords:
+                    keywords.setdefault(keyword, []).append(n)
+            self._keywords = {k: tuple(rules) for k, rules in keywords.items()}
+            self._always = tuple(n for n, rule in enumerate(found) if not rule.keywords)
+            self._all = found
         return self._all
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
         """The secrets of a text: (start, end, rule), overlaps merged, in order."""
+        rules = self._rules()
         lowered = text.lower()
+        chosen = set(self._always)
+        for keyword, having in self._keywords.items():
+            if keyword in lowered:
+                chosen.update(having)
         spans: list[tuple[int, int, str]] = []
-        for rule in self._rules():
-            if rule.keywords and not any(k in lowered for k in rule.keywords):
-                continue
+        for n in sorted(chosen):
+            rule = rules[n]
             for match in rule.regex.finditer(text):
                 start, end = _secret_span(rule, match)
                 secret = text[start:end]

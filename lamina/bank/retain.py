@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from ..readers import detect_format, get_reader
 from ..readers.base import WarningSink, first_json_lines, open_source, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
 from ..store.base import RetainBatch, Store
+from ..tokens import count_text
 from .entities import extract_entities
 from .extract import MAX_FACTS, FactExtractor
 from .model import Cursor, Memory
@@ -40,6 +43,7 @@ from .units import (
     content_hash,
     memory_id,
     memory_id_of,
+    segments,
     unit_keys,
     units_signature,
     whole_turns,
@@ -51,6 +55,8 @@ _SAMPLE = 4096
 _ATTEMPTS = 8
 _EMBED_STEP = 256
 """Units embedded per call, so progress can be told during a long ingest."""
+_OVERLAP = 64
+"""Units from which a retain embeds in a worker thread, alongside its other work."""
 
 ProgressSink = Callable[[str, int, int], None]
 
@@ -262,7 +268,7 @@ class Retainer:
         partial = any(w.reason.startswith("incomplete last line") for w in warnings)
         warnings = [w for w in warnings if not w.reason.startswith("incomplete last line")]
         offset = max((m.source.end_offset or 0 for m in messages), default=start)
-        _units, segs = build_units(messages, self.options.units)
+        segs = segments(messages, self.options.units.rules)
         if segs:
             # Re-read from the first turn the next retain may still change: the open (last)
             # turn, and the turns that share a window with it.
@@ -344,24 +350,38 @@ class Retainer:
         # Secrets are replaced in what was said before units are cut from it; the pass over
         # each unit's text below is a second guard (its matches were counted here already).
         units, segs = build_units(messages, self.options.units, redact)
-        texts: dict[str, str] = {}
-        for unit in units:
-            text, _again = self.options.redactor.redact(unit.text)  # counted above
-            texts[unit.key] = _storable(text)
         ids = {unit.key: memory_id(document, unit) for unit in units}
-        hashes = {unit.key: content_hash(unit, texts[unit.key]) for unit in units}
-        stored = self.store.content_hashes(bank, ids.values())
-        changed = [u for u in units if stored.get(ids[u.key]) != hashes[u.key]]
+        kept = set(ids.values())
+        texts: dict[str, str] = {}
+        hashes: dict[str, str] = {}
+
+        def changed_among(group: Sequence[Unit]) -> list[Unit]:
+            for unit in group:
+                text, _again = self.options.redactor.redact(unit.text)  # counted above
+                texts[unit.key] = _storable(text)
+                hashes[unit.key] = content_hash(unit, texts[unit.key])
+            stored = self.store.content_hashes(bank, [ids[u.key] for u in group])
+            return [u for u in group if stored.get(ids[u.key]) != hashes[u.key]]
+
+        # Windows come last among the units, and their vectors are made from their parts':
+        # the parts (and facts) go to the model first, the windows are read meanwhile.
+        changed = changed_among([u for u in units if u.kind != "window"])
         facts, stale, fact_errors = self._facts(bank, document, whole_turns(units, changed))
-        stale += self._gone(bank, document, messages, segs, units, set(ids.values()))
         for unit in facts:
             text, count = self.options.redactor.redact(unit.text)
             texts[unit.key] = _storable(text)
             redactions += count
             ids[unit.key] = memory_id(document, unit)
             hashes[unit.key] = content_hash(unit, texts[unit.key])
-        changed += facts
-        vectors = self._embed(changed, texts, bank, ids)
+        with self._embedding([*changed, *facts], texts) as matrices:
+            # While the model embeds (in a worker thread for a larger batch), this thread
+            # reads the windows and what the memories need besides their vectors.
+            changed += changed_among([u for u in units if u.kind == "window"])
+            changed += facts
+            stale += self._gone(bank, document, messages, segs, units, kept)
+            entities = {u.key: extract_entities(texts[u.key], u.speakers) for u in changed}
+            tokens = {u.key: count_text(texts[u.key]) for u in changed}
+            vectors = self._embed(changed, texts, bank, ids, matrices)
         all_tags = tuple(dict.fromkeys(tags))
         memories = [
             Memory(
@@ -374,13 +394,14 @@ class Retainer:
                 occurred_at=u.occurred_at,
                 said_at=u.said_at or u.occurred_at,
                 speakers=u.speakers,
-                entities=extract_entities(texts[u.key], u.speakers),
+                entities=entities[u.key],
                 tags=all_tags,
                 content_hash=hashes[u.key],
                 embedding=vectors.get(u.key),
                 embedder=self.embedder.name if u.key in vectors and self.embedder else None,
                 first_line=u.first_line,
                 last_line=u.last_line,
+                tokens=tokens[u.key],
             )
             for u in changed
         ]
@@ -471,22 +492,51 @@ class Retainer:
         stale = list(self.store.content_hashes(bank, candidates)) if candidates else []
         return facts, stale, errors
 
+    @contextmanager
+    def _embedding(
+        self, units: Sequence[Unit], texts: Mapping[str, str]
+    ) -> Iterator[Iterator[Any]]:
+        """The vectors of the units that are embedded (all but windows), one matrix per
+        `_EMBED_STEP` of them, in order. From `_OVERLAP` texts on they are computed in a worker
+        thread from the moment this is entered (onnxruntime leaves Python's lock while it
+        runs); fewer are embedded when asked for. The batches are the same either way, so
+        are the vectors."""
+        if not self.options.embed or self.embedder is None:
+            yield iter(())
+            return
+        turns = [texts[u.key] for u in units if u.kind != "window"]
+        steps = [turns[start : start + _EMBED_STEP] for start in range(0, len(turns), _EMBED_STEP)]
+        embed = self.embedder.embed_documents
+        if len(turns) < _OVERLAP:
+            yield (embed(step) for step in steps)
+            return
+        pool = ThreadPoolExecutor(1, thread_name_prefix="lamina-embed")
+        try:
+            futures = [pool.submit(embed, step) for step in steps]
+            yield (future.result() for future in futures)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
     def _embed(
         self,
         units: Sequence[Unit],
         texts: Mapping[str, str],
         bank: str,
         ids: Mapping[str, str],
+        matrices: Iterator[Any],
     ) -> dict[str, Any]:
+        """The units' vectors: `matrices` (from `_embedding`) for all but windows, whose
+        vectors are made from their parts'."""
         if not self.options.embed or self.embedder is None or not units:
             return {}
         turns = [u for u in units if u.kind != "window"]
         vectors: dict[str, Any] = {}
-        for start in range(0, len(turns), _EMBED_STEP):
-            part = turns[start : start + _EMBED_STEP]
-            matrix = self.embedder.embed_documents([texts[u.key] for u in part])
+        done = 0
+        for matrix in matrices:
+            part = turns[done : done + len(matrix)]
             vectors.update({u.key: matrix[i] for i, u in enumerate(part)})
-            self._tell("embedding", start + len(part), len(turns))
+            done += len(part)
+            self._tell("embedding", done, len(turns))
         windows = [u for u in units if u.kind == "window"]
         # A window's vector is derived from its turns' vectors, not embedded again; turns
         # retained earlier lend theirs from the store.
@@ -502,7 +552,8 @@ class Retainer:
                 vectors[unit.key] = window_vector(parts)
             else:
                 vectors[unit.key] = self.embedder.embed_documents([texts[unit.key]])[0]
-        return {k: v for k, v in vectors.items() if k in {u.key for u in units}}
+        wanted = {u.key for u in units}
+        return {k: v for k, v in vectors.items() if k in wanted}
 
 
 def hash_text(message: Message) -> str:
