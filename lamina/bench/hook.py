@@ -139,10 +139,14 @@ def _script() -> Path | None:
 
 
 def _plugin_launcher() -> Path | None:
-    """The Claude Code plugin's launcher of the checkout this Lamina runs from, if any (an
-    installed copy has none: the plugin is installed from the repository)."""
-    launcher = Path(__file__).resolve().parents[2] / "plugins" / "lamina" / "scripts" / "run-lamina"
-    return launcher if launcher.is_file() else None
+    """The Claude Code plugin's launcher: of the checkout this Lamina runs from, else of the
+    checkout in the working directory (an installed copy has none: the plugin is installed
+    from the repository)."""
+    where = Path("plugins") / "lamina" / "scripts" / "run-lamina"
+    for launcher in (Path(__file__).resolve().parents[2] / where, Path.cwd() / where):
+        if launcher.is_file():
+            return launcher.resolve()
+    return None
 
 
 def hook_launcher(via: str) -> list[str]:
@@ -157,7 +161,7 @@ def hook_launcher(via: str) -> list[str]:
         if launcher is None:
             raise click.ClickException(
                 "--via plugin needs the plugin's launcher (plugins/lamina/scripts/run-lamina) "
-                "beside this Lamina: run it from a checkout"
+                "beside this Lamina or in the working directory: run it from a checkout"
             )
         return ["env", f"LAMINA_BIN={script}", "sh", str(launcher), "hook"]
     return [str(script), "hook"]
