@@ -36,8 +36,8 @@ SQLite file above. A `postgresql://` URL selects the PostgreSQL store; `sqlite:/
 plain path a SQLite file.
 
 Embedder (what memories and queries are embedded with): `LAMINA_EMBEDDER`, `embedder` in the
-config file, else the bundled model; a name `lamina.embed.get_embedder` knows ("minilm-l6"
-needs the `l6` extra). Every process that opens the bank (hooks, servers) must use the same:
+config file, else the default model; a name `lamina.embed.get_embedder` knows ("minilm-l6":
+the bundled all-MiniLM-L6-v2). Every process that opens the bank (hooks, servers) must use the same:
 recall falls back to lexical search for vectors of another model until `lamina reindex`.
 
 Summariser (the context compiler's): `LAMINA_SUMMARISER`, `LAMINA_COMPRESSION_CONTEXT_BUDGET`,

