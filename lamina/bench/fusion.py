@@ -283,8 +283,8 @@ def found_at(rows: Rows, keep: Sequence[int], model: FusionModel, k: int = 10) -
     "embedder_name",
     default="default",
     show_default=True,
-    help="Fit for this dense channel's model (see lamina.embed.get_embedder; 'minilm-l6' "
-    "needs the l6 extra).",
+    help="Fit for this dense channel's model (see lamina.embed.get_embedder: 'default' or "
+    "'minilm-l6').",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def fusion_bench(
