@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from .lexical import STOP_WORDS
+from .lexical import LINE_CACHED, STOP_WORDS
 
 __all__ = ["ENTITY_PREFIX", "entity_terms", "extract_entities"]
 
@@ -145,7 +145,7 @@ def extract_entities(text: str, speakers: Iterable[str] = ()) -> tuple[str, ...]
     # No entity spans a line break, so a text's are its lines', read line by line (and
     # remembered: a window repeats the lines of the units it joins), in the same order.
     lines = [
-        _line_entities(line) if len(line) <= _LINE_CACHED else _read_line(line)
+        _line_entities(line) if len(line) <= LINE_CACHED else _read_line(line)
         for line in text.split("\n")
     ]
     for kind in range(3):  # identifiers, then titles, then names
@@ -154,9 +154,6 @@ def extract_entities(text: str, speakers: Iterable[str] = ()) -> tuple[str, ...]
                 add(entity)
     return tuple(found)
 
-
-_LINE_CACHED = 2_000
-"""Lines up to this many characters keep their entities (`_line_entities`)."""
 
 _LineEntities = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 

@@ -76,8 +76,9 @@ def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
 
 
-_LINE_CACHED = 2_000
-"""Lines up to this many characters keep their terms (`_line_terms`)."""
+LINE_CACHED = 2_000
+"""Lines up to this many characters keep what is read from them, in a cache per reader (their
+terms here, their entities in lamina.bank.entities): a window repeats its units' lines."""
 
 
 def _terms(text: str) -> list[str]:
@@ -96,7 +97,7 @@ def tokenize(text: str) -> list[str]:
     return [
         term
         for line in text.split("\n")
-        for term in (_line_terms(line) if len(line) <= _LINE_CACHED else _terms(line))
+        for term in (_line_terms(line) if len(line) <= LINE_CACHED else _terms(line))
     ]
 
 
