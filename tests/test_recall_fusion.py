@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from lamina.bank.bank import MemoryBank
 from lamina.bank.fusion import (
+    ADJUSTMENTS,
     FEATURES,
     RERANK,
     FusionModel,
@@ -65,7 +66,8 @@ def test_each_shipped_model_names_the_embedder_it_was_fitted_for() -> None:
     assert model_for(DEFAULT_MODEL) == default_model()
     assert model_for(L6_MODEL) == models[L6_MODEL]
     for model in models.values():
-        assert set(model.weights) == set(FEATURES)
+        # The fitted features, and perhaps weights set by hand on top.
+        assert set(FEATURES) <= set(model.weights) <= set(FEATURES + ADJUSTMENTS)
         assert model.weights["lexical"] > 0 and model.weights["dense"] > 0
 
 
@@ -219,3 +221,31 @@ def test_the_locomo_bench_names_a_model_file_it_cannot_read(tmp_path: Path) -> N
         assert result.stdout == ""
         assert f"error: {path}: {reason}" in result.stderr
         assert len(result.stderr.splitlines()) == 1
+
+
+@needs_locomo
+def test_a_list_question_gets_lines_before_windows_when_the_model_says_so(database: str) -> None:
+    # The several things a list question asks for are said in separate lines; a window around
+    # one of them spends the top results on its context. A model's `list_window` weight (the
+    # L6 model ships one) moves windows down for such questions only.
+    sample = _conv26()
+    bank = MemoryBank(open_store(database), HashEmbedder())
+    bank.retain_messages([m for s in sample.sessions[:6] for m in s.messages], "c", "conv-26")
+    shipped = shipped_models()[L6_MODEL]
+    assert shipped.weights["list_window"] < 0
+    assert FusionModel.from_dict(shipped.as_dict()) == shipped
+    without = FusionModel(
+        {k: v for k, v in shipped.weights.items() if k != "list_window"}, shipped.bias
+    )
+
+    def kinds(question: str, model: FusionModel, spread: bool = True) -> list[str]:
+        options = RecallOptions(budget=100_000, limit=10, model=model, spread=spread)
+        return [h.memory.kind for h in bank.recall(question, "c", options).hits]
+
+    listing = "What kinds of art does Caroline make?"
+    assert kinds(listing, without).count("window") >= 5
+    assert kinds(listing, shipped)[:8] == ["line"] * 8
+    # Only for a question asking for several things, and with the list handling on.
+    single = "What did Melanie paint for the art show?"
+    assert kinds(single, shipped) == kinds(single, without)
+    assert kinds(listing, shipped, spread=False) == kinds(listing, without, spread=False)

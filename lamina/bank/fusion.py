@@ -39,6 +39,7 @@ from .entities import extract_entities
 from .model import Memory
 
 __all__ = [
+    "ADJUSTMENTS",
     "CHANNEL_FEATURES",
     "FEATURES",
     "MEMORY_FEATURES",
@@ -66,6 +67,10 @@ CHANNEL_FEATURES = ("lexical", "dense", "time", "entities")
 MEMORY_FEATURES = ("line", "window", "own_speaker", "other_speaker", "length")
 """Features from the memory itself: computed for the best `RERANK` candidates only."""
 FEATURES = CHANNEL_FEATURES + MEMORY_FEATURES
+ADJUSTMENTS = ("list_window",)
+"""Weights set by hand, never fitted (the synthetic questions each ask for one turn), absent
+(0) from a model unless its file sets them: `list_window` is added to a window's score when the
+question asks for several things (see lamina.bank.recall.LIST_QUESTION)."""
 RERANK = 64
 """Candidates (best by their channel features) whose memory features are added: two pages of
 the store's fetch along the fused order."""
@@ -80,9 +85,10 @@ class FusionModel:
         return np.array([self.weights.get(n, 0.0) for n in names], dtype=np.float64)
 
     def as_dict(self) -> dict[str, Any]:
+        names = FEATURES + tuple(n for n in ADJUSTMENTS if n in self.weights)
         return {
             "features": list(FEATURES),
-            "weights": {n: round(self.weights.get(n, 0.0), 6) for n in FEATURES},
+            "weights": {n: round(self.weights.get(n, 0.0), 6) for n in names},
             "bias": round(self.bias, 6),
         }
 

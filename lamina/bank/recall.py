@@ -133,7 +133,9 @@ class RecallOptions:
     """For a question asking for several things ("what books has Tim read?", "how many
     times...", `LIST_QUESTION`), the first `SPREAD_RESULTS` results are spread over episodes
     (see `spread`), with the learned fusion only: on LoCoMo all@10 0.724 to 0.730 (multi-hop
-    0.218 to 0.254), better on both halves, nothing lower within 1,000 tokens."""
+    0.218 to 0.254), better on both halves, nothing lower within 1,000 tokens. Windows then
+    also get the model's `list_window` weight (lamina.bank.fusion.ADJUSTMENTS): the several
+    things are said in separate lines, and a window spends the top results on its context."""
     collapse: bool = True
     """Drop a result when more than half of its records are already in better results (a
     window that repeats a turn shown above, say), and leave out of a result the lines better
@@ -561,12 +563,14 @@ def _learned(
         tokens_at(slot) if m is not None else 0 for slot, m in zip(head, memories, strict=True)
     ]
     extra = rerank_features(query, memories, tokens) @ model.vector(MEMORY_FEATURES)
+    listing = options.spread and LIST_QUESTION.search(options.time_text or query) is not None
+    windows = model.weights.get("list_window", 0.0) if listing else 0.0
     for slot, memory, value in zip(head, memories, extra, strict=True):
         if memory is not None:
-            fused[slot] += float(value)
+            fused[slot] += float(value) + (windows if memory.kind == "window" else 0.0)
     read = dict(zip(head, memories, strict=True))
     head.sort(key=lambda s: (-fused[s], s))
-    if options.spread and LIST_QUESTION.search(options.time_text or query):
+    if listing:
         head = spread(head, fused, read)
     return fused, head + order[RERANK:]
 
