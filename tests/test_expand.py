@@ -25,6 +25,7 @@ from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.store.ledger import StoreSpendLedger
 from lamina.store.sqlite import SQLiteStore
 
+from .conftest import LOCOMO, needs_shared
 from .fake_anthropic import ScriptedAPI, last_user_text
 
 QUESTION = "What is Sam's recurring frustration?"
@@ -233,3 +234,32 @@ def test_the_recall_command_expands_through_a_provider(tmp_path: Path) -> None:
     answer = json.loads(down.stdout)
     assert answer["expansion"]["queries"] == [] and answer["expansion"]["skipped"]
     assert answer["results"]
+
+
+@needs_shared
+def test_the_locomo_bench_expands_the_lamina_variant_s_questions(tmp_path: Path) -> None:
+    """`lamina bench locomo --expand-with` asks the model once per question of the lamina
+    variant (never for the baselines) and says how many went unexpanded."""
+    sample = json.loads(LOCOMO.read_text(encoding="utf-8"))[0]
+    sample["qa"] = [q for q in sample["qa"] if q.get("category") == 2][:4]
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample]), encoding="utf-8")
+    asked: list[str] = []
+
+    def script(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+        asked.append(last_user_text(body))
+        return [{"type": "text", "text": "support group meeting\nLGBTQ group"}]
+
+    args = ["bench", "locomo", "--data", str(data), "--embedder", "hash", "--json"]
+    with ScriptedAPI(script) as api:
+        done = subprocess.run(
+            [sys.executable, "-m", "lamina", *args, "--expand-with", "anthropic:claude-haiku-4-5"],
+            env={**os.environ, "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": api.url},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["lamina"]["expansion"] == {"model": "anthropic:claude-haiku-4-5", "skipped": 0}
+    assert sorted(asked) == sorted(q["question"] for q in sample["qa"])
