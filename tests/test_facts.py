@@ -13,6 +13,7 @@ from lamina.bank.retain import RetainOptions
 from lamina.embed import HashEmbedder
 from lamina.errors import ConfigError
 from lamina.llm import LLMError, LLMResponse, ScriptedLLM, TransientLLMError, get_llm
+from lamina.store.ledger import StoreSpendLedger
 from lamina.store.sqlite import SQLiteStore
 
 from .conftest import CC
@@ -72,6 +73,23 @@ def test_a_failing_model_never_blocks_retention(tmp_path: Path) -> None:
     assert len(report.fact_errors) == 3
     assert "rate limited" in report.fact_errors[0]
     assert len([m for m in bank.memories("p") if m.kind == "line"]) == 6  # 3 turns, 2 lines each
+
+
+def test_the_spend_cap_stops_calls_before_they_are_sent(tmp_path: Path) -> None:
+    """Facts spend under the same caps as summaries, kept in the store: once a turn's call
+    would pass the hour's cap, the later turns are stored without facts and no call is sent."""
+    store = SQLiteStore(tmp_path / "db")
+    answer = '{"facts": [{"fact": "Service 0 uses SQLite.", "date": null}]}'
+    llm = ScriptedLLM([LLMResponse(text=answer, input_tokens=1_000, output_tokens=50)] * 3)
+    extractor = FactExtractor(llm, ledger=StoreSpendLedger(store), tokens_per_hour=2_000)
+    bank = MemoryBank(store, HashEmbedder(), retain_options=RetainOptions(extractor=extractor))
+    report = bank.retain_file(transcript(tmp_path, 3), "p")
+    assert report.status == "retained" and report.facts == 1
+    assert len(llm.requests) == 1
+    assert len(report.fact_errors) == 2
+    assert all("spend cap: 1050 tokens in the last hour" in e for e in report.fact_errors)
+    assert len([m for m in bank.memories("p") if m.kind == "line"]) == 6
+    assert store.spent_since(llm.name, datetime(2000, 1, 1, tzinfo=UTC)) == 1_050
 
 
 def test_facts_of_a_changed_turn_are_replaced_not_duplicated(tmp_path: Path) -> None:

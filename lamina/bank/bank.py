@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import database_target, embedder_choice
-from ..embed import Embedder, default_embedder, shared_embedder, window_vector
+from ..embed import Embedder, bank_embedder, default_embedder, shared_embedder, window_vector
 from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
@@ -33,6 +33,7 @@ from .model import Bank, BankStats, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
 
 if TYPE_CHECKING:
+    from .expand import QueryExpander
     from .index import BankIndex
 
     # Retain's modules (readers, units, redaction, fact extraction) load only when a bank
@@ -128,10 +129,19 @@ class MemoryBank:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedder memories are embedded with (the bundled model unless one was given)."""
-        if self._embedder is None:
-            self._embedder = default_embedder()
-        return self._embedder
+        """The embedder this bank was given or configured with, else the default model: what
+        `reindex` embeds with. Each bank's own is `embedder_for`."""
+        return self._embedder if self._embedder is not None else default_embedder()
+
+    def embedder_for(self, bank: str) -> Embedder:
+        """The embedder `bank`'s memories and queries are embedded with: the one given or
+        configured (LAMINA_EMBEDDER, the config file's `embedder`); else the model that made
+        most of the bank's vectors while this version ships it, so a bank keeps its model when
+        an upgrade changes the default (`lamina reindex` moves it); else the default model
+        (`lamina.embed.bank_embedder`). Costs one index probe."""
+        if self._embedder is not None:
+            return self._embedder
+        return bank_embedder(self.store.bank_embedders(bank))
 
     def close(self) -> None:
         """Close the store (a database connection); the bank is not usable afterwards."""
@@ -151,10 +161,10 @@ class MemoryBank:
     def retain_options(self, options: RetainOptions) -> None:
         self._retain_options = options
 
-    def _retainer(self) -> Retainer:
+    def _retainer(self, bank: str) -> Retainer:
         from .retain import Retainer
 
-        embedder = self.embedder if self.retain_options.embed else None
+        embedder = self.embedder_for(bank) if self.retain_options.embed else None
         return Retainer(self.store, embedder, self.retain_options, progress=self.progress)
 
     def prepare(self, bank: str) -> int:
@@ -195,7 +205,7 @@ class MemoryBank:
         is read again only from where the last retain stopped (Claude Code transcripts) or
         compared whole (other formats)."""
         self.prepare(check_bank_name(bank))
-        return self._retainer().retain_file(
+        return self._retainer(check_bank_name(bank)).retain_file(
             str(path),
             check_bank_name(bank),
             document=document,
@@ -221,7 +231,7 @@ class MemoryBank:
         Pass the whole conversation each time: messages already retained (by id) cost only a
         lookup, so a growing conversation is retained by calling this after every turn."""
         self.prepare(check_bank_name(bank))
-        return self._retainer().retain_messages(
+        return self._retainer(check_bank_name(bank)).retain_messages(
             messages, check_bank_name(bank), document, tags=tags, metadata=self._clean(metadata)
         )
 
@@ -249,7 +259,13 @@ class MemoryBank:
         return index
 
     def recall(
-        self, query: str, bank: str, options: RecallOptions | None = None, *, dense: bool = True
+        self,
+        query: str,
+        bank: str,
+        options: RecallOptions | None = None,
+        *,
+        dense: bool = True,
+        expander: QueryExpander | None = None,
     ) -> RecallResult:
         """The best memories for `query` in `bank` that fit `options.budget` tokens.
 
@@ -260,16 +276,27 @@ class MemoryBank:
 
         `RecallOptions` narrows it to documents, tags or a time range. With `dense=False` the
         query is not embedded and the dense channel is left out (the hook's answer when the
-        model is not ready in time)."""
+        model is not ready in time). With an `expander` (lamina.bank.expand; optional, it asks
+        a language model), the query is recalled together with the search queries the model
+        wrote for it; the result's `expansion` says what they were, or why there were none."""
         options = options or RecallOptions()
+        if expander is not None:
+            expansion = expander.expand(query)
+            if not expansion.queries:
+                return replace(self.recall(query, bank, options, dense=dense), expansion=expansion)
+            # Only the question's own time words frame the time channel.
+            own = query if options.time_text is None else options.time_text
+            framed = replace(options, time_text=own)
+            result = self.recall(f"{query}\n{expansion.text}", bank, framed, dense=dense)
+            return replace(result, query=query, expansion=expansion)
+        model = self.embedder_for(bank)
         if options.model is None and options.fusion == "learned":
             # The dense channel only reads vectors this embedder made: its scores have that
             # model's scale and spread, so the coefficients fitted for it.
-            options = replace(options, model=model_for(self.embedder.name))
+            options = replace(options, model=model_for(model.name))
         if isinstance(self.store, SearchStore) and self.store.searchable(bank):
             # The database searches; nothing of the bank is loaded into this process.
-            embedder = self.embedder if dense else None
-            return recall_from_store(self.store, bank, query, embedder, options)
+            return recall_from_store(self.store, bank, query, model if dense else None, options)
         from .index import BankIndex  # only banks the store cannot search need it
 
         with self._lock:
@@ -280,7 +307,7 @@ class MemoryBank:
         # through a refresh, so this recall sees the index before or after it, never between.
         with index.lock:
             index.refresh(self.store)
-            embedder = self.embedder if dense and index.dim is not None else None
+            embedder = model if dense and index.dim is not None else None
             if embedder is not None and embedder.name not in index.embedders():
                 embedder = None  # vectors from another model: lexical only until `reindex`
             return recall_from_index(index, query, embedder, options)
@@ -292,13 +319,16 @@ class MemoryBank:
         the first real recall to report."""
         from ..tokens import count_text
 
-        load = getattr(self.embedder, "load", None)
-        if callable(load):  # the default embedder's model and both its tokenizers
-            load()
-        self.embedder.embed_query("warm up")
+        names = [bank.name for bank in self.store.list_banks()[:banks]]
+        models = {id(e): e for e in [self.embedder_for(name) for name in names] or [self.embedder]}
+        for model in models.values():
+            load = getattr(model, "load", None)
+            if callable(load):  # a bundled embedder's model and both its tokenizers
+                load()
+            model.embed_query("warm up")
         count_text("warm up")
-        for bank in self.store.list_banks()[:banks]:
-            self.recall("warm up", bank.name, RecallOptions(limit=1, budget=64))
+        for name in names:
+            self.recall("warm up", name, RecallOptions(limit=1, budget=64))
 
     # -- banks and documents ---------------------------------------------------------------
     def banks(self) -> list[Bank]:

@@ -102,9 +102,10 @@ class FusionModel:
 
 @lru_cache(maxsize=1)
 def default_model() -> FusionModel:
-    """The shipped coefficients fitted for the bundled embedder (lamina/data/fusion.json)."""
-    text = (_DATA / "fusion.json").read_text(encoding="utf-8")
-    return FusionModel.from_dict(json.loads(text)["model"])
+    """The shipped coefficients for the default embedder (`lamina.embed.DEFAULT_MODEL`)."""
+    from ..embed import DEFAULT_MODEL
+
+    return shipped_models()[DEFAULT_MODEL]
 
 
 @lru_cache(maxsize=1)
@@ -127,7 +128,7 @@ _WARNED_LOCK = threading.Lock()
 def model_for(embedder: str) -> FusionModel:
     """The shipped model fitted for the embedder called `embedder` (the name stored with its
     vectors: the dense channel's scores have that model's scale and spread); for an embedder
-    without one, the bundled embedder's model, saying so once per process."""
+    without one, the default embedder's model, saying so once per process."""
     found = shipped_models().get(embedder)
     if found is not None:
         return found
@@ -136,7 +137,7 @@ def model_for(embedder: str) -> FusionModel:
         _WARNED.add(embedder)
     if first:
         logger.warning(
-            "no fusion model fitted for embedder %r; recall uses the bundled embedder's "
+            "no fusion model fitted for embedder %r; recall uses the default embedder's "
             "(fit one: lamina bench fusion --embedder NAME --write PATH)",
             embedder,
         )

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from .expand import Expansion
     from .index import BankIndex
 else:
     from .._lazy import numpy as np
@@ -189,6 +190,8 @@ class RecallResult:
     hits: list[RecallHit]
     considered: int
     tokens: int
+    expansion: Expansion | None = None
+    """What a query expander added to the query (`MemoryBank.recall(..., expander=...)`)."""
 
     def block(self, now: datetime | None = None) -> str:
         """The hits as a `<lamina_memories>` block for a prompt."""
@@ -200,6 +203,7 @@ class RecallResult:
             "results": [h.as_dict() for h in self.hits],
             "considered": self.considered,
             "tokens": self.tokens,
+            **({"expansion": self.expansion.as_dict()} if self.expansion is not None else {}),
         }
 
 

@@ -79,6 +79,20 @@ that started it, as it was when the child was forked, so the children are starte
 runner rather than by the benchmark, which holds the embedding model and the banks."""
 
 
+def _default_model_bank(db: Path) -> bool:
+    """Whether a kept bank was embedded by the default model (one an earlier version built with
+    its default is built again, so the hook is timed with the model new banks get)."""
+    from ..embed import DEFAULT_MODEL, bank_embedder
+
+    if not db.is_file():
+        return False
+    store = SQLiteStore(db)
+    try:
+        return bank_embedder(store.bank_embedders(BANK)).name == DEFAULT_MODEL
+    finally:
+        store.close()
+
+
 def _run_all(jobs: list[tuple[list[str], bytes, dict[str, str]]]) -> list[dict[str, Any]]:
     """Run each child to its end, one after the other, and measure it: wall time, its own CPU
     time (user + sys, from os.wait4) and its peak RSS."""
@@ -416,7 +430,7 @@ def hook_bench(
             home = root / f"m{n}"
             transcript = home / "session.jsonl"
             built = home / "built"
-            if built.is_file():
+            if built.is_file() and _default_model_bank(home / "lamina.db"):
                 build_s = float(built.read_text())
                 _progress(f"{n} memories reused from {home}")
             else:

@@ -34,6 +34,7 @@ from typing import Any
 import click
 
 from ..bank.bank import MemoryBank
+from ..bank.expand import QueryExpander
 from ..bank.fusion import FusionModel, read_model
 from ..bank.recall import RecallOptions
 from ..embed import get_embedder
@@ -190,15 +191,18 @@ def evaluate(
     samples: Sequence[LocomoSample],
     variants: Sequence[str],
     model: FusionModel | None = None,
+    expander: QueryExpander | None = None,
 ) -> dict[str, Any]:
     """Every question of CATEGORIES recalled by each variant; `model`, when given, is the
-    `lamina` variant's fusion instead of the shipped one."""
+    `lamina` variant's fusion instead of the shipped one; `expander`, when given, expands the
+    `lamina` variant's queries (lamina.bank.expand)."""
     tallies = {v: Tally() for v in variants}
     latencies: list[float] = []
     questions = [
         (s, q) for s in samples for q in s.questions if q.category in CATEGORIES and q.evidence
     ]
     baselines = {s.sample_id: TurnsBM25(s) for s in samples} if BASELINE in variants else {}
+    skipped = 0
     with Progress("recall", total=len(questions) * len(variants), unit="q") as progress:
         done = 0
         for sample, question in questions:
@@ -213,7 +217,14 @@ def evaluate(
                     if variant == "lamina" and model is not None:
                         options = replace(options, model=model)
                     started = time.perf_counter()
-                    result = bank.recall(question.question, _bank_name(sample), options)
+                    result = bank.recall(
+                        question.question,
+                        _bank_name(sample),
+                        options,
+                        expander=expander if variant == "lamina" else None,
+                    )
+                    if result.expansion is not None and result.expansion.skipped:
+                        skipped += 1
                     if variant == "lamina":
                         latencies.append((time.perf_counter() - started) * 1000)
                     returned = [(h.memory.record_ids, h.tokens) for h in result.hits]
@@ -238,6 +249,8 @@ def evaluate(
         }
     if latencies and "lamina" in out:
         out["lamina"]["recall_ms"] = percentiles(latencies)
+    if expander is not None and "lamina" in out:
+        out["lamina"]["expansion"] = {"model": expander.name, "skipped": skipped}
     if "lamina" in out:
         out["lamina"]["lead"] = lead(out)
     return out
@@ -351,6 +364,14 @@ def compare_stores(
     help="The dense channel's model, by name (see lamina.embed.get_embedder: 'default', "
     "'minilm-l6', 'hash').",
 )
+@click.option(
+    "--expand-with",
+    "expand_model",
+    default=None,
+    metavar="PROVIDER:MODEL",
+    help="Expand the lamina variant's queries with this model (lamina.bank.expand; needs its "
+    "extra and key; its tokens are spent, uncapped, on every question).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def locomo_bench(
     data: str | None,
@@ -358,6 +379,7 @@ def locomo_bench(
     database_url: str | None,
     model_file: str | None,
     embedder_name: str,
+    expand_model: str | None,
     as_json: bool,
 ) -> None:
     """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency;
@@ -383,7 +405,12 @@ def locomo_bench(
             report = bank.retain_messages(messages, _bank_name(sample), sample.sample_id)
             again.append((time.perf_counter() - t0) * 1000)
             unchanged += report.status == "unchanged"
-        results = evaluate(bank, samples, chosen, model)
+        expander = None
+        if expand_model:
+            from ..llm import get_llm
+
+            expander = QueryExpander(get_llm(expand_model))
+        results = evaluate(bank, samples, chosen, model, expander)
         units = sum(bank.stats(_bank_name(s)).memories for s in samples)
         if database_url:
             results["postgres"] = compare_stores(bank, database_url, samples)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -20,6 +20,9 @@ from ..bank.recall import RecallOptions
 from ..config import default_bank
 from ..errors import InputError, NotFoundError
 from ..progress import Progress
+
+if TYPE_CHECKING:
+    from ..bank.expand import QueryExpander
 from .common import (
     bank_option,
     confirm_or_yes,
@@ -54,10 +57,38 @@ def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = N
     extractor = None
     if facts_model:
         from ..bank.extract import FactExtractor
+        from ..config import summariser_settings
         from ..llm import get_llm
 
-        extractor = FactExtractor(get_llm(facts_model))
-    return open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
+        caps = summariser_settings()
+        extractor = FactExtractor(
+            get_llm(facts_model),
+            tokens_per_hour=caps.tokens_per_hour,
+            tokens_per_day=caps.tokens_per_day,
+        )
+    memory_bank = open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
+    if extractor is not None:
+        from ..store.ledger import StoreSpendLedger
+
+        extractor.ledger = StoreSpendLedger(memory_bank.store)  # caps across processes
+    return memory_bank
+
+
+def _expander(memory_bank: MemoryBank, spec: str) -> QueryExpander:
+    """A query expander over the model `spec`, its spending kept in the bank's store under the
+    configured caps (`summariser_tokens_per_hour` / `_per_day`, shared by every model call)."""
+    from ..bank.expand import QueryExpander
+    from ..config import summariser_settings
+    from ..llm import get_llm
+    from ..store.ledger import StoreSpendLedger
+
+    caps = summariser_settings()
+    return QueryExpander(
+        get_llm(spec),
+        ledger=StoreSpendLedger(memory_bank.store),
+        tokens_per_hour=caps.tokens_per_hour,
+        tokens_per_day=caps.tokens_per_day,
+    )
 
 
 def _date(value: str | None, name: str) -> datetime | None:
@@ -183,6 +214,14 @@ def retain(
 @click.option("--since", default=None, help="Only memories from this date on (ISO 8601).")
 @click.option("--until", default=None, help="Only memories up to this date (ISO 8601).")
 @click.option("--block", is_flag=True, help="Print the <lamina_memories> block for a prompt.")
+@click.option(
+    "--expand-with",
+    "expand_model",
+    default=None,
+    envvar="LAMINA_QUERY_EXPANDER",
+    help="Also ask a model for search queries in the words the answer was likely said in, "
+    "e.g. anthropic:claude-haiku-4-5 (optional; spend capped like summaries).",
+)
 @json_option
 @click.pass_context
 def recall(
@@ -196,6 +235,7 @@ def recall(
     since: str | None,
     until: str | None,
     block: bool,
+    expand_model: str | None,
     as_json: bool,
 ) -> None:
     """The memories that best answer QUERY, within a token budget.
@@ -215,7 +255,13 @@ def recall(
         until=until_date,
         framed=block,
     )
-    result = memory_bank.recall(query, name, options)
+    expander = _expander(memory_bank, expand_model) if expand_model else None
+    result = memory_bank.recall(query, name, options, expander=expander)
+    if result.expansion is not None and not as_json:
+        if result.expansion.skipped:
+            click.echo(f"warning: query not expanded: {result.expansion.skipped}", err=True)
+        else:
+            click.echo(f"expanded with: {'; '.join(result.expansion.queries)}", err=True)
     if as_json:
         emit_json({"bank": name, **result.as_dict()})
         return
@@ -377,6 +423,9 @@ def reindex(
     ctx: click.Context, bank: str | None, force: bool, entities: bool, as_json: bool
 ) -> None:
     """Embed again the memories whose vectors are missing or from another model.
+
+    The model is the configured one (LAMINA_EMBEDDER, the config file's `embedder`), else the
+    default: a bank embedded by an earlier default keeps using that model until this moves it.
 
     Example: lamina reindex --bank my-project --entities
     """

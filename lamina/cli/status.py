@@ -66,27 +66,43 @@ def prompt_timings(log: Path, count: int = PROMPT_TIMINGS) -> list[dict[str, Any
     return found[::-1]
 
 
-def configured_model() -> str | ConfigError:
-    """The name recall's embedder stores with its vectors (the configured one, else the
-    bundled model), without loading it; the configuration's error if it names no model."""
+def configured_model() -> str | ConfigError | None:
+    """The name the configured embedder stores with its vectors, without loading it; None when
+    none is configured (each bank then uses its own model, `lamina.embed.bank_embedder`); the
+    configuration's error if it names no model."""
     from ..embed import get_embedder
 
+    choice = embedder_choice()
+    if choice is None:
+        return None
     try:
-        return get_embedder(embedder_choice() or "default").name
+        return get_embedder(choice).name
     except ConfigError as exc:
         return exc
 
 
-def model_warnings(bank: str, embedders: dict[str, int], model: str) -> list[str]:
-    """One line for each model other than `model` that embedded some of `bank`'s memories:
-    recall finds those memories by their words only (the dense channel compares vectors of
-    one model) until they are embedded again."""
-    return [
+def model_warnings(bank: str, embedders: dict[str, int], configured: str | None) -> list[str]:
+    """What to say of the models that embedded `bank`'s memories, given the configured model
+    (None: none). Recall compares vectors of one model only, so each model other than the one
+    recall uses gets a line: those memories are found by their words until they are embedded
+    again. With none configured, a bank that kept an earlier default model gets a line saying
+    how to move it to the current one."""
+    from ..embed import DEFAULT_MODEL, bank_embedder
+
+    model = configured if configured is not None else bank_embedder(embedders).name
+    lines = [
         f"bank {bank}: {count} memories have vectors of {other}, but recall embeds with "
         f"{model}; run `lamina reindex --bank {bank}` to search them by meaning again"
         for other, count in sorted(embedders.items())
         if other != model
     ]
+    if configured is None and model != DEFAULT_MODEL:
+        lines.append(
+            f"bank {bank}: recall uses {model}, the model its memories were embedded with; "
+            f"run `lamina reindex --bank {bank}` to embed them with the default {DEFAULT_MODEL}, "
+            "which recalls more"
+        )
+    return lines
 
 
 def status_report(
@@ -157,7 +173,7 @@ def status_report(
                     "recent_documents": recent,
                 }
             )
-            if isinstance(model, str):
+            if not isinstance(model, ConfigError):
                 report["warnings"].extend(model_warnings(bank.name, dict(stats.embedders), model))
     finally:
         store.close()

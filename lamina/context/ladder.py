@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest, LLMResponse, TransientLLMError
-from ..llm.spend import InMemorySpendLedger, SpendLedger
+from ..llm.spend import InMemorySpendLedger, SpendLedger, over_cap
 from ..messages import Message, Role
 from ..tokens import count_text
 from .render import (
@@ -388,19 +388,17 @@ class ModelSummariser:
     # -- calling ----------------------------------------------------------------------------
 
     def _check_caps(self, cost: int) -> None:
-        now = self.clock()
-        for cap, span, label in (
-            (self.options.tokens_per_hour, 3_600, "hour"),
-            (self.options.tokens_per_day, 86_400, "day"),
-        ):
-            if cap is None:
-                continue
-            spent = self.ledger.spent(self.name, now - span)
-            if spent + cost > cap:
-                raise _Deferred(
-                    f"spend cap: {spent} tokens in the last {label} and this call may take "
-                    f"{cost}, over the {cap} a {label} allowed for {self.name}"
-                )
+        options = self.options
+        reason = over_cap(
+            self.ledger,
+            self.name,
+            cost,
+            self.clock(),
+            options.tokens_per_hour,
+            options.tokens_per_day,
+        )
+        if reason is not None:
+            raise _Deferred(reason)
 
     def _call(self, run: _Run, request: LLMRequest) -> LLMResponse:
         sent = self.sent_tokens(request)

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["InMemorySpendLedger", "SpendLedger"]
+__all__ = ["InMemorySpendLedger", "SpendLedger", "over_cap"]
 
 
 class SpendLedger(Protocol):
@@ -41,3 +41,26 @@ class InMemorySpendLedger:
     def spent(self, summariser: str, since: float) -> int:
         with self._lock:
             return sum(t for name, t, at in self.entries if name == summariser and at >= since)
+
+
+def over_cap(
+    ledger: SpendLedger,
+    name: str,
+    cost: int,
+    now: float,
+    tokens_per_hour: int | None,
+    tokens_per_day: int | None,
+) -> str | None:
+    """Why a call to the model `name` that may take `cost` tokens would pass a cap (None: it
+    would not). The caps count every call the ledger recorded for that model: summaries, facts
+    and query expansions alike."""
+    for cap, span, label in ((tokens_per_hour, 3_600, "hour"), (tokens_per_day, 86_400, "day")):
+        if cap is None:
+            continue
+        spent = ledger.spent(name, now - span)
+        if spent + cost > cap:
+            return (
+                f"spend cap: {spent} tokens in the last {label} and this call may take "
+                f"{cost}, over the {cap} a {label} allowed for {name}"
+            )
+    return None

@@ -188,6 +188,11 @@ class Store(Protocol):
 
     def bank_stats(self, name: str) -> BankStats: ...
 
+    def bank_embedders(self, name: str) -> dict[str, int]:
+        """How many of the bank's memories each embedder's vectors cover (empty for a bank that
+        does not exist). One index probe: recall asks it before every query."""
+        ...
+
     def generation(self, bank: str) -> tuple[int, int]:
         """(changes, deletions): the first grows with every change to the bank's memories, the
         second only when memories were removed or changed in place (an index built earlier must

@@ -354,14 +354,7 @@ class PostgresStore(PostgresSearch):
                 " (SELECT max(t) FROM memories WHERE bank_id = %s)",
                 (bank_id, bank_id),
             ).fetchone() or (None, None)
-            embedders = {
-                str(e): int(n)
-                for e, n in conn.execute(
-                    "SELECT embedder, memories FROM bank_embedders WHERE bank_id = %s"
-                    " AND memories > 0 ORDER BY embedder",
-                    (bank_id,),
-                )
-            }
+            embedders = self._embedders(conn, bank_id)
         return BankStats(
             name,
             int(documents[0]) if documents else 0,
@@ -372,6 +365,28 @@ class PostgresStore(PostgresSearch):
             first,
             last,
         )
+
+    def bank_embedders(self, name: str) -> dict[str, int]:
+        with self._conn() as conn:
+            return {
+                str(e): int(n)
+                for e, n in conn.execute(
+                    "SELECT e.embedder, e.memories FROM bank_embedders e JOIN banks b"
+                    " ON b.id = e.bank_id WHERE b.name = %s AND e.memories > 0",
+                    (name,),
+                )
+            }
+
+    @staticmethod
+    def _embedders(conn: Any, bank_id: int) -> dict[str, int]:
+        return {
+            str(e): int(n)
+            for e, n in conn.execute(
+                "SELECT embedder, memories FROM bank_embedders WHERE bank_id = %s"
+                " AND memories > 0 ORDER BY embedder",
+                (bank_id,),
+            )
+        }
 
     def generation(self, bank: str) -> tuple[int, int]:
         with self._conn() as conn:

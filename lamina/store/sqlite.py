@@ -308,17 +308,30 @@ class SQLiteStore(SQLiteSearch):
         last = conn.execute(
             "SELECT max(t) FROM memories WHERE bank_id = ? AND t IS NOT NULL", (bank_id,)
         ).fetchone()[0]
-        embedders = {
+        embedders = self._embedders(bank_id)
+        return BankStats(
+            name, documents, memories, records, embedded, embedders, _dt(first), _dt(last)
+        )
+
+    def bank_embedders(self, name: str) -> dict[str, int]:
+        return {
             str(e): int(n)
-            for e, n in conn.execute(
+            for e, n in self.conn.execute(
+                "SELECT e.embedder, e.memories FROM bank_embedders e JOIN banks b"
+                " ON b.id = e.bank_id WHERE b.name = ? AND e.memories > 0",
+                (name,),
+            )
+        }
+
+    def _embedders(self, bank_id: int) -> dict[str, int]:
+        return {
+            str(e): int(n)
+            for e, n in self.conn.execute(
                 "SELECT embedder, memories FROM bank_embedders WHERE bank_id = ?"
                 " AND memories > 0 ORDER BY embedder",
                 (bank_id,),
             )
         }
-        return BankStats(
-            name, documents, memories, records, embedded, embedders, _dt(first), _dt(last)
-        )
 
     def generation(self, bank: str) -> tuple[int, int]:
         row = self.conn.execute(

@@ -221,6 +221,7 @@ def answer_prompt(
     lexical one. A caller whose deadline passes meanwhile still has the early answer.
     `queries` (the warm server's) composes the query from what it kept of the transcript,
     reading only what was appended since; the same query either way."""
+    from ...bank.fusion import model_for
     from ...bank.query import QueryOptions, recall_query_for_file
     from ...bank.recall import RecallOptions, dense_query_from_store, recall_from_store
     from ...store.search import SearchStore
@@ -248,8 +249,13 @@ def answer_prompt(
         query = clean_text(request.prompt)[: request.max_query_chars]
         compacted = None
     exclude = {request.session: compacted} if request.session else {}
+    model = memory_bank.embedder_for(request.bank)
     recall_options = RecallOptions(
-        budget=request.budget, exclude=exclude, time_text=time_text, framed=True
+        budget=request.budget,
+        exclude=exclude,
+        time_text=time_text,
+        framed=True,
+        model=model_for(model.name),
     )
     now = time.monotonic()
     stages["query"] = now - mark
@@ -269,7 +275,7 @@ def answer_prompt(
 
     def recall(dense: bool) -> PromptAnswer:
         if reusing is not None:
-            embedder = (ahead or memory_bank.embedder) if dense else None
+            embedder = (ahead or model) if dense else None
             result = recall_from_store(reusing, request.bank, query, embedder, recall_options)
         else:
             result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
@@ -286,7 +292,7 @@ def answer_prompt(
             if reusing is not None
             else query
         )
-        ahead = _embed_in_background(memory_bank.embedder, text)
+        ahead = _embed_in_background(model, text)
         lexical = recall(dense=False)
         if early is not None:
             early(lexical)
