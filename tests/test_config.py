@@ -94,6 +94,37 @@ def test_the_embedder_setting_chooses_what_a_bank_is_embedded_with(tmp_path: Pat
     assert set(status["banks"][0]["embedders"]) == {DEFAULT_MODEL}
 
 
+def test_banks_of_the_earlier_default_are_named_and_moved_by_reindex_all(tmp_path: Path) -> None:
+    """Banks embedded by the earlier default model: with nothing configured, status names each
+    one and what to run; `lamina reindex --all` moves every bank to the default model."""
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    run_env.update(LAMINA_HOME=str(tmp_path / "home"), LAMINA_CONFIG=str(tmp_path / "none.toml"))
+    example = Path(__file__).parents[1] / "examples" / "session.jsonl"
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "lamina", *args], capture_output=True,
+                              text=True, env={**run_env, **extra}, timeout=120)  # fmt: skip
+
+    for bank in ("one", "two"):
+        retained = run("retain", str(example), "--bank", bank, LAMINA_EMBEDDER="minilm-l3")
+        assert retained.returncode == 0, retained.stderr
+    warnings = [w for w in json.loads(run("status", "--json").stdout)["warnings"] if "reindex" in w]
+    assert len(warnings) == 2
+    assert "lamina reindex --bank one" in warnings[0]
+    assert "lamina reindex --bank two" in warnings[1]
+    both = run("reindex", "--all", "--bank", "one")
+    assert both.returncode == 2 and "--bank or --all" in both.stderr
+    moved = run("reindex", "--all", "--json")
+    assert moved.returncode == 0, moved.stderr
+    report = json.loads(moved.stdout)["banks"]
+    assert [r["bank"] for r in report] == ["one", "two"]
+    assert all(r["embedded"] > 0 and r["embedder"] == DEFAULT_MODEL for r in report)
+    status = json.loads(run("status", "--json").stdout)
+    assert not [w for w in status["warnings"] if "reindex" in w]
+    assert all(set(b["embedders"]) == {DEFAULT_MODEL} for b in status["banks"])
+    assert json.loads(run("reindex", "--all", "--json").stdout)["banks"][0]["embedded"] == 0
+
+
 def test_a_broken_config_file_is_one_clear_error(tmp_path: Path) -> None:
     env = write_config(tmp_path, "home = [unclosed\n")
     with pytest.raises(ConfigError, match="not valid TOML"):

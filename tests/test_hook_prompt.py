@@ -219,3 +219,23 @@ def test_the_cold_path_answers_as_one_full_recall(tmp_path: Path) -> None:
             assert cold.context.split("\n", 2)[2:] == full.context.split("\n", 2)[2:]
     assert asked.count("reused") >= len(prompts)
     bank.close()
+
+
+def test_a_bank_of_the_earlier_default_model_is_searched_with_it(tmp_path: Path) -> None:
+    """After an upgrade changed the default embedder, the cold path embeds a prompt with the
+    model of the bank's vectors (the 3-layer one here), so the dense channel still finds
+    memories by meaning: the same answer as with that model chosen explicitly."""
+    from lamina.embed import L3_MODEL, get_embedder
+
+    store = SQLiteStore(tmp_path / "lamina.db")
+    earlier = MemoryBank(store, get_embedder("minilm-l3"))
+    earlier.retain_file(EXAMPLE, "proj", document="example-session")
+    request = PromptRequest(prompt="where do we keep the notes data?", bank="proj", session="x")
+    chosen = answer_prompt(earlier, request, {}, dense_until=time.monotonic() + 60)
+    assert any("dense" in h.channels for h in earlier.recall(request.prompt, "proj").hits)
+    upgraded = MemoryBank(store)  # nothing configured, as after the upgrade
+    assert upgraded.embedder_for("proj").name == L3_MODEL
+    answer = answer_prompt(upgraded, request, {}, dense_until=time.monotonic() + 60)
+    assert not answer.lexical_only and answer.memories > 0
+    assert answer.ids == chosen.ids and answer.context == chosen.context
+    store.close()

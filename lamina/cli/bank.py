@@ -410,6 +410,7 @@ def forget(
 
 @click.command()
 @bank_option
+@click.option("--all", "every_bank", is_flag=True, help="Every bank of the data directory.")
 @click.option("--force", is_flag=True, help="Embed every memory again, not only stale ones.")
 @click.option(
     "--entities",
@@ -420,38 +421,51 @@ def forget(
 @json_option
 @click.pass_context
 def reindex(
-    ctx: click.Context, bank: str | None, force: bool, entities: bool, as_json: bool
+    ctx: click.Context,
+    bank: str | None,
+    every_bank: bool,
+    force: bool,
+    entities: bool,
+    as_json: bool,
 ) -> None:
     """Embed again the memories whose vectors are missing or from another model.
 
     The model is the configured one (LAMINA_EMBEDDER, the config file's `embedder`), else the
     default: a bank embedded by an earlier default keeps using that model until this moves it.
+    An interrupted run keeps what it wrote; running it again goes on from there.
 
     Example: lamina reindex --bank my-project --entities
     """
-    name = bank or default_bank()
+    if every_bank and bank:
+        raise InputError("give --bank or --all, not both")
     memory_bank = _open(ctx)
-    with Progress("embedding", unit="memories") as bar:
+    if every_bank:
+        names = [b.name for b in memory_bank.banks()]
+    else:
+        names = [require_bank(memory_bank, bank or default_bank())]
+    model = memory_bank.embedder.name
+    results: list[dict[str, object]] = []
+    for name in names:
+        with Progress(f"embedding {name}", unit="memories") as bar:
 
-        def tell(_stage: str, done: int, total: int) -> None:
-            bar.total = total
-            bar.update(done)
+            def tell(_stage: str, done: int, total: int, bar: Progress = bar) -> None:
+                bar.total = total
+                bar.update(done)
 
-        memory_bank.progress = tell
-        done = memory_bank.reindex(require_bank(memory_bank, name), force=force)
-    result: dict[str, object] = {
-        "bank": name,
-        "embedded": done,
-        "embedder": memory_bank.embedder.name,
-    }
-    if entities:
-        result["entities_updated"] = memory_bank.refresh_entities(name)
+            memory_bank.progress = tell
+            done = memory_bank.reindex(name, force=force)
+        result: dict[str, object] = {"bank": name, "embedded": done, "embedder": model}
+        if entities:
+            result["entities_updated"] = memory_bank.refresh_entities(name)
+        results.append(result)
+        if not as_json:
+            click.echo(f"{name}: {done} memories embedded with {model}")
+            if entities:
+                click.echo(
+                    f"{name}: entities extracted again for {result['entities_updated']} memories"
+                )
     if as_json:
-        emit_json(result)
-        return
-    click.echo(f"{name}: {done} memories embedded with {memory_bank.embedder.name}")
-    if entities:
-        click.echo(f"{name}: entities extracted again for {result['entities_updated']} memories")
+        emit_json({"banks": results} if every_bank else results[0])
 
 
 @click.command("export")

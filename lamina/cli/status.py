@@ -99,8 +99,8 @@ def model_warnings(bank: str, embedders: dict[str, int], configured: str | None)
     if configured is None and model != DEFAULT_MODEL:
         lines.append(
             f"bank {bank}: recall uses {model}, the model its memories were embedded with; "
-            f"run `lamina reindex --bank {bank}` to embed them with the default {DEFAULT_MODEL}, "
-            "which recalls more"
+            f"run `lamina reindex --bank {bank}` (or `--all` for every bank) to embed them with "
+            f"the default {DEFAULT_MODEL}, which recalls more"
         )
     return lines
 
