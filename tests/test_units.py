@@ -5,13 +5,18 @@ rules are rebuilt on the next retain, without duplicates."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 from lamina.bank.bank import MemoryBank
+from lamina.bank.query import QueryOptions, recall_query_for_file
 from lamina.bank.recall import RecallOptions
 from lamina.bank.retain import RetainOptions
 from lamina.bank.shorten import shorten
@@ -227,6 +232,42 @@ def test_turning_activity_units_off_leaves_none_behind(database: str, tmp_path: 
     )
     fresh.retain_file(AGENTIC, "proj")
     assert kept == {m.id: m.text for m in fresh.memories("proj")}
+
+
+@needs_shared
+def test_a_memory_is_shortened_the_same_way_in_every_process(tmp_path: Path) -> None:
+    """The cold hook and the warm server are separate processes, with string hashing seeded
+    apart: a shortened memory must come out the same in both (it once depended on a set's
+    order, and a prompt got another cut of the same memory now and then)."""
+    bank = MemoryBank(open_store(tmp_path / "lamina.db"), HashEmbedder())
+    for path in shared_transcripts()[:4]:
+        bank.retain_file(path, "p")
+    texts = [m.text for m in bank.memories("p", with_embeddings=False) if m.kind == "activity"]
+    bank.close()
+    queries = [
+        recall_query_for_file(str(shared_transcripts()[0]), prompt, QueryOptions()).query
+        for prompt in ("how did we fix the failing tests?", "what does the plan say next?")
+    ]
+    code = (
+        "import json, sys\n"
+        "from lamina.bank.shorten import shorten\n"
+        "texts, queries = json.loads(sys.stdin.read())\n"
+        "print(json.dumps([shorten(t, q, n) for t in texts for q in queries"
+        " for n in range(24, 240, 3)]))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            input=json.dumps([texts[:40], queries]),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            timeout=120,
+            check=True,
+        ).stdout
+        for seed in range(8)
+    }
+    assert len(texts) > 5 and len(outputs) == 1
 
 
 def test_shorten_keeps_the_part_around_the_query() -> None:

@@ -83,7 +83,9 @@ def shorten(text: str, query: str, limit: int, count: Counter = count_text) -> s
         return None
     found = [set(tokenize(p)) & terms for _label, p in pieces]
     frequency = {t: sum(t in f for f in found) for t in terms}
-    scores = [sum(1.0 / frequency[t] for t in f) for f in found]
+    # Summed in one order: a set's order changes from process to process (string hashing),
+    # and float sums in another order can differ in the last bit, turning ties around.
+    scores = [sum(1.0 / frequency[t] for t in sorted(f)) for f in found]
     best = max(range(len(pieces)), key=lambda i: (scores[i], -i))
     if scores[best] <= 0:
         return None
