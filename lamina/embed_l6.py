@@ -3,10 +3,11 @@
 sentence-transformers' all-MiniLM-L6-v2 (6 layers, 384 dimensions, mean pooling, Apache-2.0),
 quantized by Lamina to static int8 the same way as the default 3-layer model and run by the same
 code (`lamina.embed`): the same tokenizer file (the same uncased vocabulary), batching and
-onnxruntime options; nothing is downloaded at run time and no extra package is needed.
+onnxruntime options, except that it embeds 8 texts a batch (a fifth less CPU than 32 for this
+model); nothing is downloaded at run time and no extra package is needed.
 `lamina/data/all-minilm-l6-v2-NOTICE.txt` says where the weights came from and how the file was
-made. Vectors are the mean of the last layer's token states, normalised, and do not depend on
-the batch a text is embedded in.
+made. Vectors are the mean of the last layer's token states, normalised, and depend on the batch
+a text is embedded in only in the last bit.
 
 Why offer it. Alone it ranks LoCoMo turns a little worse than the default 3-layer model, but as
 Lamina's dense channel, fused with the lexical one, it finds more (see README's recall section
@@ -29,7 +30,9 @@ __all__ = ["L6_MODEL", "MiniLML6Embedder"]
 L6_MODEL: Final = "all-minilm-l6-v2-qint8@1"
 """The name stored with every vector this embedder makes."""
 
-_L6: Final = _ModelFile(L6_MODEL, "all-minilm-l6-v2-qint8.onnx", max_tokens=256, max_chars=40_000)
+_L6: Final = _ModelFile(
+    L6_MODEL, "all-minilm-l6-v2-qint8.onnx", max_tokens=256, max_chars=40_000, batch_size=8
+)
 
 
 class MiniLML6Embedder(_BundledEmbedder):
