@@ -401,11 +401,12 @@ class _BundledEmbedder:
     """An embedder for a model shipped in `lamina/data` (`_model`), on onnxruntime.
 
     Constructing one is cheap: onnxruntime is imported and the model loaded on the first embed,
-    once per process and thread count, shared by every instance. Texts are embedded in batches of
+    once per process, shared by every instance. Texts are embedded in batches of
     `batch_size` (default: the model's own), shortest first (less padding); a text's vector
-    depends on its batch in the last bit at most. `threads` (default: the available cores, at
-    most 4): one batch runs on that many onnxruntime threads; more batches run side by side,
-    one onnxruntime thread each, which costs less CPU and gives the same vectors bit for bit.
+    depends on its batch in the last bit at most. Each batch runs on one onnxruntime thread
+    and up to `threads` batches run side by side (default: the available cores, at most 4):
+    less CPU than one batch at a time on several threads that wait on each other inside every
+    layer, the same vectors bit for bit, and one loaded model per process.
     """
 
     _model: _ModelFile = _L3
@@ -429,7 +430,7 @@ class _BundledEmbedder:
     def load(self) -> None:
         """Load the model and its tokenizers now instead of on the first embed (to keep them
         out of a timing, or out of a server's first answers)."""
-        _load(self.threads, self._model)
+        _load(1, self._model)
         _light_tokenizer(self._model.max_tokens)
         _full_tokenizer(self._model.max_tokens)
 
@@ -438,17 +439,14 @@ class _BundledEmbedder:
         if not texts:
             return np.zeros((0, _DIM), dtype=np.float32)
         model = self._model
-        # Several batches run side by side, each on one thread of its own (no waiting on the
-        # others inside each layer: less CPU for the same vectors); one batch runs on all.
-        workers = self.threads if len(texts) > self.batch_size else 1
-        session = _load(1 if workers > 1 else self.threads, model).session
+        session = _load(1, model).session
 
         def run(ids: Batch, mask: Batch) -> Vector:
             pooled: Vector = session.run([_OUTPUT], {"input_ids": ids, "attention_mask": mask})[0]
             return pooled
 
         token_ids = _token_ids([text[: model.max_chars] for text in texts], model.max_tokens)
-        return _embed_in_batches(token_ids, self.batch_size, _DIM, run, workers)
+        return _embed_in_batches(token_ids, self.batch_size, _DIM, run, self.threads)
 
     def embed_query(self, text: str) -> Vector:
         vector: Vector = self.embed_documents([text])[0]

@@ -37,7 +37,7 @@ _L6: Final = _ModelFile(
 
 class MiniLML6Embedder(_BundledEmbedder):
     """all-MiniLM-L6-v2, static int8, on onnxruntime (see the module doc). Like the default
-    embedder: cheap to construct, the model loads on the first embed (once per process and
-    thread count), texts are embedded shortest first in batches."""
+    embedder: cheap to construct, the model loads on the first embed (once per process), texts
+    are embedded shortest first in batches, several batches side by side."""
 
     _model = _L6
