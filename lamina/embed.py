@@ -205,8 +205,9 @@ def _embed_in_batches(
 
     starts = range(0, len(token_ids), batch_size)
     if workers > 1 and len(starts) > 1:
+        # Longest batches first, so that the last to finish is a short one.
         with ThreadPoolExecutor(min(workers, len(starts)), "lamina-batch") as pool:
-            for _ in pool.map(embed, starts):
+            for _ in pool.map(embed, reversed(starts)):
                 pass
     else:
         for start in starts:
