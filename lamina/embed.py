@@ -47,6 +47,7 @@ import platform
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -109,6 +110,10 @@ class _ModelFile:
     max_tokens: int
     max_chars: int
     """Texts are cut to this many characters before tokenizing (`max_tokens` never need more)."""
+    batch_size: int = 32
+    """Texts per batch unless the embedder is told otherwise. Smaller batches cost less CPU
+    (their activations stay in the processor's caches) but change a few vectors in the last
+    bit, so a model's batch size is kept once its vectors are stored."""
 
 
 _L3: Final = _ModelFile(L3_MODEL, _MODEL_FILE, _MAX_TOKENS, _MAX_CHARS)
@@ -175,14 +180,17 @@ def _embed_in_batches(
     batch_size: int,
     dim: int,
     run: Callable[[Batch, Batch], Vector],
+    workers: int = 1,
 ) -> Vector:
     """Texts' vectors (unit length, in the texts' order) from their token ids: embedded in
     batches of `batch_size`, shortest first (less padding), `run(ids, attention_mask)` giving
-    the vectors of one zero-padded batch. A text's vector does not depend on its batch."""
+    the vectors of one zero-padded batch; `workers` threads run batches side by side. The
+    batches are the same however many workers run them, and so are the vectors."""
     out = np.zeros((len(token_ids), dim), dtype=np.float32)
     lengths = np.array([len(ids) for ids in token_ids], dtype=np.int64)
     order = np.argsort(lengths, kind="stable")
-    for start in range(0, len(token_ids), batch_size):
+
+    def embed(start: int) -> None:
         rows = order[start : start + batch_size]
         width = int(lengths[rows].max())
         ids = np.zeros((len(rows), width), dtype=np.int64)
@@ -191,6 +199,16 @@ def _embed_in_batches(
             ids[r, : lengths[i]] = token_ids[i]
             mask[r, : lengths[i]] = 1
         out[rows] = run(ids, mask)
+
+    starts = range(0, len(token_ids), batch_size)
+    if workers > 1 and len(starts) > 1:
+        # Longest batches first, so that the last to finish is a short one.
+        with ThreadPoolExecutor(min(workers, len(starts)), "lamina-batch") as pool:
+            for _ in pool.map(embed, reversed(starts)):
+                pass
+    else:
+        for start in starts:
+            embed(start)
     return _normalize(out)
 
 
@@ -381,19 +399,22 @@ class _BundledEmbedder:
     """An embedder for a model shipped in `lamina/data` (`_model`), on onnxruntime.
 
     Constructing one is cheap: onnxruntime is imported and the model loaded on the first embed,
-    once per process and thread count, shared by every instance. Texts are embedded in batches of
-    `batch_size`, shortest first (less padding); a text's vector does not depend on its batch.
-    `threads` is onnxruntime's intra-op thread count (default: the available cores, at most 4).
+    once per process, shared by every instance. Texts are embedded in batches of
+    `batch_size` (default: the model's own), shortest first (less padding); a text's vector
+    depends on its batch in the last bit at most. Each batch runs on one onnxruntime thread
+    and up to `threads` batches run side by side (default: the available cores, at most 4):
+    less CPU than one batch at a time on several threads that wait on each other inside every
+    layer, the same vectors bit for bit, and one loaded model per process.
     """
 
     _model: _ModelFile = _L3
 
-    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
-        if batch_size < 1:
+    def __init__(self, batch_size: int | None = None, threads: int | None = None) -> None:
+        if batch_size is not None and batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if threads is not None and threads < 1:
             raise ValueError("threads must be at least 1")
-        self.batch_size = batch_size
+        self.batch_size = batch_size if batch_size is not None else self._model.batch_size
         self.threads = threads if threads is not None else min(4, _available_cores())
 
     @property
@@ -407,7 +428,7 @@ class _BundledEmbedder:
     def load(self) -> None:
         """Load the model and its tokenizers now instead of on the first embed (to keep them
         out of a timing, or out of a server's first answers)."""
-        _load(self.threads, self._model)
+        _load(1, self._model)
         _light_tokenizer(self._model.max_tokens)
         _full_tokenizer(self._model.max_tokens)
 
@@ -416,14 +437,14 @@ class _BundledEmbedder:
         if not texts:
             return np.zeros((0, _DIM), dtype=np.float32)
         model = self._model
-        session = _load(self.threads, model).session
+        session = _load(1, model).session
 
         def run(ids: Batch, mask: Batch) -> Vector:
             pooled: Vector = session.run([_OUTPUT], {"input_ids": ids, "attention_mask": mask})[0]
             return pooled
 
         token_ids = _token_ids([text[: model.max_chars] for text in texts], model.max_tokens)
-        return _embed_in_batches(token_ids, self.batch_size, _DIM, run)
+        return _embed_in_batches(token_ids, self.batch_size, _DIM, run, self.threads)
 
     def embed_query(self, text: str) -> Vector:
         vector: Vector = self.embed_documents([text])[0]

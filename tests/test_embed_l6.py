@@ -22,6 +22,7 @@ from lamina.embed import (
     DEFAULT_MODEL,
     L3_MODEL,
     HashEmbedder,
+    MiniLMEmbedder,
     Vector,
     default_embedder,
     embedder_names,
@@ -42,6 +43,21 @@ TEXTS = [
     "user: which database did we pick for the notes API, and why? " * 30,  # past 256 tokens
     "🙂 Привет, как дела? 日本語のテキスト",
 ]
+
+
+@needs_shared
+@pytest.mark.parametrize("kind", [MiniLML6Embedder, MiniLMEmbedder])
+def test_many_texts_get_the_same_vectors_however_many_threads_embed_them(
+    kind: type[MiniLMEmbedder],
+) -> None:
+    """Batches run side by side on the available cores; a bank's vectors stay the same bit for
+    bit as one thread makes them, so retain, reindex and another machine agree."""
+    sample = next(iter(read_locomo_samples(str(LOCOMO))))
+    texts = [f"{m.speaker}: {m.text}" for session in sample.sessions for m in session.messages]
+    one = kind(threads=1).embed_documents(texts)
+    two = kind(threads=2).embed_documents(texts)
+    assert len(texts) > 8 * kind().batch_size  # several batches each way
+    assert np.array_equal(one, two)
 
 
 def test_is_named_apart_and_loads_nothing_until_used() -> None:
