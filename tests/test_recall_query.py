@@ -198,3 +198,36 @@ def test_spotter_query_holds_the_typed_prompt_not_tool_results() -> None:
     assert q.query.endswith("user: did you push?")
     assert q.chars <= 800
     assert "tool_use_id" not in q.query and "<task-notification>" not in q.query
+
+
+def test_the_dense_channel_reads_the_prompt_at_the_end_of_a_long_query(tmp_path: Path) -> None:
+    """A composed query is context first and the prompt last; with `dense_chars` (the hook's)
+    the dense channel embeds its newest part, so a long context does not crowd the prompt
+    out of what the model reads."""
+    from lamina.bank.bank import MemoryBank
+    from lamina.bank.recall import RecallOptions
+    from lamina.embed import get_embedder
+    from lamina.integrations.claude_code.prompt import DENSE_QUERY_CHARS
+    from lamina.store.sqlite import SQLiteStore
+
+    bank = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), get_embedder("minilm-l3"))
+    bank.retain_messages(
+        chat(
+            ("Tomatoes want sun, compost and deep watering twice a week.", "Noted."),
+            ("We picked PostgreSQL for the billing service, for its row locks.", "Good."),
+        ),
+        "p",
+        "chat",
+    )
+    context = "user: " + "my tomato seedlings wilt in the afternoon sun and need compost " * 12
+    query = f"{context}\nuser: which database holds the invoices?"
+    dense_only = {"dense": 1.0, "lexical": 0.0, "time": 0.0, "entities": 0.0}
+
+    def top(chars: int | None) -> str:
+        options = RecallOptions(limit=1, channel_weights=dense_only, dense_chars=chars)
+        return bank.recall(query, "p", options).hits[0].memory.text
+
+    assert len(query) > DENSE_QUERY_CHARS
+    assert "PostgreSQL" in top(48)
+    assert "Tomatoes" in top(None)  # the model's first 128 tokens: all context
+    bank.close()

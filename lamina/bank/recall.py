@@ -137,6 +137,11 @@ class RecallOptions:
     0.218 to 0.254), better on both halves, nothing lower within 1,000 tokens. Windows then
     also get the model's `list_window` weight (lamina.bank.fusion.ADJUSTMENTS): the several
     things are said in separate lines, and a window spends the top results on its context."""
+    dense_chars: int | None = None
+    """The dense channel embeds at most the last this many characters of the query (from a
+    word's start); None: all of it, up to the model's token limit. For a query composed of the
+    turns before a prompt and then the prompt (the hook's): the prompt and the newest context
+    are embedded, and a query costs the embedding of about 128 tokens, not 256."""
     collapse: bool = True
     """Drop a result when more than half of its records are already in better results (a
     window that repeats a turn shown above, say), and leave out of a result the lines better
@@ -489,7 +494,8 @@ def index_channels(
     dense = weighs(options, "dense") and embedder is not None and index.dim is not None
     if embedder is not None and dense and query.strip():
         size = len(index.lexical)
-        vector = embedder.embed_query(without_common(query, found, index.lexical.df, size))
+        newest = _newest(query, options.dense_chars)
+        vector = embedder.embed_query(without_common(newest, found, index.lexical.df, size))
     ranges = query_ranges(query, options)
     entities = distinctive(found, index.lexical.df, len(index.lexical))
     lexical = lexical_query(query, found, index.lexical.df, len(index.lexical))
@@ -753,8 +759,22 @@ def _time_search(
     return list(near.items())
 
 
-def _dense_query(query: str, entities: Sequence[str], counts: tuple[int, Mapping[str, int]]) -> str:
-    return without_common(query, entities, lambda t: counts[1].get(t, 0), counts[0])
+def _dense_query(
+    query: str,
+    entities: Sequence[str],
+    counts: tuple[int, Mapping[str, int]],
+    chars: int | None = None,
+) -> str:
+    return without_common(_newest(query, chars), entities, lambda t: counts[1].get(t, 0), counts[0])
+
+
+def _newest(query: str, chars: int | None) -> str:
+    """The last `chars` characters of `query`, from a word's start (all of it when None)."""
+    if chars is None or len(query) <= chars:
+        return query
+    tail = query[len(query) - chars :]
+    cut = tail.find(" ")
+    return tail[cut + 1 :] if 0 <= cut < len(tail) - 1 else tail
 
 
 def _entities_and_counts(
@@ -771,7 +791,9 @@ def dense_query_from_store(
     store: SearchStore, bank: str, query: str, options: RecallOptions
 ) -> str:
     """The text `recall_from_store` embeds for `query` (for a caller that embeds it ahead)."""
-    return _dense_query(query, *_entities_and_counts(store, bank, query, options))
+    return _dense_query(
+        query, *_entities_and_counts(store, bank, query, options), options.dense_chars
+    )
 
 
 def recall_from_store(
@@ -805,7 +827,7 @@ def recall_from_store(
         model: Embedder,
     ) -> tuple[npt.NDArray[np.float32], list[tuple[int, float]]]:
         # The query is embedded on a search thread, while this one reads the postings.
-        embedded = model.embed_query(_dense_query(query, entities, counts))
+        embedded = model.embed_query(_dense_query(query, entities, counts, options.dense_chars))
         return embedded, store.dense_search(bank, embedded, depth, where, model.name)
 
     dense_job = (
