@@ -127,6 +127,16 @@ def window_vector(parts: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.fl
     return vector
 
 
+def derived_window_vector(
+    parts: Sequence[npt.NDArray[np.float32] | None],
+) -> npt.NDArray[np.float32] | None:
+    """A window's vector from its turns' vectors, by the one rule retain and reindex share: their
+    normalised mean (`window_vector`) when the window has turns and every one's vector is known;
+    None otherwise, and the window's own text is embedded."""
+    known = [part for part in parts if part is not None]
+    return window_vector(known) if known and len(known) == len(parts) else None
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into float32 vectors of unit length. Implementations must be thread-safe."""

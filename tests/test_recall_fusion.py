@@ -249,3 +249,13 @@ def test_a_list_question_gets_lines_before_windows_when_the_model_says_so(databa
     single = "What did Melanie paint for the art show?"
     assert kinds(single, shipped) == kinds(single, without)
     assert kinds(listing, shipped, spread=False) == kinds(listing, without, spread=False)
+
+
+def test_the_hash_embedder_gets_the_default_model_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The hash embedder ships for tests and installs without the model: its users are not told
+    on every command that no fusion was fitted for it."""
+    with caplog.at_level(logging.WARNING, logger="lamina.bank.fusion"):
+        assert model_for(HashEmbedder().name) == default_model()
+    assert not [r for r in caplog.records if r.name == "lamina.bank.fusion"]

@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import database_target, embedder_choice
-from ..embed import Embedder, bank_embedder, default_embedder, shared_embedder, window_vector
+from ..embed import (
+    Embedder,
+    bank_embedder,
+    default_embedder,
+    derived_window_vector,
+    shared_embedder,
+)
 from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
@@ -442,9 +448,9 @@ class MemoryBank:
             for window in plan.windows:
                 parts = list(dict.fromkeys(plan.turn_of[r][0] for r in window.record_ids
                                            if r in plan.turn_of))  # fmt: skip
-                known = [fresh.get(p, kept.get(p)) for p in parts]
-                if len(parts) > 1 and all(v is not None for v in known):
-                    pending[window.id] = window_vector([v for v in known if v is not None])
+                derived = derived_window_vector([fresh.get(p, kept.get(p)) for p in parts])
+                if derived is not None:
+                    pending[window.id] = derived
                 else:
                     pending[window.id] = embedder.embed_documents([window.text])[0]
                 if len(pending) >= _REINDEX_WRITE:

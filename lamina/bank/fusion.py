@@ -121,6 +121,9 @@ def shipped_models() -> dict[str, FusionModel]:
     return models
 
 
+_HASH = "hash-ngram@1"
+"""`lamina.embed.HashEmbedder`'s vectors: it matches spelling, not meaning, and gets the default
+embedder's model without a warning."""
 _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
 
@@ -132,6 +135,8 @@ def model_for(embedder: str) -> FusionModel:
     found = shipped_models().get(embedder)
     if found is not None:
         return found
+    if embedder == _HASH:  # shipped for tests and model-less installs: nothing to fit it for
+        return default_model()
     with _WARNED_LOCK:
         first = embedder not in _WARNED
         _WARNED.add(embedder)

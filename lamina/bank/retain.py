@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..embed import Embedder, window_vector
+from ..embed import Embedder, derived_window_vector
 from ..errors import InputError, ReadWarning, StoreError
 from ..llm import LLMError
 from ..messages import Message
@@ -547,9 +547,9 @@ class Retainer:
                 if memory.embedding is not None and memory.embedder == self.embedder.name:
                     vectors[key_of[memory.id]] = memory.embedding
         for unit in windows:
-            parts = [vectors[p] for p in unit.parts if p in vectors]
-            if len(parts) == len(unit.parts):
-                vectors[unit.key] = window_vector(parts)
+            derived = derived_window_vector([vectors.get(p) for p in unit.parts])
+            if derived is not None:
+                vectors[unit.key] = derived
             else:
                 vectors[unit.key] = self.embedder.embed_documents([texts[unit.key]])[0]
         wanted = {u.key for u in units}
