@@ -21,6 +21,7 @@ from lamina.bank.expand import MAX_QUERIES, MAX_QUERY_CHARS, QueryExpander, pars
 from lamina.bank.recall import RecallOptions
 from lamina.embed import HashEmbedder
 from lamina.llm import LLMError, LLMResponse, ScriptedLLM, TransientLLMError
+from lamina.llm.spend import SpendCaps
 from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.store.ledger import StoreSpendLedger
 from lamina.store.sqlite import SQLiteStore
@@ -153,11 +154,12 @@ def test_the_spend_cap_holds_across_processes_sharing_the_store(tmp_path: Path) 
     store = SQLiteStore(tmp_path / "lamina.db")
     answer = LLMResponse(text=KEYS_QUERIES, input_tokens=900, output_tokens=100)
     first_llm = ScriptedLLM([answer])
-    first = QueryExpander(first_llm, ledger=StoreSpendLedger(store), tokens_per_hour=1_100)
+    first = QueryExpander(first_llm, caps=SpendCaps(StoreSpendLedger(store), tokens_per_hour=1_100))
     assert first.expand(QUESTION).queries
     other = SQLiteStore(tmp_path / "lamina.db")
     second_llm = ScriptedLLM([KEYS_QUERIES])
-    second = QueryExpander(second_llm, ledger=StoreSpendLedger(other), tokens_per_hour=1_100)
+    second_caps = SpendCaps(StoreSpendLedger(other), tokens_per_hour=1_100)
+    second = QueryExpander(second_llm, caps=second_caps)
     capped = second.expand("What does Ana do before breakfast?")
     assert capped.queries == ()
     assert capped.skipped is not None

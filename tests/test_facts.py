@@ -13,6 +13,7 @@ from lamina.bank.retain import RetainOptions
 from lamina.embed import HashEmbedder
 from lamina.errors import ConfigError
 from lamina.llm import LLMError, LLMResponse, ScriptedLLM, TransientLLMError, get_llm
+from lamina.llm.spend import SpendCaps
 from lamina.store.ledger import StoreSpendLedger
 from lamina.store.sqlite import SQLiteStore
 
@@ -81,7 +82,7 @@ def test_the_spend_cap_stops_calls_before_they_are_sent(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "db")
     answer = '{"facts": [{"fact": "Service 0 uses SQLite.", "date": null}]}'
     llm = ScriptedLLM([LLMResponse(text=answer, input_tokens=1_000, output_tokens=50)] * 3)
-    extractor = FactExtractor(llm, ledger=StoreSpendLedger(store), tokens_per_hour=2_000)
+    extractor = FactExtractor(llm, caps=SpendCaps(StoreSpendLedger(store), tokens_per_hour=2_000))
     bank = MemoryBank(store, HashEmbedder(), retain_options=RetainOptions(extractor=extractor))
     report = bank.retain_file(transcript(tmp_path, 3), "p")
     assert report.status == "retained" and report.facts == 1

@@ -8,8 +8,8 @@ them (the lexical ones match the new words, the dense one embeds the whole), exc
 channel, which keeps to the question's own time words (a "last year" the model wrote is not the
 question's time frame).
 
-    expander = QueryExpander(get_llm("anthropic:claude-haiku-4-5"), ledger=StoreSpendLedger(store),
-                             tokens_per_hour=200_000)
+    caps = SpendCaps(StoreSpendLedger(store), tokens_per_hour=200_000)
+    expander = QueryExpander(get_llm("anthropic:claude-haiku-4-5"), caps=caps)
     result = bank.recall("what is Sam's recurring frustration?", "chat", expander=expander)
     result.expansion.queries        # ("lost keys again", "forgetting things every week", ...)
 
@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest
-from ..llm.spend import InMemorySpendLedger, SpendLedger, over_cap
+from ..llm.spend import SpendCaps
 from ..tokens import count_text
 
 __all__ = ["MAX_QUERIES", "Expansion", "QueryExpander", "parse_queries"]
@@ -88,27 +86,20 @@ def parse_queries(answer: str, question: str) -> tuple[str, ...]:
 
 class QueryExpander:
     """Asks `llm` for search queries in the words a question's answer was likely said in (see
-    the module doc). `ledger` keeps what the calls spent (a `StoreSpendLedger` shares it, and
-    the caps, with every process of the database); `tokens_per_hour` / `tokens_per_day` cap
-    what calls to this model may spend, counting its summaries and facts too. Thread-safe."""
+    the module doc), spending under `caps` (shared with the model's summaries and facts when
+    the ledger is). Thread-safe."""
 
     def __init__(
         self,
         llm: LLM,
         *,
-        ledger: SpendLedger | None = None,
-        tokens_per_hour: int | None = None,
-        tokens_per_day: int | None = None,
+        caps: SpendCaps | None = None,
         max_tokens: int = 120,
         cache_size: int = 256,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         self.llm = llm
-        self.ledger: SpendLedger = ledger if ledger is not None else InMemorySpendLedger()
-        self.tokens_per_hour = tokens_per_hour
-        self.tokens_per_day = tokens_per_day
+        self.caps = caps if caps is not None else SpendCaps()
         self.max_tokens = max_tokens
-        self.clock = clock
         self._cache: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -134,26 +125,14 @@ class QueryExpander:
             max_tokens=self.max_tokens,
         )
         sent = count_text(SYSTEM) + count_text(key) + 8
-        reason = over_cap(
-            self.ledger,
-            self.name,
-            sent + self.max_tokens,
-            self.clock(),
-            self.tokens_per_hour,
-            self.tokens_per_day,
-        )
+        reason = self.caps.refusal(self.name, sent + self.max_tokens)
         if reason is not None:
             return Expansion(skipped=reason)
         try:
             response = self.llm.complete(request)
         except LLMError as exc:
             return Expansion(skipped=f"{self.name}: {exc}")
-        self.ledger.record(
-            self.name,
-            response.input_tokens or sent,
-            response.output_tokens or count_text(response.text),
-            self.clock(),
-        )
+        self.caps.record(self.name, response, sent)
         text = response.text
         if response.stop_reason == "max_tokens":
             text = text.rpartition("\n")[0]  # the last line was cut off

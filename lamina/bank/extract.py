@@ -8,15 +8,13 @@ unusable answer is counted in the retain report and the turn is stored anyway.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
 
 from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest
-from ..llm.spend import InMemorySpendLedger, SpendLedger, over_cap
+from ..llm.spend import SpendCaps
 from ..tokens import count_text
 
 __all__ = ["MAX_FACTS", "Fact", "FactExtractor"]
@@ -43,28 +41,14 @@ class Fact:
 
 
 class FactExtractor:
-    """Asks `llm` for the facts of each turn. `ledger` keeps what the calls spent (a
-    `StoreSpendLedger` shares it, and the caps, with every process of the database);
-    `tokens_per_hour` / `tokens_per_day` cap what calls to this model may spend, counting its
-    summaries and query expansions too: a turn over the cap is stored without facts, its error
-    in the retain report."""
+    """Asks `llm` for the facts of each turn, spending under `caps` (shared with the model's
+    summaries and query expansions when the ledger is): a turn whose call would pass a cap is
+    stored without facts, its error in the retain report."""
 
-    def __init__(
-        self,
-        llm: LLM,
-        *,
-        max_tokens: int = 800,
-        ledger: SpendLedger | None = None,
-        tokens_per_hour: int | None = None,
-        tokens_per_day: int | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, llm: LLM, *, max_tokens: int = 800, caps: SpendCaps | None = None) -> None:
         self.llm = llm
         self.max_tokens = max_tokens
-        self.ledger: SpendLedger = ledger if ledger is not None else InMemorySpendLedger()
-        self.tokens_per_hour = tokens_per_hour
-        self.tokens_per_day = tokens_per_day
-        self.clock = clock
+        self.caps = caps if caps is not None else SpendCaps()
 
     def extract(self, text: str, said_at: datetime | None) -> list[Fact]:
         """The facts of one turn. Raises LLMError when the model fails or answers nonsense,
@@ -77,23 +61,11 @@ class FactExtractor:
             max_tokens=self.max_tokens,
         )
         sent = count_text(SYSTEM) + count_text(content) + 8
-        reason = over_cap(
-            self.ledger,
-            self.llm.name,
-            sent + self.max_tokens,
-            self.clock(),
-            self.tokens_per_hour,
-            self.tokens_per_day,
-        )
+        reason = self.caps.refusal(self.llm.name, sent + self.max_tokens)
         if reason is not None:
             raise LLMError(reason)
         response = self.llm.complete(request)
-        self.ledger.record(
-            self.llm.name,
-            response.input_tokens or sent,
-            response.output_tokens or count_text(response.text),
-            self.clock(),
-        )
+        self.caps.record(self.llm.name, response, sent)
         if response.stop_reason not in NORMAL_STOPS and response.stop_reason != "":
             raise LLMError(f"{self.llm.name}: stopped with {response.stop_reason!r}")
         return parse_facts(response.text)

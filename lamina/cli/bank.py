@@ -23,6 +23,7 @@ from ..progress import Progress
 
 if TYPE_CHECKING:
     from ..bank.expand import QueryExpander
+    from ..llm.spend import SpendCaps
 from .common import (
     bank_option,
     confirm_or_yes,
@@ -57,38 +58,34 @@ def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = N
     extractor = None
     if facts_model:
         from ..bank.extract import FactExtractor
-        from ..config import summariser_settings
         from ..llm import get_llm
 
-        caps = summariser_settings()
-        extractor = FactExtractor(
-            get_llm(facts_model),
-            tokens_per_hour=caps.tokens_per_hour,
-            tokens_per_day=caps.tokens_per_day,
-        )
+        extractor = FactExtractor(get_llm(facts_model))
     memory_bank = open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
     if extractor is not None:
-        from ..store.ledger import StoreSpendLedger
-
-        extractor.ledger = StoreSpendLedger(memory_bank.store)  # caps across processes
+        extractor.caps = _caps(memory_bank)
     return memory_bank
 
 
-def _expander(memory_bank: MemoryBank, spec: str) -> QueryExpander:
-    """A query expander over the model `spec`, its spending kept in the bank's store under the
-    configured caps (`summariser_tokens_per_hour` / `_per_day`, shared by every model call)."""
-    from ..bank.expand import QueryExpander
+def _caps(memory_bank: MemoryBank) -> SpendCaps:
+    """The configured spend caps (`summariser_tokens_per_hour` / `_per_day`, shared by every
+    model call), the spending kept in the bank's store so they hold across processes."""
     from ..config import summariser_settings
-    from ..llm import get_llm
+    from ..llm.spend import SpendCaps
     from ..store.ledger import StoreSpendLedger
 
-    caps = summariser_settings()
-    return QueryExpander(
-        get_llm(spec),
-        ledger=StoreSpendLedger(memory_bank.store),
-        tokens_per_hour=caps.tokens_per_hour,
-        tokens_per_day=caps.tokens_per_day,
+    settings = summariser_settings()
+    return SpendCaps(
+        StoreSpendLedger(memory_bank.store), settings.tokens_per_hour, settings.tokens_per_day
     )
+
+
+def _expander(memory_bank: MemoryBank, spec: str) -> QueryExpander:
+    """A query expander over the model `spec`, under the configured spend caps."""
+    from ..bank.expand import QueryExpander
+    from ..llm import get_llm
+
+    return QueryExpander(get_llm(spec), caps=_caps(memory_bank))
 
 
 def _date(value: str | None, name: str) -> datetime | None:

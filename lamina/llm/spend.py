@@ -11,10 +11,15 @@ deployment) only has to keep rows of (summariser, tokens, time) and sum them.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-__all__ = ["InMemorySpendLedger", "SpendLedger", "over_cap"]
+if TYPE_CHECKING:
+    from . import LLMResponse
+
+__all__ = ["InMemorySpendLedger", "SpendCaps", "SpendLedger", "over_cap"]
 
 
 class SpendLedger(Protocol):
@@ -64,3 +69,33 @@ def over_cap(
                 f"{cost}, over the {cap} a {label} allowed for {name}"
             )
     return None
+
+
+@dataclass
+class SpendCaps:
+    """What calls to a model may spend (tokens in and out, per hour and per day; None: no cap)
+    and the ledger that keeps what they spent. Fact extraction and query expansion each hold
+    one; a `StoreSpendLedger` shares the spending, and so the caps, with every process of the
+    database."""
+
+    ledger: SpendLedger = field(default_factory=InMemorySpendLedger)
+    tokens_per_hour: int | None = None
+    tokens_per_day: int | None = None
+    clock: Callable[[], float] = time.time
+
+    def refusal(self, name: str, cost: int) -> str | None:
+        """Why a call to `name` that may take `cost` tokens is not to be sent (None: send it)."""
+        return over_cap(
+            self.ledger, name, cost, self.clock(), self.tokens_per_hour, self.tokens_per_day
+        )
+
+    def record(self, name: str, response: LLMResponse, sent: int) -> None:
+        """One answered call: the provider's token counts, else `sent` and the answer's."""
+        from ..tokens import count_text
+
+        self.ledger.record(
+            name,
+            response.input_tokens or sent,
+            response.output_tokens or count_text(response.text),
+            self.clock(),
+        )

@@ -368,14 +368,8 @@ class PostgresStore(PostgresSearch):
 
     def bank_embedders(self, name: str) -> dict[str, int]:
         with self._conn() as conn:
-            return {
-                str(e): int(n)
-                for e, n in conn.execute(
-                    "SELECT e.embedder, e.memories FROM bank_embedders e JOIN banks b"
-                    " ON b.id = e.bank_id WHERE b.name = %s AND e.memories > 0",
-                    (name,),
-                )
-            }
+            row = conn.execute("SELECT id FROM banks WHERE name = %s", (name,)).fetchone()
+            return self._embedders(conn, int(row[0])) if row is not None else {}
 
     @staticmethod
     def _embedders(conn: Any, bank_id: int) -> dict[str, int]:

@@ -314,14 +314,8 @@ class SQLiteStore(SQLiteSearch):
         )
 
     def bank_embedders(self, name: str) -> dict[str, int]:
-        return {
-            str(e): int(n)
-            for e, n in self.conn.execute(
-                "SELECT e.embedder, e.memories FROM bank_embedders e JOIN banks b"
-                " ON b.id = e.bank_id WHERE b.name = ? AND e.memories > 0",
-                (name,),
-            )
-        }
+        row = self.conn.execute("SELECT id FROM banks WHERE name = ?", (name,)).fetchone()
+        return self._embedders(int(row[0])) if row is not None else {}
 
     def _embedders(self, bank_id: int) -> dict[str, int]:
         return {
