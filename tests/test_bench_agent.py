@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from lamina.bank.bank import MemoryBank
-from lamina.bench.agent import answers_it, load_questions, run_agent_bench
+from lamina.bench.agent import (
+    answers_it,
+    found_in,
+    load_question_set,
+    load_questions,
+    run_agent_bench,
+)
 from lamina.cli import cli
 from lamina.embed import HashEmbedder
+from lamina.errors import InputError
 from lamina.store import open_store
 
 from .conftest import CLAUDE_CODE, ROOT, needs_shared
@@ -57,3 +66,45 @@ def test_the_command_is_wired() -> None:
     out = CliRunner().invoke(cli, ["bench", "agent", "--help"])
     assert out.exit_code == 0
     assert "BM25" in out.output
+
+
+def _two_fact(tmp_path: Path) -> Path:
+    path = tmp_path / "q.json"
+    question = {
+        "id": "t1",
+        "file": "s.jsonl",
+        "question": "Which port and which host?",
+        "answers": ["port 8080"],
+        "evidence": [{"first_line": 3, "last_line": 3}],
+        "parts": [
+            {"answers": ["port 8080"], "evidence": [{"first_line": 3, "last_line": 3}]},
+            {"answers": ["host db1"], "evidence": [{"first_line": 9, "last_line": 9}]},
+        ],
+        "tags": ["two_fact"],
+        "half": "heldout",
+    }
+    path.write_text(json.dumps({"data": "somewhere", "questions": [question]}))
+    return path
+
+
+def test_a_two_fact_question_counts_only_when_both_facts_come_back(tmp_path: Path) -> None:
+    qset = load_question_set(_two_fact(tmp_path))
+    assert qset.data == "somewhere"
+    (q,) = qset.questions
+    assert q.tags == ("two_fact",) and len(q.needs) == 2
+    first = ("s.jsonl", "we moved it to Port 8080", 2, 4)
+    second = ("s.jsonl", "the host db1 it is", 9, 9)
+    elsewhere = ("other.jsonl", "the host db1 it is", 9, 9)
+    assert not found_in(q, [first])
+    assert not found_in(q, [first, elsewhere])
+    assert found_in(q, [second, first])
+    assert answers_it(q, "port 8080 and host db1", 3, 9)
+
+
+def test_a_broken_question_file_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"questions": [{"id": "x"}]}')
+    with pytest.raises(InputError, match=r"bad\.json: not a question set"):
+        load_question_set(bad)
+    with pytest.raises(InputError, match="shipped sets: claude-code"):
+        load_question_set(tmp_path / "absent.json")

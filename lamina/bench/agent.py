@@ -48,7 +48,17 @@ from ..tokens import count_text
 from ..turns import conversational_text
 from .common import emit, shared_data_dir
 
-__all__ = ["AgentQuestion", "Evidence", "agent_bench", "load_questions", "run_agent_bench"]
+__all__ = [
+    "AgentQuestion",
+    "Evidence",
+    "Part",
+    "QuestionSet",
+    "agent_bench",
+    "found_in",
+    "load_question_set",
+    "load_questions",
+    "run_agent_bench",
+]
 
 DEFAULT_BUDGETS = (1_000, 1_500)
 _WORD = re.compile(r"\w+")
@@ -61,6 +71,14 @@ class Evidence:
 
 
 @dataclass(frozen=True, slots=True)
+class Part:
+    """One fact a question needs: a phrase that states it and the lines that say it."""
+
+    answers: tuple[str, ...]
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class AgentQuestion:
     id: str
     file: str
@@ -69,46 +87,112 @@ class AgentQuestion:
     evidence: tuple[Evidence, ...]
     half: str
     round_no: int = 1
+    tags: tuple[str, ...] = ()
+    parts: tuple[Part, ...] = ()
+
+    @property
+    def needs(self) -> tuple[Part, ...]:
+        """The facts a recall must return for the question to count as found."""
+        return self.parts or (Part(self.answers, self.evidence),)
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionSet:
+    """A question file: its questions and the shared data folder its sessions are in."""
+
+    questions: list[AgentQuestion]
+    data: str = "claude-code"
+
+
+#: Question sets shipped with the package, by the name `--questions` accepts.
+SHIPPED = {
+    "claude-code": "agent_questions.json",
+    "entire-dev": "agent_questions_entire_dev.json",
+    "entire-heldout": "agent_questions_entire_heldout.json",
+}
+
+
+def _evidence(raw: Sequence[Mapping[str, Any]]) -> tuple[Evidence, ...]:
+    return tuple(Evidence(int(e["first_line"]), int(e["last_line"])) for e in raw)
+
+
+def load_question_set(path: str | Path | None = None) -> QuestionSet:
+    """A shipped question set (None or a name of `SHIPPED`), or one in the same shape from a
+    file."""
+    name = "claude-code" if path is None else str(path)
+    if name in SHIPPED:
+        raw = resources.files("lamina.bench").joinpath(f"data/{SHIPPED[name]}").read_text()
+        where = name
+    else:
+        try:
+            raw = Path(name).read_text(encoding="utf-8")
+        except OSError as e:
+            known = ", ".join(SHIPPED)
+            raise InputError(
+                f"{name}: cannot read the question set ({e.strerror}); shipped sets: {known}"
+            ) from None
+        where = name
+    try:
+        data = json.loads(raw)
+        questions = [
+            AgentQuestion(
+                id=str(q["id"]),
+                file=str(q["file"]),
+                question=str(q["question"]),
+                answers=tuple(str(a) for a in q["answers"]),
+                evidence=_evidence(q["evidence"]),
+                half=str(q.get("half", "tune")),
+                round_no=int(q.get("round", 1)),
+                tags=tuple(str(t) for t in q.get("tags", ())),
+                parts=tuple(
+                    Part(tuple(str(a) for a in p["answers"]), _evidence(p["evidence"]))
+                    for p in q.get("parts", ())
+                ),
+            )
+            for q in data["questions"]
+        ]
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{where}: not a question set ({type(e).__name__}: {e})") from None
+    return QuestionSet(questions, str(data.get("data", "claude-code")))
 
 
 def load_questions(path: str | Path | None = None) -> list[AgentQuestion]:
     """The shipped question set, or one in the same shape from `path`."""
-    if path is None:
-        raw = resources.files("lamina.bench").joinpath("data/agent_questions.json").read_text()
-    else:
-        raw = Path(path).read_text(encoding="utf-8")
-    data = json.loads(raw)
-    return [
-        AgentQuestion(
-            id=str(q["id"]),
-            file=str(q["file"]),
-            question=str(q["question"]),
-            answers=tuple(str(a) for a in q["answers"]),
-            evidence=tuple(
-                Evidence(int(e["first_line"]), int(e["last_line"])) for e in q["evidence"]
-            ),
-            half=str(q.get("half", "tune")),
-            round_no=int(q.get("round", 1)),
-        )
-        for q in data["questions"]
-    ]
+    return load_question_set(path).questions
 
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def answers_it(
-    question: AgentQuestion, text: str, first_line: int | None, last_line: int | None
+def states(
+    part: Part | AgentQuestion, text: str, first_line: int | None, last_line: int | None
 ) -> bool:
     """True when a text that spans these lines covers an evidence line and states the answer."""
     if first_line is None:
         return False
     last = last_line if last_line is not None else first_line
-    if not any(e.first_line <= last and first_line <= e.last_line for e in question.evidence):
+    if not any(e.first_line <= last and first_line <= e.last_line for e in part.evidence):
         return False
     body = _norm(text)
-    return any(_norm(a) in body for a in question.answers)
+    return any(_norm(a) in body for a in part.answers)
+
+
+def answers_it(
+    question: AgentQuestion, text: str, first_line: int | None, last_line: int | None
+) -> bool:
+    """True when one text states every fact the question needs."""
+    return all(states(p, text, first_line, last_line) for p in question.needs)
+
+
+Span = tuple[str, str, int | None, int | None]  # file, text, first line, last line
+
+
+def found_in(question: AgentQuestion, returned: Iterable[Span]) -> bool:
+    """True when, among what was returned, every fact the question needs is stated by some
+    text of the question's session."""
+    own = [(t, a, b) for f, t, a, b in returned if f == question.file]
+    return all(any(states(p, t, a, b) for t, a, b in own) for p in question.needs)
 
 
 # -- the baseline: BM25 over single conversational records --------------------------------------
@@ -207,17 +291,30 @@ def _share(found: Mapping[str, bool], chosen: Sequence[AgentQuestion]) -> float:
     return round(sum(found[q.id] for q in chosen) / max(len(chosen), 1), 4)
 
 
+def _halves(questions: Sequence[AgentQuestion]) -> list[str]:
+    return sorted({q.half for q in questions}, key=lambda h: (h != "tune", h != "check", h))
+
+
 def _shares(found: Mapping[str, bool], questions: Sequence[AgentQuestion]) -> dict[str, float]:
-    """Share found overall, per half, and per half of each round when the set has several."""
-    out: dict[str, float] = {}
-    for half in ("all", "tune", "check"):
-        out[half] = _share(found, [q for q in questions if half == "all" or q.half == half])
+    """Share found overall, per half, per half of each round when the set has several, per tag
+    (`tag:tool`: answered only by what a tool did or printed; `tag:two_fact`) and per session."""
+    out: dict[str, float] = {"all": _share(found, questions)}
+    halves = _halves(questions)
+    for half in halves:
+        out[half] = _share(found, [q for q in questions if q.half == half])
     rounds = sorted({q.round_no for q in questions})
     if len(rounds) > 1:
         for r in rounds:
-            for half in ("tune", "check"):
+            for half in halves:
                 chosen = [q for q in questions if q.round_no == r and q.half == half]
-                out[f"round{r}_{half}"] = _share(found, chosen)
+                if chosen:
+                    out[f"round{r}_{half}"] = _share(found, chosen)
+    for tag in sorted({t for q in questions for t in q.tags}):
+        out[f"tag:{tag}"] = _share(found, [q for q in questions if tag in q.tags])
+    files = sorted({q.file for q in questions})
+    if len(files) > 1:
+        for f in files:
+            out[f"session:{f}"] = _share(found, [q for q in questions if q.file == f])
     return out
 
 
@@ -263,38 +360,56 @@ def run_agent_bench(
         mb.embedder.embed_query("warm up")
         with Progress("questions", total=len(questions), unit="q") as progress:
             for done, q in enumerate(questions, 1):
-                fitting = [
-                    count_text(m.text)
-                    for m in memories
-                    if documents.get(m.document) == q.file
-                    and answers_it(q, m.text, m.first_line, m.last_line)
+                # The smallest memory that states each fact: a perfect ranking's cost.
+                cheapest = [
+                    min(
+                        (
+                            count_text(m.text)
+                            for m in memories
+                            if documents.get(m.document) == q.file
+                            and states(part, m.text, m.first_line, m.last_line)
+                        ),
+                        default=None,
+                    )
+                    for part in q.needs
                 ]
-                unbounded[q.id] = bool(fitting)
+                unbounded[q.id] = all(c is not None for c in cheapest)
                 ranked = bm25.rank(q.question)
                 for b in budgets:
-                    ceiling[b][q.id] = any(t <= b for t in fitting)
+                    ceiling[b][q.id] = unbounded[q.id] and sum(c or 0 for c in cheapest) <= b
                     t0 = time.perf_counter()
                     result = mb.recall(q.question, name, RecallOptions(budget=b))
                     latencies.append((time.perf_counter() - t0) * 1000)
-                    lamina[b][q.id] = any(
-                        documents.get(h.memory.document) == q.file
-                        and answers_it(q, h.text, h.memory.first_line, h.memory.last_line)
-                        for h in result.hits
+                    lamina[b][q.id] = found_in(
+                        q,
+                        (
+                            (
+                                documents.get(h.memory.document, ""),
+                                h.text,
+                                h.memory.first_line,
+                                h.memory.last_line,
+                            )
+                            for h in result.hits
+                        ),
                     )
                     taken = _fill(((i, records[i].tokens) for i in ranked), b)
-                    baseline[b][q.id] = any(
-                        records[i].file == q.file
-                        and answers_it(
-                            q, records[i].text, records[i].first_line, records[i].last_line
-                        )
-                        for i in taken
+                    baseline[b][q.id] = found_in(
+                        q,
+                        (
+                            (r.file, r.text, r.first_line, r.last_line)
+                            for r in (records[i] for i in taken)
+                        ),
                     )
                 progress.update(done)
         if own:
             mb.close()
     return {
         "questions": len(questions),
-        "halves": {h: sum(q.half == h for q in questions) for h in ("tune", "check")},
+        "halves": {h: sum(q.half == h for q in questions) for h in _halves(questions)},
+        "tags": {
+            t: sum(t in q.tags for q in questions)
+            for t in sorted({t for q in questions for t in q.tags})
+        },
         "sessions": files,
         "memories": len(memories),
         "unit_tokens": {kind: _size_stats(v) for kind, v in sorted(sizes.items())},
@@ -314,10 +429,16 @@ def run_agent_bench(
 
 @click.command("agent")
 @click.option(
-    "--data", default=None, help="Folder of the sessions (default: ../shared/data/claude-code)."
+    "--data",
+    default=None,
+    help="Folder of the sessions (default: the question set's folder under ../shared/data).",
 )
 @click.option(
-    "--questions", "questions_path", default=None, help="A question set in the shipped shape."
+    "--questions",
+    "questions_path",
+    default=None,
+    help=f"A shipped question set ({', '.join(SHIPPED)}; default claude-code) or a file in "
+    "the same shape.",
 )
 @click.option(
     "--budget",
@@ -367,15 +488,16 @@ def agent_bench(
     numbers, scored as evidence found within a token budget, against BM25 over single
     conversational records.
 
-    Example: lamina bench agent --json; lamina bench agent --max-tokens 400 --json"""
+    Example: lamina bench agent --json; lamina bench agent --questions entire-dev --json"""
+    qset = load_question_set(questions_path)
     if data is None:
-        found = shared_data_dir("claude-code")
+        found = shared_data_dir(qset.data)
         if found is None:
-            raise InputError("no --data given and ../shared/data/claude-code not found")
+            raise InputError(f"no --data given and ../shared/data/{qset.data} not found")
         folder = found
     else:
         folder = Path(data)
-    questions = load_questions(questions_path)
+    questions = qset.questions
     base = UnitOptions()
     units = UnitOptions(
         max_tokens=base.max_tokens if max_tokens is None else (max_tokens or None),
