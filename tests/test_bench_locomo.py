@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
+from lamina.bench.date_styles import DATE_STYLES, DateStyle, date_phrases, restyle
 from lamina.bench.locomo import HALVES, Tally, TurnsBM25, half_of, lead, within_tokens
 from lamina.readers.locomo import read_locomo_samples
 
@@ -52,3 +57,45 @@ def test_the_lead_over_each_baseline_is_given_overall_and_per_half() -> None:
     assert found["bm25"]["overall"]["turn_any@10"] == 5.0
     assert found["bm25"]["a"]["turn_all@1000t"] == 5.0
     assert found["bm25"]["b"]["turn_any@10"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("question", "style", "asked"),
+    [
+        ("Said on 16 November, 2023?", "numeric-dmy", "Said on 16.11.2023?"),
+        ("Said on 16 November, 2023?", "numeric-mdy", "Said on 11/16/2023?"),
+        ("Said on 16 November, 2023?", "iso", "Said on 2023-11-16?"),
+        ("Said on 16 November, 2023?", "words", "Said on 16 November, 2023?"),
+        ("shared on December 1,2023 taken", "numeric-mdy", "shared on 12/01/2023 taken"),
+        ("finish reading on 8th December, 2023?", "numeric-dmy", "finish reading on 08.12.2023?"),
+        ("the job in August 2023?", "numeric-dmy", "the job in 08/2023?"),
+        ("the job in August 2023?", "iso", "the job in 2023-08?"),
+        ("when they met on Aug 15th?", "numeric-dmy", "when they met on 15/08?"),
+        ("when they met on Aug 15th?", "numeric-mdy", "when they met on 08/15?"),
+        ("when they met on Aug 15th?", "iso", "when they met on Aug 15th?"),
+        ("between August 11 and August 15 2023", "numeric-dmy", "between 11/08 and 15.08.2023"),
+        ("in June? in 2023? last May?", "numeric-mdy", "in June? in 2023? last May?"),
+    ],
+)  # fmt: skip
+def test_date_styles_rewrite_only_the_date_phrases(
+    question: str, style: DateStyle, asked: str
+) -> None:
+    assert restyle(question, style) == asked
+    assert bool(date_phrases(question)) == (question != restyle(question, "numeric-dmy"))
+
+
+@needs_shared
+def test_every_style_asks_the_same_dated_questions() -> None:
+    """The dated subset is read from the question as the dataset writes it, so every style
+    tallies the same questions there; only their text differs."""
+    samples = read_locomo_samples(str(LOCOMO))
+    questions = [q.question for s in samples for q in s.questions if q.category in (1, 2, 3, 4)]
+    dated = [q for q in questions if date_phrases(q)]
+    assert len(dated) >= 60
+    for style in DATE_STYLES:
+        changed = [q for q in questions if restyle(q, style) != q]
+        assert set(changed) <= set(dated)
+        if style != "words":
+            assert not any(
+                re.search(r"\b(?:January|March|October)\b", restyle(q, style)) for q in dated
+            )

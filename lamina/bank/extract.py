@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import orjson
 
 from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest
 from ..llm.spend import SpendCaps
 from ..tokens import count_text
+from .when import read_day
 
 __all__ = ["MAX_FACTS", "Fact", "FactExtractor"]
 
@@ -94,9 +95,7 @@ def parse_facts(answer: str) -> list[Fact]:
 
 
 def _date(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.strip()).replace(tzinfo=UTC)
-    except ValueError:
-        return None
+    """The day a fact's `date` names: asked as YYYY-MM-DD, read as recall reads dates (a model
+    that answers "22.01.2024" or "January 22, 2024" still dates its fact); None when it names
+    no single day."""
+    return read_day(value) if isinstance(value, str) else None

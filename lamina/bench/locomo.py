@@ -15,6 +15,11 @@ helps on both, tuned on one and read on the other). The generated fields (`obser
 channel each; `rrf` is Lamina with reciprocal-rank fusion instead of its default CombSUM, to
 show what the fusion choice is worth. `turns-bm25` is the plain baseline: BM25 over single
 dialog turns ("speaker: text", lowercased words, no stemming), outside Lamina altogether.
+
+`--date-style` asks the same questions with their dates written another way (`numeric-dmy`
+"07.07.2023", `numeric-mdy` "07/07/2023", `iso` "2023-07-07"; see lamina.bench.date_styles), so
+recall on dates in numbers can be compared with dates in words. Every variant also reports
+`dated`: the questions that name a date with a numeric form (the same questions in every style).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
 from ..tokens import count_text
 from .common import emit, locomo_file, percentiles
+from .date_styles import DATE_STYLES, DateStyle, date_phrases, restyle
 
 __all__ = ["evaluate", "locomo_bench"]
 
@@ -156,12 +162,15 @@ class Tally:
         evidence: Sequence[str],
         budgeted: Mapping[int, set[str]] | None = None,
         half: str | None = None,
+        dated: bool = False,
     ) -> None:
         """One question: `ranked` its dialog ids in order, `budgeted` those returned within
-        each token budget."""
+        each token budget; `dated` when it names a date (tallied apart as well)."""
         keys = ["overall", f"category_{category}"]
         if half is not None:
             keys.append(f"half_{half}")
+        if dated:
+            keys.append("dated")
         for key in keys:
             self.count[key] += 1
             for budget, found in (budgeted or {}).items():
@@ -192,10 +201,11 @@ def evaluate(
     variants: Sequence[str],
     model: FusionModel | None = None,
     expander: QueryExpander | None = None,
+    date_style: DateStyle = "words",
 ) -> dict[str, Any]:
-    """Every question of CATEGORIES recalled by each variant; `model`, when given, is the
-    `lamina` variant's fusion instead of the shipped one; `expander`, when given, expands the
-    `lamina` variant's queries (lamina.bank.expand)."""
+    """Every question of CATEGORIES recalled by each variant, its dates written in `date_style`;
+    `model`, when given, is the `lamina` variant's fusion instead of the shipped one;
+    `expander`, when given, expands the `lamina` variant's queries (lamina.bank.expand)."""
     tallies = {v: Tally() for v in variants}
     latencies: list[float] = []
     questions = [
@@ -206,10 +216,12 @@ def evaluate(
     with Progress("recall", total=len(questions) * len(variants), unit="q") as progress:
         done = 0
         for sample, question in questions:
+            asked = restyle(question.question, date_style)
+            dated = bool(date_phrases(question.question))
             for variant in variants:
                 returned: list[tuple[Sequence[str], int]]
                 if variant == BASELINE:
-                    returned = baselines[sample.sample_id].rank(question.question, _LIMIT)
+                    returned = baselines[sample.sample_id].rank(asked, _LIMIT)
                 else:
                     options = RecallOptions(
                         budget=1_000_000, limit=_LIMIT, now=_now(sample), **VARIANTS[variant]
@@ -218,7 +230,7 @@ def evaluate(
                         options = replace(options, model=model)
                     started = time.perf_counter()
                     result = bank.recall(
-                        question.question,
+                        asked,
                         _bank_name(sample),
                         options,
                         expander=expander if variant == "lamina" else None,
@@ -236,6 +248,7 @@ def evaluate(
                     question.evidence,
                     budgeted,
                     half_of(sample.sample_id),
+                    dated,
                 )
                 done += 1
                 progress.update(done)
@@ -246,6 +259,7 @@ def evaluate(
             **scores["overall"],
             "by_category": {k: v for k, v in scores.items() if k.startswith("category_")},
             "halves": {k[5:]: v for k, v in scores.items() if k.startswith("half_")},
+            "dated": scores.get("dated", {"questions": 0}),
         }
     if latencies and "lamina" in out:
         out["lamina"]["recall_ms"] = percentiles(latencies)
@@ -372,6 +386,14 @@ def compare_stores(
     help="Expand the lamina variant's queries with this model (lamina.bank.expand; needs its "
     "extra and key; its tokens are spent, uncapped, on every question).",
 )
+@click.option(
+    "--date-style",
+    type=click.Choice(DATE_STYLES),
+    default="words",
+    show_default=True,
+    help="Write the dates of the questions this way (only the question text changes; "
+    "'words' asks them as the dataset does).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def locomo_bench(
     data: str | None,
@@ -380,6 +402,7 @@ def locomo_bench(
     model_file: str | None,
     embedder_name: str,
     expand_model: str | None,
+    date_style: DateStyle,
     as_json: bool,
 ) -> None:
     """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency;
@@ -410,7 +433,7 @@ def locomo_bench(
             from ..llm import get_llm
 
             expander = QueryExpander(get_llm(expand_model))
-        results = evaluate(bank, samples, chosen, model, expander)
+        results = evaluate(bank, samples, chosen, model, expander, date_style)
         units = sum(bank.stats(_bank_name(s)).memories for s in samples)
         if database_url:
             results["postgres"] = compare_stores(bank, database_url, samples)
@@ -430,6 +453,7 @@ def locomo_bench(
             "turns": turns,
             "memories": units,
             "embedder": bank.embedder.name,
+            "date_style": date_style,
             **results,
         },
         as_json,
