@@ -16,7 +16,7 @@ from .common import free_port, percentiles, process_cpu_ms
 
 __all__ = ["measure_serve"]
 
-LAMINA = [sys.executable, "-m", "lamina"]
+LAMINA = [sys.executable, "-P", "-m", "lamina"]
 
 
 def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:

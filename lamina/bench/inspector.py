@@ -172,9 +172,10 @@ def inspector_bench(memories: int, runs: int, as_json: bool) -> None:
         port = free_port()
         env = {**os.environ, "LAMINA_HOME": str(home)}
         env.pop("LAMINA_DATABASE_URL", None)
-        server = subprocess.Popen([sys.executable, "-m", "lamina", "serve", "--port", str(port)],
-                                  env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)  # fmt: skip
+        server = subprocess.Popen(
+            [sys.executable, "-P", "-m", "lamina", "serve", "--port", str(port)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         url = f"http://127.0.0.1:{port}/"
         try:
             import httpx

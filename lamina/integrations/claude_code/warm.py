@@ -430,7 +430,7 @@ def _retire(status: dict[str, Any], wait: float = LOCK_WAIT) -> int | None:
 
 
 def _spawn(home: Path, idle_timeout: float) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "lamina", "--home", str(home), "warm", "serve",
+    command = [sys.executable, "-P", "-m", "lamina", "--home", str(home), "warm", "serve",
                "--idle-timeout", f"{idle_timeout:g}"]  # fmt: skip
     return subprocess.Popen(
         command,
