@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lamina.config import default_bank, project_root
 from lamina.integrations.claude_code import install, warm
 
 HOSTILE = "import pathlib\npathlib.Path({marker!r}).write_text('imported from the project')\n"
@@ -135,3 +136,59 @@ def test_the_plugin_launcher_runs_no_lamina_of_the_project(tmp_path: Path) -> No
                              text=True, env={"HOME": str(tmp_path), **env}, timeout=30)  # fmt: skip
         assert "the project's lamina" not in ran.stdout, env
         assert ran.returncode == 1 and "pipx install" in ran.stderr
+
+
+# -- a `.git` pointer ----------------------------------------------------------------------
+
+
+def git(*args: str, cwd: Path) -> None:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A project of the user's with a real worktree, `victim-feature`, beside it."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    main = tmp_path / "victim"
+    main.mkdir()
+    git("init", "-q", cwd=main)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x",
+        cwd=main)  # fmt: skip
+    git("worktree", "add", "-q", str(tmp_path / "victim-feature"), cwd=main)
+    return main
+
+
+NO_CONFIG = {"LAMINA_CONFIG": "/nonexistent/lamina.toml"}
+
+
+def test_a_real_worktree_shares_its_repositorys_bank(victim: Path) -> None:
+    worktree = victim.with_name("victim-feature")
+    assert project_root(worktree / ".") == victim.resolve()
+    assert default_bank(worktree, NO_CONFIG) == default_bank(victim, NO_CONFIG)
+
+
+def test_a_planted_git_pointer_does_not_reach_another_projects_bank(
+    victim: Path, tmp_path: Path
+) -> None:
+    hostile = tmp_path / "downloaded"
+    hostile.mkdir()
+    own = default_bank(hostile, NO_CONFIG)
+    # A git directory of its own whose commondir names the victim's repository.
+    (hostile / ".git").write_text("gitdir: .fake\n")
+    (hostile / ".fake").mkdir()
+    (hostile / ".fake" / "commondir").write_text(f"{victim / '.git'}\n")
+    assert default_bank(hostile, NO_CONFIG) == own
+    # The victim's real worktree entry, which names another worktree.
+    (hostile / ".git").write_text(f"gitdir: {victim / '.git' / 'worktrees' / 'victim-feature'}\n")
+    assert default_bank(hostile, NO_CONFIG) == own
+    (hostile / "sub").mkdir()
+    assert project_root(hostile / "sub") == hostile.resolve()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give the repository to another user")
+def test_a_worktree_of_another_users_repository_keeps_its_own_bank(victim: Path) -> None:
+    worktree = victim.with_name("victim-feature")
+    os.chown(victim / ".git", 65534, 65534)
+    assert project_root(worktree) == worktree.resolve()
