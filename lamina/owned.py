@@ -37,8 +37,9 @@ def private_dir(path: Path) -> Path:
 
 
 def private_opener(path: str, flags: int) -> int:
-    """An `opener` for `open()`: a file it creates has mode 0600."""
-    return os.open(path, flags, 0o600)
+    """An `opener` for `open()`: a file it creates has mode 0600, and a symbolic link put in
+    its place is not followed (OSError instead)."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o600)
 
 
 def write_private(path: Path, text: str) -> None:

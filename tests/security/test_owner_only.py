@@ -109,6 +109,17 @@ def test_a_data_directory_made_by_warm_start_is_for_its_owner_only(tmp_path: Pat
     assert exposed(tmp_path / "data") == []
 
 
+def test_a_link_planted_for_a_log_is_not_written_through(tmp_path: Path) -> None:
+    from lamina.integrations.claude_code.hook import HookLog
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    (tmp_path / "home" / "logs").mkdir(parents=True)
+    (tmp_path / "home" / "logs" / "hooks.log").symlink_to(victim)
+    HookLog(tmp_path / "home").write("Stop", "s", "a line")
+    assert victim.read_text() == "untouched\n"
+
+
 # -- the warm server's socket --------------------------------------------------------------
 
 
