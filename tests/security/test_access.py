@@ -311,3 +311,18 @@ def test_keyless_mcp_over_http_asks_for_the_local_token(tmp_path: Path) -> None:
     finally:
         log = server.stop()
     assert "every request needs the local token" in log
+
+
+def test_the_browser_is_opened_on_a_private_page_not_on_the_login_address(
+    tmp_path: Path,
+) -> None:
+    """A browser's command line is readable by every user: it is given a file of the owner's
+    that leads on to the address, never the address with its code."""
+    from lamina.cli.inspector import _redirect_file
+
+    url = "http://127.0.0.1:8421/?token=abc&x=<1>"
+    page = _redirect_file(tmp_path / "home", url)
+    assert page.parent == tmp_path / "home" / "run"
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600
+    assert stat.S_IMODE(page.parent.stat().st_mode) == 0o700
+    assert 'content="0;url=http://127.0.0.1:8421/?token=abc&amp;x=&lt;1&gt;"' in page.read_text()
