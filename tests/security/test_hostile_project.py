@@ -89,13 +89,15 @@ def test_the_warm_server_started_from_a_hostile_project_imports_nothing_from_it(
     warm.start_detached(tmp_path / "home", 5.0)
     (command,) = started
     assert command[:4] == [sys.executable, "-P", "-m", "lamina"]
-    # Run as it is, from the project: the installed Lamina answers (its --help), not the
-    # project's package.
+    # A real server, started from the project, answers; nothing of the project ran.
     monkeypatch.undo()
-    ran = subprocess.run([*command[:4], "warm", "--help"], cwd=project,
-                         env=environment(tmp_path), capture_output=True, text=True,
-                         timeout=120)  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
+    home = ["--home", str(tmp_path / "home")]
+    ran = subprocess.run([*INSTALLED, *home, "warm", "start", "--idle-timeout", "30"],
+                         cwd=project, env=environment(tmp_path), capture_output=True, text=True,
+                         timeout=180)  # fmt: skip
+    stopped = subprocess.run([*INSTALLED, *home, "warm", "stop"], env=environment(tmp_path),
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ran.returncode == 0 and stopped.returncode == 0, ran.stderr + stopped.stderr
     assert not marker.exists()
 
 
