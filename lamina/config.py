@@ -51,7 +51,9 @@ across processes.
 
 Default bank for a directory (the rule the Claude Code plugin uses too): the project's root is
 the top of its git repository, and all worktrees of one repository share the main worktree's
-root; outside git it is the directory itself. The bank is named after the root's folder name
+root (a `.git` file is followed only to a repository of this user's that lists the worktree
+back; any other `.git` file leaves the directory its own project); outside git it is the
+directory itself. The bank is named after the root's folder name
 plus a short hash of its absolute path (`inkwell-3f2a91c0`), so two projects called `api` in
 different places never share a bank. `LAMINA_BANK`, then the config file's `[banks]`, override
 it.
@@ -162,25 +164,40 @@ def database_target(
     return database_path(home, environ)
 
 
+def _pointed(base: Path, file: Path) -> Path:
+    """The path a git pointer file holds (after `gitdir:` where there is one), from `base`."""
+    text = file.read_text(encoding="utf-8", errors="replace").strip()
+    return (base / text.removeprefix("gitdir:").strip()).resolve()
+
+
+def _worktree_root(candidate: Path) -> Path:
+    """The root of the repository whose worktree `candidate` is, as its `.git` file says, if
+    the repository confirms it; else `candidate` itself. A `.git` file can name any git
+    directory, another project's included (a downloaded folder can hold one): it is followed
+    only when the git directory is `<common>/worktrees/<name>` of a repository owned by this
+    user whose entry points back at this `.git` file, as `git worktree add` writes them."""
+    git = candidate / ".git"
+    try:
+        gitdir = _pointed(candidate, git)
+        shared = _pointed(gitdir, gitdir / "commondir")
+        if (
+            gitdir.parent == shared / "worktrees"
+            and _pointed(gitdir, gitdir / "gitdir") == git.resolve()
+            and shared.stat().st_uid == os.getuid()
+        ):
+            return shared.parent if shared.name == ".git" else shared
+    except (OSError, ValueError):  # no commondir (a submodule), unreadable: its own
+        pass
+    return candidate
+
+
 def _git_common_root(directory: Path) -> Path | None:
     for candidate in (directory, *directory.parents):
         git = candidate / ".git"
         if git.is_dir():
             return candidate
-        if git.is_file():
-            # A worktree (or submodule): ".git" names the real git directory.
-            text = git.read_text(encoding="utf-8", errors="replace").strip()
-            if not text.startswith("gitdir:"):
-                return candidate
-            gitdir = Path(text.split(":", 1)[1].strip())
-            if not gitdir.is_absolute():
-                gitdir = (candidate / gitdir).resolve()
-            common = gitdir / "commondir"
-            if common.is_file():
-                shared = Path(common.read_text(encoding="utf-8").strip())
-                shared = shared if shared.is_absolute() else (gitdir / shared).resolve()
-                return shared.parent if shared.name == ".git" else shared
-            return candidate
+        if git.is_file():  # a worktree (or submodule): ".git" names the real git directory
+            return _worktree_root(candidate)
     return None
 
 

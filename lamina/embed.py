@@ -45,6 +45,7 @@ import importlib
 import os
 import platform
 import re
+import stat
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +61,7 @@ else:
     from ._lazy import numpy as np
 
 from .errors import ConfigError
+from .owned import owned_problem, private_dir, read_owned, write_private
 from .wordpiece import WordPiece
 
 __all__ = [
@@ -281,7 +283,11 @@ def set_model_cache(folder: Path | None) -> None:
     processes load it without optimising it again (about 25 ms of CPU each: the prompt hook,
     the warm server, retain workers). Set by those entry points to `<data dir>/cache`; the
     file is named after the model, onnxruntime's version and this processor, so another
-    version or machine optimises afresh. Applies to models loaded after the call."""
+    version or machine optimises afresh. It is loaded only when it, the sha256 recorded beside
+    it when it was written (`<file>.sha256`) and the folder are this user's and not writable
+    by others, and its bytes are the ones hashed (`_kept_model`); otherwise the model is
+    optimised afresh (and kept again where the folder can be trusted). Applies to models
+    loaded after the call."""
     global _model_cache
     _model_cache = folder
 
@@ -297,6 +303,41 @@ def _cache_name(ort: Any, precise: bool, model: _ModelFile = _L3) -> str:
     machine = f"{platform.machine()} {flags} {precise} {size} {ort.__version__}"
     digest = hashlib.blake2b(machine.encode(), digest_size=8).hexdigest()
     return f"{model.name.replace('@', '-')}-ort{ort.__version__}-{digest}.onnx"
+
+
+def _trusted_folder(folder: Path) -> bool:
+    """Whether the model cache `folder` (made 0700 when missing) is this user's, a real folder
+    and not writable by others."""
+    try:
+        info = private_dir(folder).lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and owned_problem(info) is None
+
+
+def _digest_of(model: Path) -> Path:
+    """Where a kept model's record is written: its sha256, then the inode, size and
+    modification time (ns) it had when it was hashed."""
+    return model.with_name(model.name + ".sha256")
+
+
+def _kept_model(cached: Path) -> bool:
+    """Whether the optimised model kept at `cached` may be loaded: it and its record are this
+    user's and not writable by others, and its bytes are those hashed when it was written.
+    Hashing 20 MB costs about as much as the cache saves, so a file with the inode, size and
+    modification time it had when hashed counts as unchanged (only its owner can set a file's
+    modification time back); any other is hashed again."""
+    try:
+        info = cached.lstat()
+        if owned_problem(info) is not None or not stat.S_ISREG(info.st_mode):
+            return False
+        digest, *identity = read_owned(_digest_of(cached)).decode("ascii").split()
+        if identity == [str(info.st_ino), str(info.st_size), str(info.st_mtime_ns)]:
+            return True
+        with cached.open("rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest() == digest
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
 
 
 def _import_onnxruntime() -> Any:
@@ -324,7 +365,10 @@ def _open(threads: int, model: _ModelFile) -> _Loaded:
 
     session = None
     cached = _model_cache / _cache_name(ort, precise, model) if _model_cache is not None else None
-    if cached is not None and cached.is_file():
+    if cached is not None and not _trusted_folder(cached.parent):
+        cached = None  # neither loaded nor written: another user could have placed it
+    # Loaded by its path once checked: no one else can write the folder to swap it meanwhile.
+    if cached is not None and _kept_model(cached):
         try:  # optimised already: loaded as it is
             session = ort.InferenceSession(
                 str(cached), sess_options=options(False), providers=["CPUExecutionProvider"]
@@ -336,7 +380,6 @@ def _open(threads: int, model: _ModelFile) -> _Loaded:
         partial: Path | None = None
         if cached is not None:
             with contextlib.suppress(Exception):  # no cache where it cannot be written
-                cached.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 partial = cached.with_name(f".{cached.name}.{os.getpid()}.{threading.get_ident()}")
                 saving = options(True)
                 saving.optimized_model_filepath = str(partial)
@@ -344,10 +387,19 @@ def _open(threads: int, model: _ModelFile) -> _Loaded:
                     graph, sess_options=saving, providers=["CPUExecutionProvider"]
                 )
                 partial.chmod(0o600)
-                partial.replace(cached)  # whole or not at all, for processes loading it now
+                with partial.open("rb") as handle:
+                    written = hashlib.file_digest(handle, "sha256").hexdigest()
+                    info = os.fstat(handle.fileno())  # a rename keeps these
+                record = f"{written} {info.st_ino} {info.st_size} {info.st_mtime_ns}\n"
+                # Each whole or not at all, for processes loading them now; one that reads a
+                # new file with the other's old record finds them different and hashes it.
+                write_private(_digest_of(partial), record)
+                _digest_of(partial).replace(_digest_of(cached))
+                partial.replace(cached)
             if partial is not None:
-                with contextlib.suppress(OSError):
-                    partial.unlink(missing_ok=True)
+                for leftover in (partial, _digest_of(partial)):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink(missing_ok=True)
         if session is None:
             session = ort.InferenceSession(
                 graph, sess_options=options(True), providers=["CPUExecutionProvider"]

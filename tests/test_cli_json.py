@@ -110,11 +110,13 @@ def test_serve_says_where_it_listens_once_it_can_recall(tmp_path: Path) -> None:
         assert ready, "serve printed nothing within 60 s"
         line = proc.stderr.readline()
         assert line.startswith(f"lamina serve: listening on http://127.0.0.1:{port} ("), line
+        token = (tmp_path / "home" / "local-token").read_text().strip()  # no API key: asked
         for _ in range(100):  # the socket opens just after the line
             try:
                 answer = httpx.post(
                     f"http://127.0.0.1:{port}/v1/banks/proj/recall",
                     json={"query": "which environment variable holds the database path?"},
+                    headers={"Authorization": f"Bearer {token}"},
                     timeout=60,
                 )
                 break

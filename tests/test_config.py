@@ -37,6 +37,8 @@ def test_bank_per_project_with_worktrees_and_overrides(tmp_path: Path) -> None:
     worktree.mkdir()
     (worktree / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'feature'}\n")
     (main / ".git" / "worktrees" / "feature" / "commondir").write_text("../..\n")
+    # The repository's entry names the worktree back, as `git worktree add` writes it.
+    (main / ".git" / "worktrees" / "feature" / "gitdir").write_text(f"{worktree / '.git'}\n")
     env = {"LAMINA_CONFIG": str(tmp_path / "none.toml")}
     assert project_root(worktree) == main.resolve()
     derived = default_bank(worktree / ".", env)

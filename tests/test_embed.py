@@ -198,7 +198,8 @@ def test_the_optimised_model_kept_on_disk_gives_the_same_vectors(
     model: MiniLMEmbedder | MiniLML6Embedder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A process loads the model as an earlier one had onnxruntime optimise it (kept in the
-    data directory's cache): the same vectors, bit for bit; a damaged file is made again."""
+    data directory's cache, with its sha256): the same vectors, bit for bit; a damaged file is
+    made again."""
     from lamina import embed
 
     cache = tmp_path / "cache"
@@ -207,13 +208,16 @@ def test_the_optimised_model_kept_on_disk_gives_the_same_vectors(
     expected = type(model)(threads=1).embed_documents(TEXTS)
     for step in ("written", "read", "damaged"):
         if step == "damaged":
-            (kept,) = cache.iterdir()
+            (kept,) = cache.glob("*.onnx")
             kept.write_bytes(kept.read_bytes()[:1000])
         monkeypatch.setattr(embed, "_LOADED", {})
         embed.set_model_cache(cache)
         assert np.array_equal(type(model)(threads=1).embed_documents(TEXTS), expected), step
-        (kept,) = cache.iterdir()  # one file, no partial one left
+        # The model and its sha256, no partial file left.
+        kept, digest = sorted(cache.iterdir())
+        assert digest.name == kept.name + ".sha256"
         assert kept.stat().st_size > 1_000_000 and stat.S_IMODE(kept.stat().st_mode) == 0o600
+        assert stat.S_IMODE(digest.stat().st_mode) == 0o600
 
 
 def test_importing_and_constructing_loads_nothing() -> None:

@@ -147,7 +147,9 @@ def test_the_recall_preview_composes_as_the_hook_does(bank: MemoryBank, tmp_path
 
     from lamina.integrations.http import create_app
 
-    api = TestClient(create_app(tmp_path, memory=bank), base_url="http://127.0.0.1")
+    app = create_app(tmp_path, memory=bank)
+    token = {"Authorization": f"Bearer {app.state.gate.token}"}
+    api = TestClient(app, base_url="http://127.0.0.1", headers=token)
     context = [{"role": role, "content": text} for role, text in CONTEXT]
 
     def preview(prompt: str) -> dict[str, Any]:

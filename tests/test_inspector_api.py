@@ -48,7 +48,10 @@ def bank(database: str, tmp_path: Path) -> Iterator[MemoryBank]:
 
 
 def client(bank: MemoryBank, home: Path, gate: Gate | None = None) -> TestClient:
-    return TestClient(create_app(home, memory=bank, gate=gate), base_url="http://127.0.0.1")
+    """A client of the app, sending the gate's token (what a server without keys asks)."""
+    app = create_app(home, memory=bank, gate=gate)
+    token = {"Authorization": f"Bearer {app.state.gate.token}"}
+    return TestClient(app, base_url="http://127.0.0.1", headers=token)
 
 
 def test_memories_search_filter_and_forget(bank: MemoryBank, tmp_path: Path) -> None:

@@ -72,25 +72,41 @@ def lamina(home: Path, *args: str) -> str:
 
 
 class Served:
-    """`lamina inspect --no-browser` on a free loopback port, as a user starts it."""
+    """`lamina inspect --no-browser` on a free loopback port, as a user starts it. Without API
+    keys it prints a one-time login address (`login`); with `sign_in`, that address is used
+    here once, and every browser context of a test gets the session cookie it set."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, sign_in: bool = True) -> None:
         env = {**os.environ, "LAMINA_HOME": str(home)}
         env.pop("LAMINA_DATABASE_URL", None)
         self.proc = subprocess.Popen([sys.executable, "-m", "lamina", "inspect", "--no-browser"],
                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True)  # fmt: skip
         assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-        assert self.url.startswith("http://127.0.0.1:"), self.url
+        self.home = home
+        self.login = self.proc.stdout.readline().strip()
+        self.url = self.login.split("?", 1)[0]
+        assert self.url.startswith("http://127.0.0.1:") and self.url.endswith("/"), self.login
+        token = home / "local-token"
+        keyless = "?token=" in self.login
+        self.headers = {"Authorization": f"Bearer {token.read_text().strip()}"} if keyless else {}
+        self.cookies: list[dict[str, Any]] = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{self.url}health", timeout=1).status_code == 200:
-                    return
+                    break
             except httpx.HTTPError:
                 time.sleep(0.2)
-        raise RuntimeError("the inspector did not start")
+        else:
+            raise RuntimeError("the inspector did not start")
+        if keyless and sign_in:
+            signed = httpx.get(self.login, follow_redirects=False, timeout=30)
+            assert signed.status_code == 303, signed.text
+            self.cookies = [
+                {"name": name, "value": value, "url": self.url, "sameSite": "Strict"}
+                for name, value in signed.cookies.items()
+            ]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -131,8 +147,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 class Watched:
     """A page whose console errors, failed requests and error answers are collected."""
 
-    def __init__(self, browser: Any, viewport: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, browser: Any, viewport: dict[str, int] | None = None, served: Served | None = None
+    ) -> None:
         self.context = browser.new_context(viewport=viewport or {"width": 1280, "height": 900})
+        if served is not None and served.cookies:
+            self.context.add_cookies(served.cookies)
         self.page = self.context.new_page()
         self.problems: list[str] = []
         self.page.on("console", lambda m: m.type == "error" and self.problems.append(m.text))
@@ -170,7 +190,7 @@ def test_every_page_loads_cleanly_on_laptop_and_phone(
     browser: Any, served: Served, name: str, where: str, ready: str
 ) -> None:
     for size, viewport in (("laptop", None), ("phone", PHONE)):
-        watched = Watched(browser, viewport)
+        watched = Watched(browser, viewport, served)
         page = watched.open(served.url + where, ready)
         assert page.locator("main h2").first.is_visible()
         assert page.locator("main .error").count() == 0, page.locator("main .error").inner_text()
@@ -183,7 +203,7 @@ def test_every_page_loads_cleanly_on_laptop_and_phone(
 
 
 def test_search_finds_a_word_from_a_shared_session(browser: Any, served: Served) -> None:
-    watched = Watched(browser)
+    watched = Watched(browser, served=served)
     page = watched.open(served.url + "#/memories?bank=demo", "#memories .memory")
     page.fill("#f-q", "Containerfile")
     page.press("#f-q", "Enter")
@@ -202,7 +222,7 @@ def test_search_finds_a_word_from_a_shared_session(browser: Any, served: Served)
 
 
 def test_recall_playground_shows_channel_bars_and_the_block(browser: Any, served: Served) -> None:
-    watched = Watched(browser)
+    watched = Watched(browser, served=served)
     page = watched.open(served.url + "#/recall?bank=demo", "#r-query")
     page.fill("#r-query", "which oracle evaluates the screenshots?")
     page.click("button[type=submit]")
@@ -227,7 +247,7 @@ def test_recall_playground_shows_channel_bars_and_the_block(browser: Any, served
 
 
 def test_log_strip_levels_summary_and_another_budget(browser: Any, served: Served) -> None:
-    watched = Watched(browser)
+    watched = Watched(browser, served=served)
     page = watched.open(served.url + "#/logs?bank=demo&log=long", "#strip button")
     levels = set(page.locator("#strip button").evaluate_all("bs => bs.map(b => b.dataset.level)"))
     assert len(levels) >= 2 and "0" in levels, levels
@@ -253,7 +273,7 @@ def test_log_strip_levels_summary_and_another_budget(browser: Any, served: Serve
 
 
 def test_keyboard_reaches_every_page(browser: Any, served: Served) -> None:
-    watched = Watched(browser)
+    watched = Watched(browser, served=served)
     page = watched.open(served.url, ".card")
     for _ in range(12):
         page.keyboard.press("Tab")
@@ -266,8 +286,29 @@ def test_keyboard_reaches_every_page(browser: Any, served: Served) -> None:
     assert watched.problems == []
 
 
+def test_the_printed_address_signs_the_browser_in_once(browser: Any, served: Served) -> None:
+    """As a user opens it: the address `lamina inspect` printed signs the browser in, leaves
+    the address bar without its code and keeps the session across loads; the same address in
+    another browser is refused (the code is spent) and that browser is asked for a key."""
+    fresh = Served(served.home, sign_in=False)
+    try:
+        watched = Watched(browser)
+        page = watched.open(fresh.login, ".card")
+        assert page.url.startswith(fresh.url) and "token" not in page.url
+        page.reload()
+        page.wait_for_selector(".card")
+        other = Watched(browser)
+        other.open(fresh.login, "#api-key")
+        watched.close()
+        other.close()
+        assert watched.problems == []
+        assert other.problems and all("401" in p for p in other.problems), other.problems
+    finally:
+        fresh.stop()
+
+
 def test_hook_activity_names_the_injected_memories(browser: Any, served: Served) -> None:
-    watched = Watched(browser)
+    watched = Watched(browser, served=served)
     page = watched.open(f"{served.url}#/hooks", "ol.injected a")
     injected = page.locator("ol.injected a")
     assert injected.count() >= 1
@@ -281,9 +322,10 @@ def test_hook_activity_names_the_injected_memories(browser: Any, served: Served)
 
 
 def test_forget_a_memory_then_its_document_after_confirming(browser: Any, served: Served) -> None:
-    documents = httpx.get(f"{served.url}v1/banks/demo/documents").json()["documents"]
+    listed = httpx.get(f"{served.url}v1/banks/demo/documents", headers=served.headers)
+    documents = listed.json()["documents"]
     other = next(d["id"] for d in documents if d["id"] != SESSION_ID)
-    watched = Watched(browser)
+    watched = Watched(browser, served=served)
     page = watched.open(f"{served.url}#/memories?bank=demo&document={other}", "#memories .memory")
     count = page.locator("#memory-count").inner_text()
     total = int(count.split()[0].replace(",", ""))
@@ -297,7 +339,8 @@ def test_forget_a_memory_then_its_document_after_confirming(browser: Any, served
     page.wait_for_selector(f"[role=status]:has-text('Forgot memory {first}')")
     assert page.locator(f"[data-id='{first}']").count() == 0
     assert page.locator("#memory-count").inner_text().startswith(f"{total - 1:,} ")
-    assert httpx.get(f"{served.url}v1/banks/demo/memories/{first}").status_code == 404
+    gone = httpx.get(f"{served.url}v1/banks/demo/memories/{first}", headers=served.headers)
+    assert gone.status_code == 404
     page.locator("#memories .memory").first.get_by_text("Forget document").click()
     assert other in page.locator("#confirm-text").inner_text()
     page.keyboard.press("Escape")  # the dialog closes from the keyboard too, forgetting nothing
@@ -306,7 +349,8 @@ def test_forget_a_memory_then_its_document_after_confirming(browser: Any, served
     page.click("#confirm-ok")
     page.wait_for_selector("p.empty")
     assert "No memory matches" in page.locator("p.empty").inner_text()
-    remaining = httpx.get(f"{served.url}v1/banks/demo/documents").json()["documents"]
+    listed = httpx.get(f"{served.url}v1/banks/demo/documents", headers=served.headers)
+    remaining = listed.json()["documents"]
     assert [d["id"] for d in remaining] == [SESSION_ID]
     watched.shot("memories-forgotten")
     watched.close()

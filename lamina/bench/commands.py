@@ -8,21 +8,22 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..access import LOCAL_TOKEN_FILE
 from .common import free_port, percentiles, process_cpu_ms
 
 __all__ = ["measure_serve"]
 
-LAMINA = [sys.executable, "-m", "lamina"]
+LAMINA = [sys.executable, "-P", "-m", "lamina"]
 
 
-def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(
-        url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
-    )
+def _post(url: str, body: dict[str, Any], token: str) -> dict[str, Any]:
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    request = urllib.request.Request(url, data=orjson.dumps(body), headers=headers)
     with urllib.request.urlopen(request, timeout=120) as answer:
         found: dict[str, Any] = orjson.loads(answer.read())
         return found
@@ -52,10 +53,13 @@ def measure_serve(env: dict[str, str], bank: str, prompts: list[str], runs: int)
                     raise RuntimeError("lamina serve did not answer /health in 120 s") from None
                 time.sleep(0.05)
         up_ms = (time.perf_counter() - started) * 1000
+        # A server without API keys asks for the data directory's local token.
+        token = (Path(env["LAMINA_HOME"]) / LOCAL_TOKEN_FILE).read_text().strip()
         timings: list[tuple[float, float, bool]] = []
         for i in range(runs + 1):
             before, mark = process_cpu_ms(server.pid), time.perf_counter()
-            found = _post(f"{base}/v1/banks/{bank}/recall", {"query": prompts[i % len(prompts)]})
+            query = {"query": prompts[i % len(prompts)]}
+            found = _post(f"{base}/v1/banks/{bank}/recall", query, token)
             wall = (time.perf_counter() - mark) * 1000
             timings.append((wall, process_cpu_ms(server.pid) - before, bool(found.get("results"))))
     finally:

@@ -12,7 +12,7 @@ baselines are measured the same way in the same run: `python -c pass` (the floor
 and `python -c "import numpy, onnxruntime"` (the floor of a hook that loads the model's
 runtime), and `python -S -c pass` (the interpreter without `site`: the difference is what the
 installation's .pth files cost every process). The hook runs as Claude Code runs it, through the
-installed `lamina` script beside this Python (`--via module`: `python -m lamina`), and the JSON
+installed `lamina` script beside this Python (`--via module`: `python -P -m lamina`), and the JSON
 says whether this Lamina is an editable install (a development checkout: its import finder costs
 every process several milliseconds that a user's install does not pay; a warning says so).
 Beside the hook, per bank: `lamina recall` as a fresh process, and a fresh `lamina serve`'s
@@ -143,7 +143,7 @@ def _compile(env: dict[str, str]) -> None:
     )  # fmt: skip
 
 
-_MODULE = [sys.executable, "-m", "lamina"]
+_MODULE = [sys.executable, "-P", "-m", "lamina"]
 
 
 def _script() -> Path | None:
@@ -166,7 +166,7 @@ def _plugin_launcher() -> Path | None:
 def hook_launcher(via: str) -> list[str]:
     """The measured hook command: the installed script (`via` "script", when there is one),
     the plugin's launcher running that script as the plugin's hooks do ("plugin"), else
-    `python -m lamina hook`."""
+    `python -P -m lamina hook`."""
     script = _script() if via in ("script", "plugin") else None
     if script is None:
         return [*_MODULE, "hook"]
@@ -268,7 +268,7 @@ def _measure_size(
     hook: list[str],
 ) -> dict[str, Any]:
     env = _hook_env(home, time_limit, pycache)
-    lamina = [sys.executable, "-m", "lamina"]
+    lamina = [sys.executable, "-P", "-m", "lamina"]
 
     def payload(i: int) -> bytes:
         return _prompt_payload(home, transcript, prompts[i % len(prompts)])
@@ -370,7 +370,7 @@ def _measure_size(
     show_default=True,
     help="Run the hook through the installed `lamina` script beside this Python, as settings "
     "hooks do; `plugin`: through the Claude Code plugin's launcher (from a checkout); "
-    "`module` (or when there is no script): `python -m lamina hook`.",
+    "`module` (or when there is no script): `python -P -m lamina hook`.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def hook_bench(

@@ -24,6 +24,7 @@ from typing import Any
 
 import click
 
+from ..access import LOCAL_TOKEN_FILE
 from ..bank.bank import MemoryBank
 from ..context.frontier import CompileOptions
 from ..context.stored import StoredLog
@@ -106,7 +107,9 @@ def _prepare(home: Path, large: int) -> dict[str, float]:
             "compile_s": round(compile_s, 1)}  # fmt: skip
 
 
-def _browser_times(url: str, banks: dict[str, str], word: str, runs: int) -> dict[str, Any]:
+def _browser_times(
+    url: str, banks: dict[str, str], word: str, runs: int, token: str
+) -> dict[str, Any]:
     chromium = os.environ.get("LAMINA_CHROMIUM", "/usr/bin/chromium")
     if not Path(chromium).exists():
         return {"unavailable": f"no Chromium at {chromium}"}
@@ -123,7 +126,9 @@ def _browser_times(url: str, banks: dict[str, str], word: str, runs: int) -> dic
             for page_name, where, ready in _pages(bank, word):
                 values: list[float] = []
                 for _ in range(runs + 1):  # the first load warms the server: not counted
-                    context = browser.new_context()
+                    context = browser.new_context(
+                        extra_http_headers={"Authorization": f"Bearer {token}"}
+                    )
                     page = context.new_page()
                     started = time.perf_counter()
                     page.goto(url + where)
@@ -136,11 +141,12 @@ def _browser_times(url: str, banks: dict[str, str], word: str, runs: int) -> dic
     return out
 
 
-def _api_times(url: str, banks: dict[str, str], word: str, runs: int) -> dict[str, Any]:
+def _api_times(url: str, banks: dict[str, str], word: str, runs: int, token: str) -> dict[str, Any]:
     import httpx
 
     out: dict[str, Any] = {}
-    with httpx.Client(base_url=url, timeout=120) as client:
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, timeout=120, headers=headers) as client:
         for label, bank in banks.items():
             timings: dict[str, Any] = {}
             for name, method, path, body in _api(bank, word):
@@ -172,9 +178,10 @@ def inspector_bench(memories: int, runs: int, as_json: bool) -> None:
         port = free_port()
         env = {**os.environ, "LAMINA_HOME": str(home)}
         env.pop("LAMINA_DATABASE_URL", None)
-        server = subprocess.Popen([sys.executable, "-m", "lamina", "serve", "--port", str(port)],
-                                  env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)  # fmt: skip
+        server = subprocess.Popen(
+            [sys.executable, "-P", "-m", "lamina", "serve", "--port", str(port)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
         url = f"http://127.0.0.1:{port}/"
         try:
             import httpx
@@ -190,8 +197,10 @@ def inspector_bench(memories: int, runs: int, as_json: bool) -> None:
                     time.sleep(0.2)
             banks = {"large": f"bench-{memories}", "baseline_small": "bench-small"}
             click.echo("measuring the API, then the pages in Chromium", err=True)
-            api = _api_times(url, banks, word, runs)
-            pages = _browser_times(url, banks, word, runs)
+            # A server without API keys asks for the data directory's local token.
+            token = (home / LOCAL_TOKEN_FILE).read_text().strip()
+            api = _api_times(url, banks, word, runs, token)
+            pages = _browser_times(url, banks, word, runs, token)
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -11,7 +11,7 @@ import click
 import orjson
 
 from ..errors import InputError, NotFoundError
-from .common import emit_json, json_option, open_bank
+from .common import emit_json, json_option, open_bank, server_token
 
 if TYPE_CHECKING:
     from ..context import CompileResult, RequestFormat
@@ -206,8 +206,9 @@ def mcp(
 ) -> None:
     """Serve the memory banks over MCP, on stdio or streamable HTTP (needs the `mcp` extra).
 
-    Over HTTP, the API keys of `lamina keys` apply, binding beyond loopback needs one, and
-    tools take file paths only inside the directories of --allow-dir.
+    Over HTTP, the API keys of `lamina keys` apply, binding beyond loopback needs one,
+    without one every request needs the local token (Authorization: Bearer, from the file
+    named at start), and tools take file paths only inside the directories of --allow-dir.
 
     Example: claude mcp add lamina -- lamina mcp
     """
@@ -231,10 +232,14 @@ def mcp(
         raise InputError(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
-    click.echo(f"lamina mcp on {host}:{port}: {Gate.at_start(store, host).describe()}", err=True)
+    token, token_file = server_token(ctx, store)
+    described = Gate.at_start(store, host, token=token).describe(token_file)
+    click.echo(f"lamina mcp on {host}:{port}: {described}", err=True)
     import uvicorn
 
-    app = http_app(home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs)
+    app = http_app(
+        home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs, token=token
+    )
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
@@ -258,8 +263,9 @@ def _loopback(host: str) -> bool:
 def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
     """Serve the memory banks over HTTP (needs the `server` extra).
 
-    Loopback only until an API key exists (`lamina keys create`); with keys, every request
-    needs one, and a key only sees the banks it is scoped to.
+    Loopback only until an API key exists (`lamina keys create`), and every request needs
+    the local token meanwhile (Authorization: Bearer, from the file named at start); with
+    keys, every request needs one, and a key only sees the banks it is scoped to.
 
     Example: lamina serve --port 8420
     """
@@ -277,14 +283,16 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
         raise InputError(
             f"refusing to serve on {host} without API keys: create one with `lamina keys create`"
         )
-    gate = Gate.at_start(memory.store, host)
+    token, token_file = server_token(ctx, memory.store)
+    gate = Gate.at_start(memory.store, host, token=token)
     app = create_app((ctx.find_root().obj or {}).get("home"), memory=memory, max_body=max_body,
                      gate=gate)  # fmt: skip
     # The model and the banks load before the server listens, not on the first request.
     with contextlib.suppress(Exception):  # the first request reports what fails, in its answer
         memory.warm_up()
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"lamina serve: listening on http://{shown}:{port} ({gate.describe()})", err=True)
+    described = gate.describe(token_file)
+    click.echo(f"lamina serve: listening on http://{shown}:{port} ({described})", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

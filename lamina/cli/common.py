@@ -10,8 +10,11 @@ import click
 import orjson
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..bank.bank import MemoryBank
     from ..bank.retain import RetainOptions
+    from ..store.base import Store
 
 __all__ = [
     "bank_option",
@@ -22,6 +25,7 @@ __all__ = [
     "require_bank",
     "require_documents",
     "require_log_bank",
+    "server_token",
 ]
 
 
@@ -40,6 +44,18 @@ def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -
     for path in exposed() if exposed is not None else ():
         click.echo(f"warning: {path} is readable by other users; chmod go-rwx it", err=True)
     return bank
+
+
+def server_token(ctx: click.Context, store: Store) -> tuple[str | None, Path | None]:
+    """For a server on loopback with no API key: the data directory's local token, which it
+    asks of every request, and its file (None, None when keys exist: they are asked instead)."""
+    from ..access import LOCAL_TOKEN_FILE, local_token
+    from ..config import data_home
+
+    if store.count_api_keys():
+        return None, None
+    home = data_home((ctx.find_root().obj or {}).get("home"))
+    return local_token(home), home / LOCAL_TOKEN_FILE
 
 
 def require_bank(bank: MemoryBank, name: str) -> str:

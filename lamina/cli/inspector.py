@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from pathlib import Path
 
 import click
 
+from ..config import data_home
 from ..errors import InputError
-from .common import open_bank
+from .common import open_bank, server_token
 
 __all__ = ["inspect"]
 
@@ -20,6 +22,25 @@ def _can_open_browser() -> bool:
     if sys.platform in ("darwin", "win32"):
         return True
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+_REDIRECT = """<!doctype html><meta charset="utf-8">
+<meta http-equiv="refresh" content="0;url={target}">
+<title>Lamina inspector</title><p><a href="{target}">Open the Lamina inspector</a></p>
+"""
+
+
+def _redirect_file(home: Path, url: str) -> Path:
+    """A page (mode 0600, in the data directory's private run folder) that sends the browser
+    on to `url`: the browser is started with this file's path, never with the login code,
+    which any user could read in the browser's command line."""
+    from html import escape
+
+    from ..owned import private_dir, write_private
+
+    page = private_dir(home / "run") / f"inspect-{os.getpid()}.html"
+    write_private(page, _REDIRECT.format(target=escape(url, quote=True)))
+    return page
 
 
 @click.command()
@@ -36,8 +57,10 @@ def inspect(ctx: click.Context, port: int, no_browser: bool) -> None:
     """Look inside the memory banks in a browser: banks, memories, recall, context logs, hooks.
 
     Serves the inspector and the HTTP API on 127.0.0.1 only and prints the address (opening a
-    browser when this machine has a display). With API keys, the page asks for one and shows
-    only that key's banks. Stop it with Ctrl-C.
+    browser when this machine has a display). Without API keys the address holds a one-time
+    login code, which the browser trades for a session cookie: other users of this machine
+    cannot get in. With API keys, the page asks for one and shows only that key's banks.
+    Stop it with Ctrl-C.
 
     Example: lamina inspect --no-browser
     """
@@ -57,14 +80,24 @@ def inspect(ctx: click.Context, port: int, no_browser: bool) -> None:
     except OSError as exc:
         sock.close()
         raise InputError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
-    gate = Gate.at_start(memory.store, "127.0.0.1")
-    app = create_app((ctx.find_root().obj or {}).get("home"), memory=memory, gate=gate)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    token, token_file = server_token(ctx, memory.store)
+    gate = Gate.at_start(memory.store, "127.0.0.1", token=token)
+    url = f"{base}?token={gate.login_code()}" if gate.open else base
+    home = data_home((ctx.find_root().obj or {}).get("home"))
+    app = create_app(home, memory=memory, gate=gate)
     click.echo(url)
-    click.echo(f"lamina inspect: serving on {url} ({gate.describe()}); Ctrl-C stops", err=True)
+    described = gate.describe(token_file)
+    click.echo(f"lamina inspect: serving on {base} ({described}); Ctrl-C stops", err=True)
+    opener = None
     if not no_browser and _can_open_browser():
         import webbrowser
 
-        webbrowser.open(url)
+        opener = _redirect_file(home, url)
+        webbrowser.open(opener.as_uri())
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if opener is not None:
+            opener.unlink(missing_ok=True)

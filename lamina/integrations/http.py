@@ -1,6 +1,8 @@
 """`lamina serve`: the memory banks over HTTP (FastAPI; the `server` extra).
 
     GET    /health                               liveness, no key needed
+    GET    /                                     the inspector (lamina.integrations.http_inspect);
+                                                 ?token=CODE: a one-time login
     GET    /v1/banks                             the banks this key may use, with sizes
     GET    /v1/banks/{bank}/documents            documents of a bank (ids may contain '/')
     DELETE /v1/banks/{bank}/documents/{doc}      forget a document
@@ -40,13 +42,15 @@ given (`app.state.memory`, `.gate`, `.logs`).
 
 Security: API keys are stored hashed (SHA-256) and scoped to banks; a key for one bank can
 neither read nor write another (it gets 404, as if the bank did not exist). A server started on
-loopback with no key asks for none (and answers only requests whose Host header names
-loopback, against DNS rebinding); once a key exists it needs one for good, even after the last
-key is revoked (`lamina.access.Gate`). `lamina serve` refuses to bind another address until a
-key exists. The API's description (/openapi.json, /docs) is served without a key: it
-is the same for every installation and holds no bank data. Request bodies over the size limit
-get 413. Lamina's errors
-map to status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
+loopback with no key asks for its local token instead (every local user can reach loopback;
+the token is in a file only its owner can read, `lamina.access.local_token`), or the session
+cookie a one-time login address sets (`GET /?token=CODE`, printed by `lamina inspect`), and
+answers only requests whose Host header names loopback, against DNS rebinding; once a key
+exists it needs one for good, even after the last key is revoked (`lamina.access.Gate`).
+`lamina serve` refuses to bind another address until a key exists. The API's description
+(/openapi.json, /docs) is served without a key: it is the same for every installation and
+holds no bank data. Request bodies over the size limit get 413. Lamina's errors map to
+status codes in one place; malformed requests get 4xx, never 500. Operations are kept in
 the database, so any instance sharing it can answer for them.
 
 Errors: every error answer, unknown routes and wrong methods included, is

@@ -1,6 +1,8 @@
 """The web inspector: its pages (`/`) and the read endpoints they need beside the HTTP API.
 
-    GET  /                                         the inspector (static, no bank data)
+    GET  /                                         the inspector (static, no bank data);
+                                                   ?token=CODE: a one-time login (sets the
+                                                   session cookie of a server without keys)
     GET  /v1/banks/{bank}                          one bank in detail: counts, last retain,
                                                    embedders, size on disk, logs
     GET  /v1/banks/{bank}/memories                 q, document, kind, tag, since, until,
@@ -41,11 +43,11 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import Field
 
-from ..access import Access
+from ..access import Access, Gate
 from ..bank.bank import MemoryBank
 from ..bank.model import Memory
 from ..bank.query import QueryOptions, compose_recall_query
@@ -687,6 +689,15 @@ def include_inspector(app: FastAPI, home: str | Path | None = None) -> None:
     app.include_router(router)
     app.mount("/inspector", StaticFiles(directory=ASSETS), name="inspector")
 
-    @app.get("/", include_in_schema=False)
-    def inspector_page() -> FileResponse:
-        return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-cache"})
+    @app.get("/", include_in_schema=False, response_model=None)
+    def inspector_page(request: Request, token: str | None = None) -> Response:
+        """The page; with `?token=` a one-time login code (`Gate.login_code`, in the address
+        `lamina inspect` prints and opens), which sets the session cookie (HttpOnly, sent to
+        this site only) and sends the browser on to `/`, so the code leaves the address bar."""
+        gate: Gate = request.app.state.gate
+        session = gate.log_in(token) if token else None
+        if session is None:
+            return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-cache"})
+        answer = RedirectResponse("/", status_code=303)
+        answer.set_cookie(gate.cookie, session, httponly=True, samesite="strict")
+        return answer

@@ -16,6 +16,7 @@ the server's default bank (`--bank`, `LAMINA_BANK`, or the project bank of
 
 Over HTTP (`http_app`) the API keys of `lamina keys` apply as they do for `lamina serve`
 (`lamina.access.Gate`): once a key exists, every request needs `Authorization: Bearer <key>`,
+and before that `Authorization: Bearer <the local token>` (`lamina.access.local_token`),
 checked at the transport (`KeyCheck`: without a valid key even `initialize` and `tools/list`
 get HTTP 401, so a client with a wrong key does not show as connected), and a call sees only
 the key's banks (others are reported as absent). A tool that takes a file path refuses paths
@@ -51,9 +52,10 @@ def _build(
     database_url: str | None,
     host: str,
     allow_dirs: Sequence[str | Path],
+    token: str | None = None,
 ) -> tuple[MCPServer, Gate]:
     memory = MemoryBank.open(home, database_url=database_url, serving=True)
-    gate = Gate.at_start(memory.store, host, allow_dirs)
+    gate = Gate.at_start(memory.store, host, allow_dirs, token)
     # Claude Code names the project it started the server for; it stays put, unlike cwd.
     fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
     logs = OpenLogs(memory.store, log_summariser(memory.store))
@@ -75,9 +77,9 @@ def build_server(
 
 
 class KeyCheck:
-    """Refuses every HTTP request without a valid API key with 401 before the MCP transport
-    sees it, once the server asks for keys: `initialize` and `tools/list` included, so a client
-    with a wrong key fails to connect instead of showing as connected."""
+    """Refuses every HTTP request without a valid API key (or, while none exists, the local
+    token) with 401 before the MCP transport sees it: `initialize` and `tools/list` included,
+    so a client with a wrong key fails to connect instead of showing as connected."""
 
     def __init__(self, app: ASGIApp, gate: Gate) -> None:
         self.app = app
@@ -110,7 +112,9 @@ def http_app(
     database_url: str | None = None,
     host: str = "127.0.0.1",
     allow_dirs: Sequence[str | Path] = (),
+    token: str | None = None,
 ) -> ASGIApp:
-    """The MCP server over streamable HTTP at `/mcp`, behind `KeyCheck`."""
-    server, gate = _build(home, bank, database_url, host, allow_dirs)
+    """The MCP server over streamable HTTP at `/mcp`, behind `KeyCheck`; `token` is what it
+    asks while no API key exists (by default one nobody knows: pass `local_token`)."""
+    server, gate = _build(home, bank, database_url, host, allow_dirs, token)
     return KeyCheck(server.streamable_http_app(host=host), gate)

@@ -119,8 +119,10 @@ def _is_answer_to(line: bytes, ident: Any) -> bool:
 def relay(args: Sequence[str]) -> int:
     """Serve `lamina mcp` on stdio through the relay; returns the exit code."""
     env = {**os.environ, DIRECT_VARIABLE: "1"}
+    # `-P`: the working directory (the user's project, which names the default bank) stays
+    # off sys.path, so a `lamina` package shipped by the project is never imported.
     child = subprocess.Popen(
-        [sys.executable, "-m", "lamina", *args],
+        [sys.executable, "-P", "-m", "lamina", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         env=env,

@@ -28,6 +28,7 @@ else:
 from ..bank.model import Bank, BankStats, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
+from ..owned import private_dir
 from ..tokens import count_text
 from .base import (
     SPEND_KEPT,
@@ -138,7 +139,7 @@ class SQLiteStore(SQLiteSearch):
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_dir(Path(self.path).parent)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()

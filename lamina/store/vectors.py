@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..owned import private_dir
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -235,7 +237,7 @@ class VectorFile:
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.directory)
         fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

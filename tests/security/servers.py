@@ -54,6 +54,7 @@ class Served:
     """A server process; `stop()` ends it (and only it)."""
 
     def __init__(self, home: Path, *args: str, db: str | None = None) -> None:
+        self.home = home
         self.port = free_port()
         extra = ("--database-url", db) if db else ()
         self.log = home.parent / f"server-{self.port}.log"
@@ -65,6 +66,11 @@ class Served:
         )  # fmt: skip
         self.url = f"http://127.0.0.1:{self.port}"
         wait_for_port(self.port, self.proc)
+
+    @property
+    def token(self) -> str:
+        """The data directory's local token, which a server without API keys asks for."""
+        return (self.home / "local-token").read_text().strip()
 
     def call(self, method: str, path: str, key: str | None = None, **kw: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -67,8 +67,9 @@ def test_deep_messages_over_http_get_no_5xx(tmp_path: Path) -> None:
     from lamina.integrations.http import create_app
 
     memory = MemoryBank(open_store(tmp_path / "lamina.db"), HashEmbedder())
-    client = TestClient(create_app(memory=memory), base_url="http://127.0.0.1",
-                        raise_server_exceptions=False)  # fmt: skip
+    app = create_app(memory=memory)
+    client = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False,
+                        headers={"Authorization": f"Bearer {app.state.gate.token}"})  # fmt: skip
     for depth in (254, 255, 600, 1000, 5000):
         said = json.dumps([
             {"role": "user", "content": "hi there"},

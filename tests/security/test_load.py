@@ -55,16 +55,21 @@ def test_mixed_retain_and_recall_load_gets_no_server_error(
 ) -> None:
     db = str(request.getfixturevalue("pg_url")) if kind == "postgres" else None
     server = Served(tmp_path / "home", "serve", db=db)
+    token = server.token
+
+    def call(method: str, path: str, **kw: Any) -> Any:
+        return server.call(method, path, key=token, **kw)
+
     try:
         seed = {"document": "seed", "text": "The notes API listens on port 8040."}
-        assert server.call("POST", "/v1/banks/load/retain", json=seed).status_code == 200
-        statuses = storm(server.call)
+        assert call("POST", "/v1/banks/load/retain", json=seed).status_code == 200
+        statuses = storm(call)
         server_errors = sum(n for status, n in statuses.items() if status >= 500)
         assert server_errors == 0, statuses
         assert sum(statuses.values()) == THREADS * ROUNDS
         # Nothing was poisoned: later recalls answer, and find what the storm retained.
         for i in range(5):
-            found = server.call("POST", "/v1/banks/load/recall", json={"query": "port 8040"})
+            found = call("POST", "/v1/banks/load/recall", json={"query": "port 8040"})
             assert found.status_code == 200, found.text
             assert found.json()["results"], i
     finally:
@@ -75,15 +80,16 @@ def test_mixed_retain_and_recall_load_gets_no_server_error(
 mcp = pytest.importorskip("mcp")
 
 
-async def mcp_storm(url: str) -> list[str]:
+async def mcp_storm(url: str, token: str) -> list[str]:
     from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
     failures: list[str] = []
 
     async def client(n: int) -> None:
         async with (
-            streamable_http_client(url) as streams,
+            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+            streamable_http_client(url, http_client=http) as streams,
             ClientSession(streams[0], streams[1]) as session,
         ):
             await session.initialize()
@@ -108,9 +114,9 @@ async def mcp_storm(url: str) -> list[str]:
 def test_mcp_over_http_under_mixed_load(tmp_path: Path) -> None:
     server = Served(tmp_path / "home", "mcp", "--transport", "streamable-http", "--bank", "load")
     try:
-        seed = anyio.run(mcp_storm, f"{server.url}/mcp")
+        seed = anyio.run(mcp_storm, f"{server.url}/mcp", server.token)
         assert seed == [] or all("no bank named" in f for f in seed), seed[:3]
-        assert anyio.run(mcp_storm, f"{server.url}/mcp") == []
+        assert anyio.run(mcp_storm, f"{server.url}/mcp", server.token) == []
     finally:
         log = server.stop()
     assert "Traceback" not in log, log[-3000:]

@@ -109,7 +109,9 @@ def test_http_log_endpoint_keeps_no_secret(tmp_path: Path) -> None:
     from lamina.integrations.http import create_app
 
     memory = MemoryBank(open_store(tmp_path / "lamina.db"), HashEmbedder())
-    client = TestClient(create_app(memory=memory), base_url="http://127.0.0.1")
+    app = create_app(memory=memory)
+    token = {"Authorization": f"Bearer {app.state.gate.token}"}
+    client = TestClient(app, base_url="http://127.0.0.1", headers=token)
     said: list[dict[str, Any]] = []
     for _kind, text, _secret in SECRETS:
         said += [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]

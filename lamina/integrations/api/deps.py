@@ -22,7 +22,8 @@ _bearer = HTTPBearer(
     auto_error=False,
     scheme_name="api_key",
     description="A key from `lamina keys create NAME --bank B`, as `Authorization: Bearer "
-    "<key>`. A server on loopback with no key at all asks for none.",
+    "<key>`. A server on loopback with no key at all asks for its local token instead (the "
+    "local-token file in Lamina's data directory).",
 )
 
 
@@ -30,9 +31,10 @@ def access(
     request: Request,
     _key: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
 ) -> Access:
-    """Who is asking: every bank while the gate is open, else the key's banks."""
+    """Who is asking: every bank for the local token (or a browser's session) while the gate
+    is open, else the key's banks."""
     gate: Gate = request.app.state.gate
-    return gate.access(request.headers.get("authorization"))
+    return gate.access(request.headers.get("authorization"), request.cookies.get(gate.cookie))
 
 
 Auth = Annotated[Access, Depends(access)]

@@ -59,8 +59,10 @@ def reference_page(spec: dict[str, Any]) -> str:
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>{escape(info.get('title', 'API'))} API</title><style>{_STYLE}</style></head>",
         f"<body><h1>{escape(info.get('title', 'API'))} {escape(info.get('version', ''))}</h1>",
-        "<p>Every /v1 route needs <code>Authorization: Bearer &lt;key&gt;</code> once a key "
-        'exists. Errors are <code>{"error": {"type", "message"}}</code>. The same '
+        "<p>Every /v1 route needs <code>Authorization: Bearer &lt;key&gt;</code>: an API key "
+        "once one exists, before that the server's local token (the local-token file in "
+        "Lamina's data directory). "
+        'Errors are <code>{"error": {"type", "message"}}</code>. The same '
         "contract, machine-readable: <a href='/openapi.json'>/openapi.json</a>.</p>",
     ]
     for path, item in spec.get("paths", {}).items():

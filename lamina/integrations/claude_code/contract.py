@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ...errors import ConfigError, StoreError
+from ...owned import private_dir, private_opener, write_private
 
 if TYPE_CHECKING:
     from ...bank.recall import RecallResult
@@ -108,9 +109,9 @@ class Notices:
 
     def post(self, session: str, message: str) -> None:
         with contextlib.suppress(OSError):
-            self.root.mkdir(parents=True, exist_ok=True)
+            private_dir(self.root)
             pending = self.root / f"{self._key(session)}.pending"
-            with pending.open("a", encoding="utf-8") as handle:
+            with open(pending, "a", encoding="utf-8", opener=private_opener) as handle:
                 handle.write(message.replace("\n", " ")[:500] + "\n")
 
     def take(self, session: str, fresh: Sequence[str] = ()) -> str | None:
@@ -137,6 +138,6 @@ class Notices:
         if not new:
             return None
         with contextlib.suppress(OSError):
-            self.root.mkdir(parents=True, exist_ok=True)
-            shown_file.write_text("\n".join(sorted(shown)) + "\n", encoding="utf-8")
+            private_dir(self.root)
+            write_private(shown_file, "\n".join(sorted(shown)) + "\n")
         return "\n".join(new)

@@ -57,6 +57,7 @@ import orjson
 
 from ... import __version__
 from ...config import data_home, load_config
+from ...owned import private_dir, private_opener
 from .contract import Notices, clamp_block, user_should_know, with_system_message
 from .project import hook_bank
 from .prompt import PromptAnswer, PromptRequest
@@ -145,10 +146,10 @@ class HookLog:
 
     def write(self, event: str, session: str, message: str) -> None:
         with contextlib.suppress(OSError):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             line = f"{stamp} {event or '-'} {session or '-'} {message}".replace("\n", " | ")
-            with self.path.open("a", encoding="utf-8") as handle:
+            with open(self.path, "a", encoding="utf-8", opener=private_opener) as handle:
                 handle.write(line[:4000] + "\n")
 
 
@@ -563,18 +564,17 @@ def run_worker(
     the transcript is a subagent's: tagged `subagent` and linked to the parent session."""
     base = data_home(home)
     log = HookLog(base)
-    locks = base / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
+    locks = private_dir(base / "locks")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
     lock_path, mark = locks / f"{safe}.lock", locks / f"{safe}.pending"
     from ...bank.bank import MemoryBank
 
     while True:
-        with lock_path.open("a") as handle:
+        with open(lock_path, "a", opener=private_opener) as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                mark.touch()
+                mark.touch(mode=0o600)
                 log.write(event, session, "a retain is running; left a mark for it")
                 return 0
             try:

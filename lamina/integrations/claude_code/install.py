@@ -71,12 +71,15 @@ MISSING_ADVICE = (
 
 def hook_command(home: str | Path | None = None) -> str:
     """The user-scope command: this installation's `lamina`, by absolute path when it can be
-    found (Claude Code's PATH may not include a virtual environment)."""
+    found (Claude Code's PATH may not include a virtual environment), else this Python at
+    Lamina's module with `-P`, so the project a hook runs in is never on sys.path."""
     import shlex
     import shutil
 
     found = shutil.which("lamina")
-    base = [found] if found else [sys.executable, "-m", "lamina"]
+    # Only an absolute find: a PATH holding "." finds the project's own `lamina` as "./lamina".
+    absolute = found is not None and Path(found).is_absolute()
+    base = [found] if found and absolute else [sys.executable, "-P", "-m", "lamina"]
     if home is not None:
         base += ["--home", str(home)]
     return "LAMINA_HOOK_ORIGIN=user " + " ".join(shlex.quote(part) for part in [*base, "hook"])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config import default_bank
+from ...owned import private_dir, write_private
 
 __all__ = ["hook_bank", "session_directory"]
 
@@ -44,8 +45,8 @@ def session_directory(
             return known
     if cwd:
         with contextlib.suppress(OSError):
-            pinned.parent.mkdir(parents=True, exist_ok=True)
-            pinned.write_text(cwd + "\n", encoding="utf-8")
+            private_dir(pinned.parent)
+            write_private(pinned, cwd + "\n")
     return cwd
 
 

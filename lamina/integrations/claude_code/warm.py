@@ -45,6 +45,7 @@ import orjson
 
 from ... import __version__
 from ...errors import InputError
+from ...owned import private_dir, private_opener, write_private
 from .heap import keep_freed_memory
 from .hook import HookCall, HookLog, run_hook
 from .prompt import PromptAnswer, PromptRequest, answer_prompt
@@ -115,8 +116,7 @@ def _check_socket_path(home: Path) -> Path:
 
 
 def _private_dir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path.chmod(0o700)
+    private_dir(path).chmod(0o700)  # an existing one too: the socket's only guard
     return path
 
 
@@ -148,7 +148,7 @@ class WarmServer:
         path = _check_socket_path(home)
         run = _private_dir(run_dir(home))
         log = HookLog(home)
-        with (run / "warm.lock").open("a") as lock:
+        with open(run / "warm.lock", "a", opener=private_opener) as lock:
             if not _lock_within(lock, LOCK_WAIT):
                 raise InputError(f"a warm server already serves {home}")
             path.unlink(missing_ok=True)  # left by a server that was killed
@@ -161,7 +161,7 @@ class WarmServer:
             path.chmod(0o600)
             listener.listen(64)
             pid_file = run / "warm.pid"
-            pid_file.write_text(f"{os.getpid()}\n")
+            write_private(pid_file, f"{os.getpid()}\n")
             previous = signal.signal(signal.SIGTERM, _raise_stop)
             try:
                 keep_freed_memory()
@@ -430,7 +430,7 @@ def _retire(status: dict[str, Any], wait: float = LOCK_WAIT) -> int | None:
 
 
 def _spawn(home: Path, idle_timeout: float) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "lamina", "--home", str(home), "warm", "serve",
+    command = [sys.executable, "-P", "-m", "lamina", "--home", str(home), "warm", "serve",
                "--idle-timeout", f"{idle_timeout:g}"]  # fmt: skip
     return subprocess.Popen(
         command,

@@ -13,9 +13,14 @@ asks the server again only when it was not asked here. The protocol is one JSON 
 line: the client sends one request line, the server answers one line and closes the
 connection.
 
+Before connecting, the socket and its folder are checked: both this user's, the folder 0700,
+the socket not writable by others; otherwise nothing is sent (another user who could place a
+socket there would receive the prompts and choose what is injected).
+
 Every failure is a `WarmUnavailable` with a short reason (no server, a stale socket file, a
-socket path too long for AF_UNIX, a server of another version, no answer in time, a bad answer);
-the hook then takes the cold path. A missing or stale socket costs well under a millisecond.
+socket path too long for AF_UNIX, a socket not trusted, a server of another version, no answer
+in time, a bad answer); the hook then takes the cold path. A missing or stale socket costs well
+under a millisecond.
 """
 
 # os.path, not pathlib: importing pathlib would cost every warm prompt a few ms.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import _socket
 import os
+import stat  # imported by os already: costs nothing
 import sys
 import time
 
@@ -82,6 +88,19 @@ def socket_path(home: Path) -> Path:
     return run_dir(home) / "warm.sock"
 
 
+def _socket_problem(run: str, path: str) -> str | None:
+    """Why the socket `path` in the folder `run` is not the user's own warm server (None: it
+    is): both owned by this user, the folder 0700 and not a symbolic link, the socket not
+    writable by others. Anyone else who could place it would receive the prompts."""
+    uid = os.getuid()
+    folder, sock = os.lstat(run), os.lstat(path)
+    if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != uid or folder.st_mode & 0o077:
+        return f"{run} is not a folder of this user's alone (mode 0700)"
+    if not stat.S_ISSOCK(sock.st_mode) or sock.st_uid != uid or sock.st_mode & 0o022:
+        return f"{path} is not a socket of this user's that others cannot write"
+    return None
+
+
 def process_age() -> float:
     """Seconds since this process started (Linux: from /proc; elsewhere 0)."""
     try:
@@ -99,13 +118,20 @@ def ask(home: Path | str, request: dict[str, Any], timeout: float, version: str)
     `"ok": true`), if the server runs lamina `version` and this protocol. Raises
     WarmUnavailable; waits at most `timeout` seconds in all."""
     base = os.path.realpath(os.fspath(home))
-    encoded = os.fsencode(os.path.join(base, "run", "warm.sock"))
+    run = os.path.join(base, "run")
+    encoded = os.fsencode(os.path.join(run, "warm.sock"))
     if len(encoded) > SOCKET_PATH_LIMIT:
         raise WarmUnavailable(
             f"socket path too long for AF_UNIX ({len(encoded)} bytes > {SOCKET_PATH_LIMIT})"
         )
-    if not os.path.exists(encoded):
-        raise WarmUnavailable("no warm server")
+    try:
+        problem = _socket_problem(run, os.fsdecode(encoded))
+    except FileNotFoundError:
+        raise WarmUnavailable("no warm server") from None
+    except OSError as exc:
+        raise WarmUnavailable(f"cannot check the warm server's socket: {exc}") from None
+    if problem is not None:  # never sent a prompt: who listens there is not known
+        raise WarmUnavailable(f"not trusted: {problem}")
     body = {
         "v": PROTOCOL,
         "version": version,

@@ -112,7 +112,7 @@ function keyForm(reason) {
     render();
   } },
     el("h2", { text: "An API key is needed" }),
-    el("p", { class: "muted", text: "This server asks for a key (lamina keys create). It is kept in this tab only (sessionStorage) and sent as Authorization: Bearer." }),
+    el("p", { class: "muted", text: "This server asks for a key (lamina keys create) or, while it has none, its local token (the local-token file in Lamina's data directory; the address lamina inspect prints signs in without it). It is kept in this tab only (sessionStorage) and sent as Authorization: Bearer." }),
     reason ? el("p", { class: "error", role: "alert", text: reason }) : null,
     el("label", { for: "api-key" }, "API key", input),
     el("div", { class: "row" }, el("button", { type: "submit", class: "primary", text: "Use this key" })),
