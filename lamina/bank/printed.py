@@ -253,6 +253,15 @@ def _matches(lines: Sequence[str]) -> list[int]:
     return found[:3]
 
 
+def _chosen(text: str, command: str, kind: str, failed: bool) -> tuple[list[str], list[int]]:
+    """A result's lines, and the indexes of those worth keeping."""
+    raw = _raw_lines(text)
+    lines = _with_subjects([" ".join(ln.split()) for ln in raw], raw)
+    if kind == "search" and not failed:
+        return lines, _matches(lines)
+    return lines, _choose(lines, command, failed)
+
+
 def printed_lines(
     call: ToolUseBlock,
     result: ToolResultBlock | None,
@@ -261,9 +270,8 @@ def printed_lines(
 ) -> list[str]:
     """The lines of `result` (the result of `call`) worth remembering, each labelled
     (`error:` for a failed call, `→` otherwise, `→ ran` for a command a task runner echoed),
-    at most `MAX_LINES`; [] when none. The
-    text is redacted, then injected blocks (a system reminder, a memory block) are taken out,
-    before any line is chosen."""
+    at most `MAX_LINES`; [] when none. The text is redacted, then injected blocks (a system
+    reminder, a memory block) are taken out, before any line is chosen."""
     if result is None:
         return []
     raw_text = result.text
@@ -276,15 +284,9 @@ def printed_lines(
     failed = result.is_error or bool(re.match(r"\s*Exit code [1-9]", raw_text))
     if kind in ("file", "talk") and not failed:
         return []
-    text = clean_text(redact(raw_text), rules)
-    raw = _raw_lines(text)
-    lines = _with_subjects([" ".join(ln.split()) for ln in raw], raw)
     command = data.get("command")
-    command_text = " ".join(command.split()) if isinstance(command, str) else ""
-    if kind == "search" and not failed:
-        indexes = _matches(lines)
-    else:
-        indexes = _choose(lines, command_text, failed)
+    command_text = " ".join(redact(command).split()) if isinstance(command, str) else ""
+    lines, indexes = _chosen(clean_text(redact(raw_text), rules), command_text, kind, failed)
     label = "  error: " if failed else "  → "
     out: list[str] = []
     for i in indexes:
