@@ -670,7 +670,10 @@ def _fill(
         # Parts of one long statement share its record: only a turn or window shown above
         # (not another part) makes a part redundant.
         seen = covered_whole if memory.kind in _PIECES else covered
-        if options.collapse and records and len(records & seen) * 2 > len(records):
+        # What tools printed is in no turn or window (they show an actions line at most):
+        # only its lines shown already are left out, below.
+        whole = memory.kind != "activity"
+        if options.collapse and whole and records and len(records & seen) * 2 > len(records):
             continue
         tokens = tokens_at(slot)
         shortened = False
@@ -708,7 +711,9 @@ def _fill(
                     "score": round(float(scores[slot]), 6),
                 }
         hits.append(RecallHit(memory, fused[slot], detail, tokens, shortened))
-        covered |= records
+        if memory.kind != "activity":
+            # What tools did and printed stands beside what was said: it hides no statement.
+            covered |= records
         shown.update(memory.text.split("\n"))
         if memory.kind not in _PIECES:
             covered_whole |= records

@@ -15,18 +15,24 @@ one (an agentic turn: one prompt, hundreds of tool calls, many assistant message
 `part` units of at most `max_tokens` tokens each: consecutive statements packed in order, each
 part opening with the prompt it answers (cut to `context_tokens`) unless it holds the prompt
 itself. Its tool activity goes into `activity` units: lines a question would use (what a
-command was for, the command, a commit message, an error's first line), packed under the cap
-(with `activity` off, each part closes with the actions taken in its stretch instead, trimmed
-to fit). A statement too long for one part is split at paragraph, line, sentence and word
-boundaries; nothing stated is dropped. Parts cover the segment's records without overlap, except for
-the message a split statement came from.
+command was for, the command, a commit's whole message), each call followed by the few lines
+its result printed that a question would look for (lamina.bank.printed: the informative line
+of an error, a test run's counts and failing tests, a commit's `[branch hash] subject`, a
+linter's `file:line:col` lines, a pull request's URL, ...), packed under the cap (with
+`activity` off, each part closes with the actions taken in its stretch instead, trimmed to
+fit). A turn within the cap gets activity units too when a call printed something worth
+keeping (its actions line names the calls already). Paths under the session's working
+directory are shown relative to it. A statement too long for one part is split at paragraph,
+line, sentence and word boundaries; nothing stated is dropped. Parts cover the segment's
+records without overlap, except for the message a split statement came from.
 
 A turn within the cap whose statements come from several messages (a LoCoMo exchange, a short
 prompt and its answer) is stored as `line` units instead: one per message that says something,
 one speaker's own words (`UnitOptions.lines`). Windows join `windows` consecutive whole turns or
 lines, overlapping by windows-1 (with `part_windows`, also consecutive parts of one turn; never
-across a turn boundary from a part), and never across a session change. Secrets are
-redacted in what was said before anything is cut (`build_units(..., redact=...)`).
+across a turn boundary from a part), and never across a session change; activity units stand
+beside them and are in no window. Secrets are redacted in what was said, and in what tools
+printed, before anything is cut (`build_units(..., redact=...)`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from datetime import datetime
 from ..messages import SYNTHETIC_KINDS, Kind, Message, Role, ToolResultBlock, ToolUseBlock
 from ..tokens import count_text
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
+from .printed import MAX_LINES as PRINTED_LINES
+from .printed import printed_lines
 from .said import plan_text, user_said
 
 __all__ = [
@@ -56,7 +64,7 @@ __all__ = [
     "whole_turns",
 ]
 
-UNITS_VERSION = 4
+UNITS_VERSION = 5
 """Bumped whenever the unit rules change, so banks retained under older rules are rebuilt
 (see `units_signature`)."""
 
@@ -126,10 +134,15 @@ class UnitOptions:
     activity: bool = True
     """A turn cut into parts also gets `activity` units: its tool activity as lines a question
     would use (what a command was for, the command, a commit message or a reason given on the
-    command line, the first line of an error), packed under the cap. A part's actions line
-    holds only what room its statements leave. On the tuning half of `lamina bench agent`
-    (within 1,000 / 1,500 tokens) 0.825 / 0.895 without them, 0.860 / 0.930 with them; recall
-    treats them as pieces of their turn, like parts."""
+    command line) and what each call printed that a question would look for
+    (lamina.bank.printed), packed under the cap; so does a turn within the cap when a call
+    printed something. A part's actions line holds only what room its statements leave. On
+    the tuning half of `lamina bench agent` (within 1,000 / 1,500 tokens) 0.825 / 0.895
+    without them, 0.860 / 0.930 with call lines and errors' first lines. With what tools
+    printed (on the shipped set 0.868 / 0.921 for all questions, 0.895 / 0.921 before; on the
+    entire-dev set 0.552 / 0.615, before 0.438 / 0.500, its questions answered only by tool
+    output 0.385 / 0.436, before 0.154 / 0.179). Recall treats them as pieces of their turn,
+    like parts, that hide no statement and that no statement hides."""
     rules: TurnRules = field(default=DEFAULT_RULES)
 
     def __post_init__(self) -> None:
@@ -215,12 +228,17 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_PATH_KEYS = frozenset({"file_path", "path", "notebook_path"})
+
+
 def _target(block: ToolUseBlock, redact: Redact = _same) -> str:
     data = block.input if isinstance(block.input, Mapping) else {}
     for key in _TARGET_KEYS:
         value = data.get(key)
         if isinstance(value, str) and value.strip():
             line = " ".join(redact(value).split())
+            if key in _PATH_KEYS and len(line) > 80:
+                return "…" + line[-79:]  # a path's end names the file
             return _clip(line, 80)
     return ""
 
@@ -239,6 +257,25 @@ def _cap(text: str, limit: int) -> str:
     return f"{text[:half]}\n[…]\n{text[-half:]}"
 
 
+def _workdir(message: Message) -> str:
+    """The directory the agent worked in when it wrote this message (Claude Code records it
+    as `cwd`), "" when unknown."""
+    for record in message.records:
+        cwd = record.get("cwd")
+        if isinstance(cwd, str) and len(cwd.strip("/")) > 0:
+            return cwd.rstrip("/") + "/"
+    return ""
+
+
+def _here(message: Message, redact: Redact) -> Redact:
+    """`redact`, then paths under the message's working directory made relative to it: the
+    file's name, not the checkout's, is what a question names (and a path's tokens cost)."""
+    cwd = _workdir(message)
+    if not cwd:
+        return redact
+    return lambda text: redact(text).replace(cwd, "")
+
+
 def _action_entries(messages: Sequence[Message], redact: Redact = _same) -> list[str]:
     errors = {
         b.tool_use_id
@@ -250,7 +287,7 @@ def _action_entries(messages: Sequence[Message], redact: Redact = _same) -> list
     for message in messages:
         for block in message.blocks:
             if isinstance(block, ToolUseBlock):
-                target = clean_text(_target(block, redact))
+                target = clean_text(_target(block, _here(message, redact)))
                 entry = _tool_name(block.name) + (f": {target}" if target else "")
                 if block.id in errors:
                     entry += " (error)"
@@ -285,23 +322,29 @@ _QUIET_TOOLS = frozenset({"TodoWrite", "BashOutput", "KillShell", "KillBash", "T
 """Tools whose calls say nothing a question would ask about (polling, the agent's own list)."""
 
 _STATED = re.compile(
-    r"""(?:-m|--message|--reason|--title|--description)[= ]\s*"""
+    r"""(?:-m|--message|--reason|--title|--description|--body)[= ]\s*"""
     r"""(?:"\$\(cat <<'?EOF'?\n(?P<heredoc>.*?)\n\s*EOF"""
     r"""|"(?P<double>(?:[^"\\]|\\.)*)"|'(?P<single>[^']*)')""",
     re.S,
 )
 """A message written on a command line: a commit message, a reason for closing a task."""
 
+_TRAILER = re.compile(r"^(?:[\w-]+-by: .*|.*\bGenerated with \[?Claude Code\b.*)$", re.I)
+"""Lines a commit message ends with that say nothing of the change (`Co-Authored-By: ...`)."""
+
+STATED_CHARS = 480
+"""Characters kept of a message stated on a command line (a commit's whole message, mostly)."""
+
 
 def _stated_on_command_line(command: str) -> str:
-    """The first lines of a message given on a command line ("" if none)."""
-    found = _STATED.search(command)
-    if found is None:
-        return ""
-    text = next(g for g in found.groups() if g is not None)
-    lines = [ln.strip() for ln in text.replace("\\n", "\n").split("\n") if ln.strip()]
-    said = " ".join(lines[:3])
-    return _clip(said, 240)
+    """The messages given on a command line (a commit's, a pull request's title and body),
+    their lines joined, trailers left out ("" if none); cut to `STATED_CHARS`."""
+    lines: list[str] = []
+    for found in _STATED.finditer(command):
+        text = next(g for g in found.groups() if g is not None)
+        lines += [ln.strip() for ln in text.replace("\\n", "\n").split("\n") if ln.strip()]
+    said = " ".join(ln for ln in lines if not _TRAILER.match(ln))
+    return _clip(said, STATED_CHARS)
 
 
 def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
@@ -316,10 +359,12 @@ def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
     if isinstance(command, str) and command.strip():
         # Redacted whole, as the actions line's target is (the redactor sees it once).
         command = redact(command)
-        head = " ".join(command.split())
-        head = _clip(head, 120)
-        line = f"{name} ({why}): {head}" if why else f"{name}: {head}"
         said = _stated_on_command_line(command)
+        stated = _STATED.search(command) if said else None
+        # A stated message is shown once, after the command that carries it.
+        head = command[: stated.start()] + "…" if stated is not None else command
+        head = _clip(" ".join(head.split()), 120)
+        line = f"{name} ({why}): {head}" if why else f"{name}: {head}"
         if said:
             line += f" — {said}"
     else:
@@ -328,37 +373,43 @@ def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
     return clean_text(line)
 
 
-def _error_line(block: ToolResultBlock, redact: Redact) -> str:
-    lines = [ln.strip() for ln in block.text.split("\n") if ln.strip()]
-    if lines and lines[0].lower().startswith("exit code") and len(lines) > 1:
-        lines = lines[1:]
-    if not lines:
-        return ""
-    first = _clip(lines[0], 160)
-    return "  error: " + clean_text(redact(first))
+Entry = list[tuple[int, str]]
+"""One tool call in words: its line and what its result printed, each with the index of the
+message it came from."""
 
 
-def _activity(messages: Sequence[Message], redact: Redact) -> list[tuple[int, str]]:
-    """The tool activity of these messages as (message index, line), errors under their call."""
-    errors: dict[str, ToolResultBlock] = {
-        b.tool_use_id: b
-        for m in messages
+def _activity(
+    messages: Sequence[Message], redact: Redact, rules: TurnRules = DEFAULT_RULES
+) -> list[Entry]:
+    """The tool activity of these messages, one entry per call: the call's line (at the
+    call's message), then what its result printed that a question would look for
+    (lamina.bank.printed; at the result's message). A call said again in the same words is
+    shown again only when it printed something new."""
+    results: dict[str, tuple[int, ToolResultBlock]] = {
+        b.tool_use_id: (i, b)
+        for i, m in enumerate(messages)
         for b in m.blocks
-        if isinstance(b, ToolResultBlock) and b.is_error
+        if isinstance(b, ToolResultBlock)
     }
-    out: list[tuple[int, str]] = []
+    out: list[Entry] = []
     seen: set[str] = set()
+    shown: set[tuple[str, str]] = set()
     for i, message in enumerate(messages):
         for block in message.blocks:
             if not isinstance(block, ToolUseBlock):
                 continue
-            line = _activity_line(block, redact)
-            if not line or line in seen:
+            here = _here(message, redact)
+            line = _activity_line(block, here)
+            if not line:
+                continue
+            at, result = results.get(block.id, (i, None))
+            printed = printed_lines(block, result, here, rules)
+            printed = [p for p in printed if (line, p) not in shown]
+            if line in seen and not printed:
                 continue
             seen.add(line)
-            out.append((i, line))
-            if block.id in errors and (error := _error_line(errors[block.id], redact)):
-                out.append((i, error))
+            shown.update((line, p) for p in printed)
+            out.append([(i, line)] + [(at, p) for p in printed])
     return out
 
 
@@ -530,7 +581,12 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redac
         ]
     if count_text(text) <= cap:
         apart = _lines(messages, said, actions) if options.lines else []
-        return apart or [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
+        whole = apart or [_unit(messages[0].id, "turn", text, messages, _speakers(said))]
+        if options.activity:
+            # Its actions line names each call already: activity units only for what the
+            # calls printed.
+            whole += _activity_units(messages, options, cap, redact, printed_only=True)
+        return whole
     parts = _parts(messages, said, options, cap, redact)
     if options.activity:
         parts += _activity_units(messages, options, cap, redact)
@@ -538,36 +594,50 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redac
 
 
 def _activity_units(
-    messages: Sequence[Message], options: UnitOptions, cap: int, redact: Redact
+    messages: Sequence[Message],
+    options: UnitOptions,
+    cap: int,
+    redact: Redact,
+    *,
+    printed_only: bool = False,
 ) -> list[Unit]:
-    """A long turn's tool activity in words, packed under the cap. Without the prompt as
-    context, unlike parts: on the tuning half of `lamina bench agent` the prompt's words made
-    every activity unit of a session match questions about it (within 1,500 tokens 0.912 with
-    the prompt, 0.930 without; within 1,000 the same)."""
+    """A turn's tool activity in words, packed under the cap, each call with what it printed
+    in one unit where they fit together (`printed_only`: none unless some call printed
+    something). Without the prompt as context, unlike parts: on the tuning half of `lamina
+    bench agent` the prompt's words made every activity unit of a session match questions
+    about it (within 1,500 tokens 0.912 with the prompt, 0.930 without; within 1,000 the
+    same)."""
     acting = {id(m) for m in _acting(messages, options)}
-    lines = _activity(messages, redact)
-    lines = [(i, line) for i, line in lines if id(messages[i]) in acting]
-    if not lines:
+    entries = _activity(messages, redact, options.rules)
+    entries = [e for e in entries if id(messages[e[0][0]]) in acting]
+    if not entries or (printed_only and all(len(e) == 1 for e in entries)):
         return []
     room = cap - count_text("activity:") - 2
-    groups: list[list[tuple[int, str]]] = []
+    groups: list[Entry] = []
     used = 0
-    for i, line in lines:
-        for chunk in split_text(line, max(room - 1, 4)):
-            cost = count_text(chunk) + 1
+    for entry in entries:
+        # A call stays with what it printed, in one unit, unless together they are over the cap.
+        chunks = [(i, c) for i, line in entry for c in split_text(line, max(room - 1, 4))]
+        costs = [count_text(c) + 1 for _i, c in chunks]
+        together = sum(costs) <= room
+        if together and groups and used + sum(costs) > room:
+            groups.append([])
+            used = 0
+        for chunk, cost in zip(chunks, costs, strict=True):
             if groups and used + cost <= room:
-                groups[-1].append((i, chunk))
+                groups[-1].append(chunk)
                 used += cost
             else:
-                groups.append([(i, chunk)])
+                groups.append([chunk])
                 used = cost
     units: list[Unit] = []
     taken: dict[int, int] = {}
     for g, group in enumerate(groups):
-        start = group[0][0]
+        start = min(i for i, _c in group)
         end = groups[g + 1][0][0] + 1 if g + 1 < len(groups) else len(messages)
-        # The stretch runs to the next group's first call (its results and errors included).
-        end = max(end, group[-1][0] + 1)
+        # The stretch runs to the next group's first call (its results included), and at
+        # least to the last result it shows lines of.
+        end = max(end, max(i for i, _c in group) + 1)
         body = "\n".join(["activity:"] + [c for _i, c in group])
         n = taken.get(start, 0)
         taken[start] = n + 1
@@ -732,7 +802,9 @@ def build_units(
         base.extend((number, u) for u in _turn_units(turn, opts, once if redact else _same))
     units = [u for _n, u in base]
     if opts.windows > 1:
-        units.extend(_windows(base, [messages[seg.start].session_id for seg in segs], opts))
+        # Activity units stand beside what was said: windows join what was said.
+        said = [(n, u) for n, u in base if u.kind != "activity"]
+        units.extend(_windows(said, [messages[seg.start].session_id for seg in segs], opts))
     return units, segs
 
 
@@ -792,7 +864,11 @@ def unit_keys(
             keys += [("line", message.id)]
             keys += [("window", f"w{w}:{message.id}") for w in sizes if message.id not in starts]
         calls = sum(isinstance(b, ToolUseBlock) for b in message.blocks)
-        keys += [("activity", f"{message.id}~act{n}") for n in range(2 * calls)]
+        results = sum(isinstance(b, ToolResultBlock) for b in message.blocks)
+        keys += [
+            ("activity", f"{message.id}~act{n}")
+            for n in range(2 * (calls + PRINTED_LINES * results))
+        ]
         if message.id in speaking or message.id in pieces:
             for n in range(max(4, 2 * pieces.get(message.id, 0))):
                 part = f"{message.id}#{n}"
