@@ -54,27 +54,24 @@ def walk(
     path: tuple[str, ...] = (),
     parent: click.Context | None = None,
 ) -> Iterator[Entry]:
-    """Every visible command, depth first, in `--help` order; a name that gives the same command
-    as an earlier one of its group (`doctor` for `status`) is an alias."""
+    """Every visible command, depth first, in `--help` order. A name under which its group gives
+    a command registered under another name (`doctor` for `status`) is an alias."""
     context = click.Context(
         command,
         info_name=path[-1] if path else "lamina",
         parent=parent,
-        terminal_width=WIDTH,
-        max_content_width=WIDTH,
+        **{**command.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH},
     )
     yield Entry(path, command, context)
     if not isinstance(command, click.Group):
         return
-    seen: dict[int, tuple[str, ...]] = {}
-    for name in command.list_commands(context):
-        sub = command.get_command(context, name)
+    subs = {name: command.get_command(context, name) for name in command.list_commands(context)}
+    for name, sub in subs.items():
         if sub is None or sub.hidden:
             continue
-        if id(sub) in seen:
-            yield Entry((*path, name), sub, context, alias_of=seen[id(sub)])
+        if sub.name != name and sub.name is not None and subs.get(sub.name) is sub:
+            yield Entry((*path, name), sub, context, alias_of=(*path, sub.name))
             continue
-        seen[id(sub)] = (*path, name)
         yield from walk(sub, (*path, name), context)
 
 
