@@ -280,7 +280,9 @@ def recorded_share(messages: Sequence[Message]) -> float | None:
 @click.option("--reserve", type=click.IntRange(min=0), default=4_000, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def cache_bench(transcripts: tuple[str, ...], budget: int, reserve: int, as_json: bool) -> None:
-    """Prompt-cache share of compiles replayed before every model call, with baselines."""
+    """Prompt-cache share of compiles replayed before every model call, with baselines.
+
+    Example: lamina bench cache --transcript examples/session.jsonl --budget 8000 --json"""
     if transcripts:
         files = [Path(t) for t in transcripts]
     else:

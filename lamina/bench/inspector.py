@@ -169,7 +169,9 @@ def _api_times(url: str, banks: dict[str, str], word: str, runs: int, token: str
               help="Loads of each page (after one not counted).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def inspector_bench(memories: int, runs: int, as_json: bool) -> None:
-    """Page load times of the web inspector on a large bank, against a 500-memory bank."""
+    """Page load times of the web inspector on a large bank, against a 500-memory bank.
+
+    Example: lamina bench inspector --memories 10000 --runs 5 --json"""
     word = "restaurant"
     with tempfile.TemporaryDirectory(prefix="lamina-bench-inspector-") as tmp:
         home = Path(tmp) / "home"

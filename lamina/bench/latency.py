@@ -154,7 +154,9 @@ def latency_bench(
     as_json: bool,
 ) -> None:
     """Recall latency and memory at 10k and 100k memories; with --database-url, PostgreSQL
-    too (up to a million), HNSW against exact search, and retain throughput with 4 writers."""
+    too (up to a million), HNSW against exact search, and retain throughput with 4 writers.
+
+    Example: lamina bench latency --memories 10000 --queries 100 --json"""
     texts, questions = _base_texts()
     picks = random.Random(3)
     asked = [questions[picks.randrange(len(questions))] for _ in range(queries)]

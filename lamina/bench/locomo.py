@@ -406,7 +406,9 @@ def locomo_bench(
     as_json: bool,
 ) -> None:
     """Recall quality on LoCoMo (turn and session level), with baselines, throughput, latency;
-    with --database-url, the same on PostgreSQL and the agreement of the two stores."""
+    with --database-url, the same on PostgreSQL and the agreement of the two stores.
+
+    Example: lamina bench locomo --variant lamina --variant bm25 --json"""
     data = locomo_file(data)
     model = read_model(model_file) if model_file else None
     samples = read_locomo_samples(data)

@@ -74,7 +74,9 @@ def _in_child(variant: str, path: str) -> dict[str, Any]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def read_bench(file: str | None, repeat: int, as_json: bool) -> None:
-    """Read time and peak memory: Lamina's streaming reader against load-everything."""
+    """Read time and peak memory: Lamina's streaming reader against load-everything.
+
+    Example: lamina bench read --file examples/session.jsonl --repeat 1000 --json"""
     source = Path(file) if file else max(transcript_files(None), key=lambda p: p.stat().st_size)
     with tempfile.TemporaryDirectory(prefix="lamina-bench-") as tmp:
         path = source

@@ -78,7 +78,9 @@ def calibrate(messages: Sequence[Message]) -> dict[str, Any]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def tokens_bench(data: str | None, as_json: bool) -> None:
-    """Token counts against Claude's recorded usage, and counting speed."""
+    """Token counts against Claude's recorded usage, and counting speed.
+
+    Example: lamina bench tokens --data examples/session.jsonl --json"""
     files = transcript_files(data)
     per_file: dict[str, Any] = {}
     totals = {"claude": 0, "lamina": 0, "chars": 0}

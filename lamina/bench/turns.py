@@ -60,7 +60,9 @@ def measure(messages: Sequence[Message], n: int) -> dict[str, Any]:
 @click.option("--n", "ns", multiple=True, type=int, default=(3, 5), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def turns_bench(data: str | None, ns: tuple[int, ...], as_json: bool) -> None:
-    """Last-N-turns windows: naive user-record boundaries against conversational turns."""
+    """Last-N-turns windows: naive user-record boundaries against conversational turns.
+
+    Example: lamina bench turns --data examples/session.jsonl --n 3 --json"""
     results: dict[str, Any] = {}
     for path in transcript_files(data):
         transcript = read_transcript(str(path))

@@ -350,7 +350,9 @@ def keys_create(
 @json_option
 @click.pass_context
 def keys_list(ctx: click.Context, as_json: bool) -> None:
-    """The keys (names and scopes; the keys themselves are not stored)."""
+    """The keys (names and scopes; the keys themselves are not stored).
+
+    Example: lamina keys list --json"""
 
     rows = open_bank(ctx).store.list_api_keys()
     if as_json:
