@@ -54,7 +54,7 @@ from .fusion import (
 )
 from .lexical import tokenize
 from .model import Memory, memory_tokens
-from .shorten import shorten
+from .shorten import piece_estimator, shorten
 from .when import TimeRange, resolve_time_expressions
 
 __all__ = [
@@ -212,19 +212,14 @@ class RecallResult:
         }
 
 
-PIECE_MARGIN = 1.15
-"""Margin on the tokens of a piece of a memory estimated from its characters."""
-
-
 def piece_tokens(memory: Memory, tokens: int) -> Callable[[str], int]:
     """Tokens of pieces of a memory (for shortening it): estimated from the memory's own
-    count, its tokens per character plus PIECE_MARGIN, rounded up, so the prompt path never
-    loads a tokenizer to shorten one; counted exactly for memories stored without a count
-    (the tokenizer is loaded for those anyway)."""
+    count (see `shorten.piece_estimator`), so the prompt path never loads a tokenizer to
+    shorten one; counted exactly for memories stored without a count (the tokenizer is
+    loaded for those anyway)."""
     if memory.tokens is None or not memory.text:
         return count_text
-    per_char = PIECE_MARGIN * tokens / len(memory.text)
-    return lambda text: math.ceil(len(text) * per_char) + 1
+    return piece_estimator(memory.text, tokens)
 
 
 def entity_scale(size: int) -> float:

@@ -10,6 +10,7 @@ The work is proportional to the memory's length, and runs only for memories that
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -19,11 +20,44 @@ from .lexical import tokenize
 Counter = Callable[[str], int]
 """Tokens of a text."""
 
-__all__ = ["shorten"]
+__all__ = ["piece_estimator", "shorten"]
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LABEL = re.compile(r"^([\w .()-]{1,40}): ")
 _GAP = "[…]"
+
+_SHAPE = re.compile(r"[^\W\d_]+|\d{1,3}|\S")
+"""Runs of letters, groups of up to three digits (as o200k splits numbers) and single other
+characters: the pieces a BPE tokenizer cannot merge across."""
+_LETTERS_PER_TOKEN = 6
+"""Letters one token covers at most, in this estimate: a common word is one token, a hash or
+an identifier several."""
+SCALE_FLOOR = 0.9
+"""The least tokens per shape unit an estimate assumes, whatever the memory's own ratio."""
+ESTIMATE_MARGIN = 1.2
+"""Margin on an estimated count. Measured over every run of 2, 5 and 12 lines of the memories
+of the shared Claude Code sessions (13,617 runs): 0.4% are counted low (the worst, a line
+holding a web token, by 31%) and the estimates sum to 1.36x the exact counts; tokens per
+character alone (a memory's count over its length, plus 15%) counted 5.4% low, on lines of
+hashes and of aligned tool output, at 1.17x."""
+
+
+def _shape(text: str) -> int:
+    """Tokens of `text` as its shape suggests (see _SHAPE): a cheap stand-in for a tokenizer
+    whose errors are mostly in one direction within one memory."""
+    units = text.count("\n")
+    for run in _SHAPE.findall(text):
+        units += 1 + (len(run) - 1) // _LETTERS_PER_TOKEN if run[0].isalpha() else 1
+    return units
+
+
+def piece_estimator(text: str, tokens: int) -> Counter:
+    """Estimated tokens of pieces of `text`, a memory of `tokens` tokens: its shape scaled by
+    the memory's own tokens per shape unit (at least SCALE_FLOOR), plus ESTIMATE_MARGIN,
+    rounded up. Never below the exact count in nearly every case (see ESTIMATE_MARGIN), so a
+    shortened memory does not overrun the budget it was shortened to."""
+    scale = ESTIMATE_MARGIN * max(tokens / max(1, _shape(text)), SCALE_FLOOR)
+    return lambda piece: math.ceil(_shape(piece) * scale) + 1
 
 
 def _pieces(text: str) -> list[tuple[str, str]]:
