@@ -52,8 +52,18 @@ _BANK_NAME_LIMIT = 200
 
 
 def check_bank_name(name: str) -> str:
-    if not name or len(name) > _BANK_NAME_LIMIT or any(ord(c) < 32 for c in name):
-        raise InputError(f"not a valid bank name: {name!r}")
+    """`name` when it can name a new bank: 1 to 200 characters, no control characters, no
+    slash or backslash (a bank's name is a path segment in the HTTP API), not only dots, no
+    space at either end."""
+    if (
+        not name
+        or len(name) > _BANK_NAME_LIMIT
+        or any(ord(c) < 32 or c in "/\\\x7f" for c in name)
+        or not name.strip(".")
+        or name != name.strip()
+    ):
+        shown = name if len(name) <= 40 else name[:40] + "…"
+        raise InputError(f"not a valid bank name: {shown!r} (1-200 characters, no / or \\)")
     return name
 
 

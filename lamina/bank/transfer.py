@@ -12,8 +12,9 @@ idempotent: records, memories, log messages and summaries merge by id.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict
+import binascii
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,11 +22,12 @@ import numpy as np
 import orjson
 
 from ..errors import InputError
-from ..messages import message_from_json, message_to_json
+from ..messages import Message, message_from_json, message_to_json
 from ..store.base import RetainBatch, Store, StoredPin, StoredSummary
+from .bank import check_bank_name
 from .entities import extract_entities
 from .model import Cursor, Memory
-from .redact import Redactor, redact_message
+from .redact import Redactor, redact_json, redact_message
 
 __all__ = ["FORMAT_VERSION", "export_bank", "import_bank"]
 
@@ -113,140 +115,322 @@ def _export_logs(store: Store, bank: str) -> Iterator[bytes]:
             yield orjson.dumps({"type": "pin", "log": log, **asdict(pin)}) + b"\n"
 
 
-def _dt(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+_MAX_NORM = 1.001
+"""Vectors are unit length (or zero) as every embedder writes them; float32 rounding aside."""
+
+
+def _dt(value: Any, what: str) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{what} is not a date")
+    return datetime.fromisoformat(value)
+
+
+def _strings(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{what} is not a list of strings")
+    return tuple(value)
+
+
+def _text(data: Mapping[str, Any], key: str, *, empty: bool = False) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or (not empty and not value) or "\0" in value:
+        raise ValueError(f"{key} is not a {'' if empty else 'non-empty '}string")
+    return value
+
+
+def _line(value: Any, what: str) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ValueError(f"{what} is not a line number")
+    return value
+
+
+def _vector(data: Mapping[str, Any]) -> tuple[np.ndarray[Any, Any] | None, str | None]:
+    """The memory's vector and embedder, checked: finite, unit length at most."""
+    encoded = data.get("embedding")
+    if encoded is None:
+        return None, None
+    if not isinstance(encoded, str):
+        raise ValueError("embedding is not base64 text")
+    raw = base64.b64decode(encoded, validate=True)
+    if not raw or len(raw) % 4:
+        raise ValueError("embedding is not a list of float32")
+    vector = np.frombuffer(raw, dtype=np.float32)
+    if (
+        not np.isfinite(vector).all()
+        or float(np.linalg.norm(vector.astype(np.float64))) > _MAX_NORM
+    ):
+        raise ValueError("embedding is not a finite vector of unit length")
+    return vector, _text(data, "embedder")
 
 
 def _memory(bank: str, data: Mapping[str, Any]) -> Memory:
-    embedding = None
-    if isinstance(data.get("embedding"), str):
-        embedding = np.frombuffer(base64.b64decode(data["embedding"]), dtype=np.float32)
+    embedding, embedder = _vector(data)
+    text = _text(data, "text", empty=True)
+    speakers = _strings(data.get("speakers"), "speakers")
     return Memory(
-        id=str(data["id"]),
+        id=_text(data, "id"),
         bank=bank,
-        document=str(data["document"]),
-        kind=str(data.get("kind", "turn")),
-        text=str(data["text"]),
-        record_ids=tuple(data.get("record_ids") or ()),
-        occurred_at=_dt(data.get("occurred_at")),
-        said_at=_dt(data.get("said_at")),
-        speakers=tuple(data.get("speakers") or ()),
+        document=_text(data, "document"),
+        kind=_text(data, "kind") if "kind" in data else "turn",
+        text=text,
+        record_ids=_strings(data.get("record_ids"), "record_ids"),
+        occurred_at=_dt(data.get("occurred_at"), "occurred_at"),
+        said_at=_dt(data.get("said_at"), "said_at"),
+        speakers=speakers,
         entities=(
-            tuple(data["entities"])
-            if isinstance(data.get("entities"), list)
-            else extract_entities(str(data["text"]), data.get("speakers") or ())
+            _strings(data["entities"], "entities")
+            if data.get("entities") is not None
+            else extract_entities(text, speakers)
         ),
-        tags=tuple(data.get("tags") or ()),
+        tags=_strings(data.get("tags"), "tags"),
         content_hash=str(data.get("content_hash", "")),
         embedding=embedding,
-        embedder=data.get("embedder") if embedding is not None else None,
-        first_line=data.get("first_line"),
-        last_line=data.get("last_line"),
+        embedder=embedder,
+        first_line=_line(data.get("first_line"), "first_line"),
+        last_line=_line(data.get("last_line"), "last_line"),
     )
 
 
-def import_bank(
-    store: Store, lines: Iterable[bytes], *, bank: str | None = None, source: str = "<input>"
-) -> dict[str, int]:
-    """Load an export into a bank (its own name unless `bank` is given)."""
-    target: str | None = bank
-    pending: dict[str, Any] | None = None
-    memories: list[Memory] = []
-    counts = {"documents": 0, "memories": 0, "records": 0, "logs": 0}
+@dataclass
+class _Document:
+    """A document line with its memories, checked."""
 
-    def flush() -> None:
-        nonlocal pending, memories
-        if pending is None:
-            return
-        assert target is not None
-        cursor_data = pending.get("cursor") or {}
-        current = store.get_cursor(target, pending["id"])
-        cursor = Cursor(**{k: v for k, v in cursor_data.items() if k != "version"})
-        outcome = store.apply_retain(
-            RetainBatch(
-                bank=target,
-                document=str(pending["id"]),
-                expected_version=current.version,
-                cursor=cursor,
-                records=[str(r) for r in pending.get("records") or ()],
-                memories=memories,
-                metadata=pending.get("metadata") or {},
-                tags=pending.get("tags") or [],
-                source=pending.get("source"),
-                format=pending.get("format"),
-            )
+    data: dict[str, Any]
+    cursor: Cursor
+    records: list[str]
+    memories: list[Memory] = field(default_factory=list)
+
+
+@dataclass
+class _Log:
+    """A context log with its lines, checked."""
+
+    name: str
+    created: datetime | None
+    updated: datetime | None
+    messages: list[Message] = field(default_factory=list)
+    summaries: list[StoredSummary] = field(default_factory=list)
+    frontier: dict[str, Any] | None = None
+    pins: list[StoredPin] = field(default_factory=list)
+
+
+def _document(data: dict[str, Any]) -> _Document:
+    _text(data, "id")
+    cursor = data.get("cursor") or {}
+    if not isinstance(cursor, dict) or not isinstance(data.get("metadata") or {}, dict):
+        raise ValueError("cursor and metadata must be objects")
+    _strings(data.get("tags"), "tags")
+    for key in ("source", "format"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ValueError(f"{key} is not a string")
+    return _Document(
+        data,
+        Cursor(**{k: v for k, v in cursor.items() if k != "version"}),
+        list(_strings(data.get("records"), "records")),
+    )
+
+
+def _log_line(log: _Log, kind: str, data: Mapping[str, Any]) -> None:
+    fields = {k: v for k, v in data.items() if k not in ("type", "log")}
+    if kind == "log_message":
+        log.messages.append(message_from_json(fields["message"]))
+    elif kind == "summary":
+        summary = StoredSummary(
+            **{**fields, "children": _strings(fields.get("children"), "children")}
         )
-        counts["documents"] += 1
-        counts["memories"] += len(memories)
-        counts["records"] += outcome.new_records
-        pending, memories = None, []
+        if not isinstance(summary.text, str):
+            raise ValueError("summary text is not a string")
+        log.summaries.append(summary)
+    elif kind == "frontier":
+        if not isinstance(fields.get("frontier"), dict):
+            raise ValueError("frontier is not an object")
+        log.frontier = fields["frontier"]
+    else:
+        log.pins.append(StoredPin(**fields))
 
-    log: dict[str, Any] | None = None
-    log_lines: list[dict[str, Any]] = []
 
-    def flush_log() -> None:
-        nonlocal log, log_lines
-        if log is None:
-            return
-        assert target is not None
-        name = str(log["id"])
-        try:
-            messages = [message_from_json(d["message"]) for d in log_lines
-                        if d["type"] == "log_message"]  # fmt: skip
-            store.append_log_messages(target, name, messages)
-            for d in log_lines:
-                fields = {k: v for k, v in d.items() if k not in ("type", "log")}
-                if d["type"] == "summary":
-                    fields["children"] = tuple(fields.get("children") or ())
-                    store.save_summary(target, name, StoredSummary(**fields))
-                elif d["type"] == "frontier":
-                    store.save_frontier(target, name, fields["frontier"])
-                elif d["type"] == "pin":
-                    store.save_pin(target, name, StoredPin(**fields))
-            created, updated = _dt(log.get("created_at")), _dt(log.get("updated_at"))
-            if created is not None and updated is not None:
-                store.set_log_times(target, name, created, updated)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{source}: bad context log {name!r} ({exc})") from None
-        counts["logs"] += 1
-        log, log_lines = None, []
+Item = _Document | _Log
 
+
+def _items(lines: Iterable[bytes], source: str, bank: str | None) -> Iterator[str | Item]:
+    """The export's bank name (first), then its documents and logs, each checked whole: a
+    bad line raises InputError naming the line, before anything of its item is yielded."""
+    current: Item | None = None
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
+        where = f"{source}:{number}"
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise InputError(f"{source}:{number}: not a JSON line") from None
+            raise InputError(f"{where}: not a JSON line") from None
         kind = data.get("type") if isinstance(data, dict) else None
         if number == 1:
             if kind != "lamina-export":
-                raise InputError(f"{source}:1: not a Lamina export (no lamina-export header)")
+                raise InputError(f"{where}: not a Lamina export (no lamina-export header)")
             if data.get("version") != FORMAT_VERSION:
-                raise InputError(f"{source}:1: export format {data.get('version')} not supported")
-            target = target or str(data["bank"])
-            store.ensure_bank(target)
-        elif kind == "document":
-            flush()
-            flush_log()
-            pending = data
-        elif kind == "log":
-            flush()
-            flush_log()
-            log = data
-        elif kind in ("log_message", "summary", "frontier", "pin"):
-            if log is None or data.get("log") != log["id"]:
-                raise InputError(f"{source}:{number}: {kind} outside its log")
-            log_lines.append(data)
-        elif kind == "memory":
-            if pending is None or data.get("document") != pending["id"]:
-                raise InputError(f"{source}:{number}: memory outside its document")
+                raise InputError(f"{where}: export format {data.get('version')} not supported")
+            name = bank or data.get("bank")
+            if not isinstance(name, str):
+                raise InputError(f"{where}: the export names no bank")
             try:
-                memories.append(_memory(target or "", data))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InputError(f"{source}:{number}: bad memory ({exc})") from None
-        else:
-            raise InputError(f"{source}:{number}: unknown line type {kind!r}")
-    flush()
-    flush_log()
-    return counts
+                yield check_bank_name(name)
+            except InputError as exc:
+                raise InputError(f"{where}: {exc}") from None
+            continue
+        try:
+            if kind in ("document", "log"):
+                if current is not None:
+                    yield current
+                if kind == "document":
+                    current = _document(data)
+                else:
+                    current = _Log(
+                        _text(data, "id"),
+                        _dt(data.get("created_at"), "created_at"),
+                        _dt(data.get("updated_at"), "updated_at"),
+                    )
+            elif kind in ("log_message", "summary", "frontier", "pin"):
+                if not isinstance(current, _Log) or data.get("log") != current.name:
+                    raise InputError(f"{where}: {kind} outside its log")
+                _log_line(current, kind, data)
+            elif kind == "memory":
+                if not isinstance(current, _Document) or data.get("document") != current.data["id"]:
+                    raise InputError(f"{where}: memory outside its document")
+                current.memories.append(_memory(bank or "", data))
+            else:
+                raise InputError(f"{where}: unknown line type {kind!r}")
+        except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
+            what = "field" if isinstance(exc, KeyError) else "value"
+            detail = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise InputError(f"{where}: bad {kind} ({what}: {detail})") from None
+    if current is not None:
+        yield current
+
+
+def _check(store: Store, lines: Iterable[bytes], source: str, bank: str | None) -> str:
+    """Reads the whole export, checking every line, and returns the bank it goes into.
+    Nothing is written: an import is all or nothing."""
+    target = ""
+    memory_ids: dict[str, str] = {}
+    dims: dict[str, int] = {}
+    for item in _items(lines, source, bank):
+        if isinstance(item, str):
+            target = item
+        elif isinstance(item, _Document):
+            for memory in item.memories:
+                if memory.id in memory_ids:
+                    raise InputError(f"{source}: memory {memory.id!r} appears twice")
+                memory_ids[memory.id] = memory.document
+                if memory.embedding is not None and memory.embedder is not None:
+                    dim = dims.setdefault(memory.embedder, len(memory.embedding))
+                    if dim != len(memory.embedding):
+                        raise InputError(
+                            f"{source}: memory {memory.id!r} has a vector of"
+                            f" {len(memory.embedding)} dimensions, others from"
+                            f" {memory.embedder} have {dim}"
+                        )
+    if not target:
+        raise InputError(f"{source}: empty (no lamina-export header)")
+    if store.get_bank(target) is not None:
+        _check_against_bank(store, target, memory_ids, dims, source)
+    return target
+
+
+def _check_against_bank(
+    store: Store, bank: str, memory_ids: Mapping[str, str], dims: Mapping[str, int], source: str
+) -> None:
+    """The export's memories keep their documents, and its vectors the bank's dimensions."""
+    ids = list(memory_ids)
+    for start in range(0, len(ids), 500):
+        for memory in store.get_memories(bank, ids[start : start + 500]):
+            if memory.document != memory_ids[memory.id]:
+                raise InputError(
+                    f"{source}: memory {memory.id!r} belongs to document {memory.document!r}"
+                    f" in bank {bank!r}, not {memory_ids[memory.id]!r}"
+                )
+    wanted = {e for e in dims if store.bank_embedders(bank).get(e)}
+    for row in store.iter_memories(bank) if wanted else ():
+        embedder, vector = row.memory.embedder, row.memory.embedding
+        if embedder in wanted and vector is not None:
+            wanted.discard(embedder)
+            if len(vector) != dims[embedder]:
+                raise InputError(
+                    f"{source}: vectors from {embedder} have {dims[embedder]} dimensions,"
+                    f" the bank's have {len(vector)}"
+                )
+            if not wanted:
+                break
+
+
+def import_bank(
+    store: Store,
+    lines: Iterable[bytes] | Callable[[], Iterable[bytes]],
+    *,
+    bank: str | None = None,
+    source: str = "<input>",
+) -> dict[str, int | str]:
+    """Load an export into a bank (its own name unless `bank` is given). The whole export is
+    checked before anything is written (finite unit vectors of one dimension per embedder,
+    matching the bank's; names, ids, types and dates; a memory never moves to another
+    document), so a bad export changes nothing; what is written is redacted again, for
+    exports made before redaction covered a secret. `lines` may be a function that opens the
+    export afresh, which saves holding it in memory between the check and the write."""
+    read = lines if callable(lines) else (lambda kept=list(lines): kept)
+    target = _check(store, read(), source, bank)
+    store.ensure_bank(target)
+    redactor = Redactor()
+    counts = {"documents": 0, "memories": 0, "records": 0, "logs": 0}
+    for item in _items(read(), source, target):
+        if isinstance(item, _Document):
+            counts["records"] += _write_document(store, target, item, redactor)
+            counts["documents"] += 1
+            counts["memories"] += len(item.memories)
+        elif isinstance(item, _Log):
+            _write_log(store, target, item, redactor)
+            counts["logs"] += 1
+    return {"bank": target, **counts}
+
+
+def _write_document(store: Store, bank: str, item: _Document, redactor: Redactor) -> int:
+    memories = []
+    for memory in item.memories:
+        text, found = redactor.redact(memory.text)
+        if found:
+            entities = tuple(redactor.redact(e)[0] for e in memory.entities)
+            memory = replace(memory, text=text, entities=entities)
+        memories.append(memory)
+    document = str(item.data["id"])
+    outcome = store.apply_retain(
+        RetainBatch(
+            bank=bank,
+            document=document,
+            expected_version=store.get_cursor(bank, document).version,
+            cursor=item.cursor,
+            records=item.records,
+            memories=memories,
+            metadata=redact_json(item.data.get("metadata") or {}, lambda t: redactor.redact(t)[0]),
+            tags=item.data.get("tags") or [],
+            source=item.data.get("source"),
+            format=item.data.get("format"),
+        )
+    )
+    return outcome.new_records
+
+
+def _write_log(store: Store, bank: str, item: _Log, redactor: Redactor) -> None:
+    store.append_log_messages(
+        bank, item.name, [redact_message(m, redactor)[0] for m in item.messages]
+    )
+    for summary in item.summaries:
+        store.save_summary(bank, item.name, replace(summary, text=redactor.redact(summary.text)[0]))
+    if item.frontier is not None:
+        store.save_frontier(bank, item.name, item.frontier)
+    for pin in item.pins:
+        store.save_pin(bank, item.name, pin)
+    if item.created is not None and item.updated is not None:
+        store.set_log_times(bank, item.name, item.created, item.updated)

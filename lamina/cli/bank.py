@@ -8,12 +8,12 @@ uses there.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
 
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
@@ -524,21 +524,18 @@ def import_command(
     path = Path(file)
     if not path.is_file():
         raise InputError(f"{file}: no such file")
-    with path.open("rb") as handle:
-        counts = import_bank(memory_bank.store, handle, bank=bank, source=file)
-    name = bank or _export_bank_name(path)
-    embedded = 0 if no_reindex else memory_bank.reindex(name)
-    result = {"bank": name, **counts, "embedded": embedded}
+
+    def read() -> Iterator[bytes]:
+        with path.open("rb") as handle:
+            yield from handle
+
+    counts = import_bank(memory_bank.store, read, bank=bank, source=file)
+    embedded = 0 if no_reindex else memory_bank.reindex(str(counts["bank"]))
+    result = {**counts, "embedded": embedded}
     if as_json:
         emit_json(result)
     else:
         click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
-
-
-def _export_bank_name(path: Path) -> str:
-    with path.open("rb") as handle:
-        header = orjson.loads(handle.readline())
-    return str(header["bank"])
 
 
 @click.command("hook")
