@@ -494,7 +494,10 @@ def export_command(
         sys.stdout.flush()
         return
     written = size = 0
-    with Path(output).open("wb") as handle:
+    from ..owned import private_opener
+
+    # An export holds every memory of the bank: readable by its owner alone, like the database.
+    with open(output, "wb", opener=private_opener) as handle:
         for line in lines:
             handle.write(line)
             written += 1

@@ -182,6 +182,12 @@ class Inspector(Served):
         return ""
 
 
+def browser_memory(server: Inspector, cookies: httpx.Cookies) -> str:
+    """The id of a memory of bank alpha, as the inspector's page lists them."""
+    listed = httpx.get(f"{server.url}/v1/banks/alpha/memories", cookies=cookies).json()
+    return str(listed["items"][0]["id"])
+
+
 def test_the_inspector_asks_for_the_token_and_its_printed_address_signs_in_once(
     tmp_path: Path,
 ) -> None:
@@ -201,6 +207,15 @@ def test_the_inspector_asks_for_the_token_and_its_printed_address_signs_in_once(
         # Once only: the same address again (someone who read it later) gets no session.
         again = httpx.get(server.printed, follow_redirects=False)
         assert again.status_code == 200 and "set-cookie" not in again.headers
+        # A write that a page of another origin sends with the cookie (another local user's
+        # server on loopback is "same site", cookies do not tell ports apart) is refused; the
+        # inspector's own page may write.
+        memory = browser_memory(server, login.cookies)
+        with httpx.Client(base_url=server.url, cookies=login.cookies) as browser:
+            path = f"/v1/banks/alpha/memories/{memory}"
+            for foreign in ({"origin": "http://127.0.0.1:1"}, {"sec-fetch-site": "same-site"}):
+                assert browser.delete(path, headers=foreign).status_code == 401
+            assert browser.delete(path, headers={"origin": server.url}).status_code == 200
         # A made-up session cookie is refused.
         (name,) = login.cookies.keys()
         forged = httpx.get(f"{server.url}/v1/banks", cookies={name: "made-up"})

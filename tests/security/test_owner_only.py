@@ -257,3 +257,20 @@ def test_a_cached_model_is_loaded_only_when_it_is_the_users_own(
     tamper(kept, other.read_bytes())
     monkeypatch.setattr(embed, "_LOADED", {})
     assert np.array_equal(embed.MiniLMEmbedder(threads=1).embed_documents(TEXTS), expected)
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+def test_an_export_is_for_its_owner_only(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run = [sys.executable, "-m", "lamina", "--home", str(home)]
+    env = environment(home)
+    retained = subprocess.run([*run, "retain", str(EXAMPLE), "--bank", "proj"], env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert retained.returncode == 0, retained.stderr
+    out = tmp_path / "proj.jsonl"
+    with umask(0o022):
+        exported = subprocess.run([*run, "export", "--bank", "proj", "-o", str(out)], env=env,
+                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert b"database" in out.read_bytes()

@@ -34,7 +34,23 @@ def access(
     """Who is asking: every bank for the local token (or a browser's session) while the gate
     is open, else the key's banks."""
     gate: Gate = request.app.state.gate
-    return gate.access(request.headers.get("authorization"), request.cookies.get(gate.cookie))
+    session = request.cookies.get(gate.cookie)
+    if session is not None and request.method not in _SAFE and not _same_origin(request):
+        session = None  # a write from another page does not ride on the browser's session
+    return gate.access(request.headers.get("authorization"), session)
+
+
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a browser says the request comes from a page of this server. Cookies do not
+    tell ports apart, so a page another local user serves on loopback is "same site" and
+    would be sent the session cookie: writes carrying only the cookie must come from here."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+    return request.headers.get("sec-fetch-site", "same-origin") == "same-origin"
 
 
 Auth = Annotated[Access, Depends(access)]
