@@ -455,3 +455,25 @@ def test_windows_can_start_every_other_unit_and_still_reach_the_end(cc: CC) -> N
     assert windows[-1].text.endswith("user: question 4")
     with pytest.raises(ValueError, match="window_step"):
         UnitOptions(window_step=0)
+
+
+def test_a_huge_paste_keeps_its_start_and_end_and_says_what_was_left_out(
+    cc: CC, bank: MemoryBank, tmp_path: Path
+) -> None:
+    log = "\n".join(
+        f"12:{i % 60:02d} worker[{i % 7}] handled job {i} in {i % 97} ms" for i in range(100_000)
+    )
+    cc.user("The nightly import is stuck, here is the whole log:\n" + log + "\nFATAL quarantined")
+    cc.assistant("The last line says the import was quarantined; the first jobs ran fine.")
+    path = cc.write(tmp_path / "paste.jsonl")
+    assert path.stat().st_size > 4_000_000
+    report = bank.retain_file(path, "p")
+    memories = list(bank.memories("p"))
+    # Not thousands of parts for one paste: what is kept is bounded, whatever the paste's size.
+    assert report.memories_added == len(memories) < 200
+    text = "\n".join(m.text for m in memories)
+    assert "nightly import is stuck" in text and "FATAL quarantined" in text
+    assert re.search(r"\[… [\d,]+ characters not kept …\]", text)
+    assert "handled job 50000 " not in text  # the middle is left out
+    found = bank.recall("why was the nightly import quarantined", "p").hits
+    assert any("FATAL quarantined" in hit.text for hit in found)

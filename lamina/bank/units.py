@@ -143,6 +143,13 @@ class UnitOptions:
     entire-dev set 0.552 / 0.615, before 0.438 / 0.500, its questions answered only by tool
     output 0.385 / 0.436, before 0.154 / 0.179). Recall treats them as pieces of their turn,
     like parts, that hide no statement and that no statement hides."""
+    max_said_chars: int = 48_000
+    """What is kept of one message's words: a longer one (a pasted log, a dumped file) keeps
+    its first two thirds and last third of this many characters, cut at line ends, with a line
+    saying how much was left out. Retain then takes time in proportion to what is kept: a 1 MB
+    pasted log made 1,320 memories and took 56 s of CPU, capped a 40 MB one takes 3.8 s (the
+    model's loading included); what a question asks of a paste is nearly always near its
+    start (the command, the first error) or its end (the summary)."""
     rules: TurnRules = field(default=DEFAULT_RULES)
 
     def __post_init__(self) -> None:
@@ -162,7 +169,7 @@ def units_signature(options: UnitOptions) -> str:
         f"{UNITS_VERSION}|{options.windows}|{options.max_actions}|{options.max_chars}|"
         f"{options.max_tokens}|{options.context_tokens}|{options.pack}|{options.part_windows}|"
         f"{options.said_through_tools}|{options.lines}|{options.window_step}|{options.subagents}|"
-        f"{options.activity}|"
+        f"{options.activity}|{options.max_said_chars}|"
         f"{options.rules!r}"
     )
     return "u" + hashlib.sha1(described.encode()).hexdigest()[:8]
@@ -423,10 +430,30 @@ class _Said:
     text: str
 
 
+def cut_paste(text: str, limit: int) -> str:
+    """`text` when it is within `limit` characters; else its first two thirds and last third
+    of `limit`, cut at line ends where one is near, around a line naming what was left out."""
+    if len(text) <= limit:
+        return text
+    head_end, tail_start = limit * 2 // 3, len(text) - limit // 3
+    newline = text.rfind("\n", head_end - limit // 10, head_end)
+    head_end = newline if newline > 0 else head_end
+    newline = text.find("\n", tail_start, tail_start + limit // 10)
+    tail_start = newline + 1 if newline >= 0 else tail_start
+    left_out = tail_start - head_end
+    return f"{text[:head_end]}\n[… {left_out:,} characters not kept …]\n{text[tail_start:]}"
+
+
 def _statements(
     messages: Sequence[Message], options: UnitOptions, redact: Redact = _same
 ) -> list[_Said]:
     out: list[_Said] = []
+    keep = options.max_said_chars
+
+    def kept(text: str) -> str:
+        """What is kept of a statement (see `cut_paste`), redacted."""
+        return redact(cut_paste(text, keep) if keep else text)
+
     tool_names: dict[str, str] = {}
     for i, message in enumerate(messages):
         for block in message.blocks:
@@ -435,22 +462,22 @@ def _statements(
         if options.said_through_tools:
             said = user_said(message, tool_names, options.rules)
             label = message.speaker or "user"
-            out.extend(_Said(i, label, redact(text)) for text in said)
+            out.extend(_Said(i, label, kept(text)) for text in said)
         if message.kind is Kind.SIDECHAIN and options.subagents:
             text = conversational_text(message, options.rules)
             if text:
                 label = "subagent" if message.role is Role.ASSISTANT else "subagent's task"
-                out.append(_Said(i, label, redact(text)))
+                out.append(_Said(i, label, kept(text)))
             continue
         if message.kind in SYNTHETIC_KINDS or message.role is Role.SYSTEM:
             continue
         text = conversational_text(message, options.rules)
         if text:
-            out.append(_Said(i, _label(message), redact(text)))
+            out.append(_Said(i, _label(message), kept(text)))
         if options.said_through_tools and message.role is Role.ASSISTANT:
             for block in message.blocks:
                 if isinstance(block, ToolUseBlock) and (plan := plan_text(block)):
-                    out.append(_Said(i, f"{_label(message)} (plan)", redact(clean_text(plan))))
+                    out.append(_Said(i, f"{_label(message)} (plan)", kept(clean_text(plan))))
     return out
 
 

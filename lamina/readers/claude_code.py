@@ -397,6 +397,16 @@ def _looks_like_claude_code(value: Any) -> bool:
     )
 
 
+_CLAUDE_CODE_ENVELOPE = re.compile(
+    rb'\{\s*"parentUuid"\s*:\s*(?:null|"[^"]{1,100}")\s*,\s*"isSidechain"\s*:\s*(?:true|false)\s*,'
+    rb'[^\n]{0,2000}?"sessionId"\s*:\s*"[^"]{1,100}"'
+    rb'[^\n]{0,2000}?"type"\s*:\s*"(?:user|assistant)"'
+)
+"""The start of a Claude Code record, for a first record longer than the head that sniffing
+reads (a prompt pasting megabytes): Claude Code writes a record's envelope before its
+message."""
+
+
 class ClaudeCodeReader:
     name = "claude-code"
     description = "Claude Code session transcript (JSON Lines)"
@@ -404,7 +414,7 @@ class ClaudeCodeReader:
     def sniff(self, head: bytes, path: str) -> float:
         values = first_json_lines(head)
         if not values:
-            return 0.0
+            return 0.95 if _CLAUDE_CODE_ENVELOPE.match(head) else 0.0
         hits = sum(1 for v in values if _looks_like_claude_code(v))
         return 0.95 if hits else 0.0
 
