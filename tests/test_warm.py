@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +378,29 @@ def test_bad_requests_get_errors_and_never_poison_the_next(home: Path) -> None:
     assert missing["ok"] is True and missing["context"] == "" and missing["bank_found"] is False
     final = json.loads(lamina(home, "warm", "status", "--json").stdout)
     assert final["pid"] == status["pid"] and final["errors"] >= len(bad) - 1
+
+
+def test_clients_are_answered_while_others_hold_connections_idle(home: Path) -> None:
+    start(home)
+    good = request(home, op="recall", request={"prompt": PROMPT, "bank": "proj"})
+    idle = []
+    for _ in range(3):  # clients that connect and never send their line
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(socket_path(home)))
+        idle.append(sock)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda _: talk(home, good), range(4)))
+        assert all(a["ok"] and "INKWELL_DB_PATH" in a["context"] for a in answers)
+        # Answered while the idle clients still held their connections: the server had not
+        # given up on them first (it would close them, and reading would give b"").
+        for sock in idle:
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(1)
+    finally:
+        for sock in idle:
+            sock.close()
 
 
 def test_a_server_for_another_database_is_not_used(home: Path, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ gathered or the cap is reached, so a huge transcript costs no more than a small 
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -296,7 +297,7 @@ class TailQueries:
     window, message ids clash), it reads the file as `recall_query_for_file` does.
 
     Memory is bounded: the `sessions` most recently used transcripts, each holding the
-    messages of one window. Not thread-safe."""
+    messages of one window. Safe to share between threads (one query at a time)."""
 
     def __init__(self, sessions: int = 8, window: int = DEFAULT_WINDOW, spans: int = 2) -> None:
         if sessions < 1 or window < 1 or spans < 1:
@@ -311,11 +312,15 @@ class TailQueries:
         """Queries answered from kept state (appended bytes read only)."""
         self.rereads = 0
         """Queries for which the file was read as `recall_query_for_file` reads it."""
+        self._lock = threading.Lock()
 
     def query(
         self, path: str, prompt: str | None = None, options: QueryOptions | None = None
     ) -> RecallQuery:
-        opts = options or QueryOptions()
+        with self._lock:
+            return self._query(path, prompt, options or QueryOptions())
+
+    def _query(self, path: str, prompt: str | None, opts: QueryOptions) -> RecallQuery:
         try:
             result = self._from_kept(path, prompt, opts)
         except Exception:  # what was kept is dropped, never trusted; the file is read anew

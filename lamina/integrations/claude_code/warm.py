@@ -34,8 +34,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -78,7 +80,11 @@ __all__ = [
 
 DEFAULT_IDLE_TIMEOUT = 1800.0
 CONNECTION_TIMEOUT = 5.0
-"""How long one client may take to send its request line."""
+"""How long one client may take to send its request line (it holds only its own thread)."""
+WORKERS = 8
+"""Connections answered at once; more wait to be accepted."""
+ACCEPT_POLL = 0.5
+"""How often the accepting thread wakes to see a stop asked for by a request."""
 START_TIMEOUT = 60.0
 """How long `start_server` waits for a new server to answer (it loads the model first)."""
 
@@ -139,6 +145,11 @@ class WarmServer:
     """The embedder its bank was opened with, as `configured_embedder` names it ("": the
     bundled model): likewise."""
     _stopping: bool = False
+    _last: float = 0.0
+    """When a recall was last answered (monotonic): the idle timeout counts from it."""
+    _busy: int = 0
+    """Connections being answered."""
+    _count: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def serve(self) -> None:
         """Runs in the calling process until idle, stopped or terminated. Raises InputError
@@ -202,20 +213,36 @@ class WarmServer:
         self.memory_bank.warm_up()
 
     def _loop(self, listener: socket.socket, log: HookLog) -> None:
-        last = time.monotonic()
-        while not self._stopping:
-            left = last + self.idle_timeout - time.monotonic()
-            if left <= 0:
-                log.write("warm", "-", f"server {os.getpid()} idle for {self.idle_timeout:g}s")
-                return
-            listener.settimeout(left)
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
+        """Accepts connections and answers each on a thread of its own: a client that is slow
+        to send its line (or never does) holds only its own thread, for CONNECTION_TIMEOUT."""
+        self._last = time.monotonic()
+        workers = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="lamina-warm")
+        try:
+            while not self._stopping:
+                left = self._last + self.idle_timeout - time.monotonic()
+                if left <= 0 and not self._busy:
+                    log.write("warm", "-", f"server {os.getpid()} idle for {self.idle_timeout:g}s")
+                    return
+                # Woken now and then to see a stop asked for on another thread.
+                listener.settimeout(min(max(left, 0.0), ACCEPT_POLL) or ACCEPT_POLL)
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                with self._count:
+                    self._busy += 1
+                workers.submit(self._serve_one, conn, log)
+        finally:
+            workers.shutdown(wait=True)
+
+    def _serve_one(self, conn: socket.socket, log: HookLog) -> None:
+        try:
             with conn:
                 if self._handle(conn, log):
-                    last = time.monotonic()
+                    self._last = time.monotonic()
+        finally:
+            with self._count:
+                self._busy -= 1
 
     def _handle(self, conn: socket.socket, log: HookLog) -> bool:
         """Answer one connection; True when it was a recall (which keeps the server alive)."""
@@ -225,19 +252,27 @@ class WarmServer:
             data = orjson.loads(_read_request(conn))
             answer, recall = self._answer(data)
         except (ValueError, WarmUnavailable) as exc:  # bad input: answered, never fatal
-            self.errors += 1
+            self._error()
             answer = {"ok": False, "error": str(exc)[:500]}
         except OSError:  # the client went away or never finished its line
-            self.errors += 1
+            self._error()
             return False
         except Exception as exc:
-            self.errors += 1
+            self._error()
             log.write("warm", "-", f"request failed: {exc!r}\n{traceback.format_exc()}")
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
         body = {"v": PROTOCOL, "version": __version__, "pid": os.getpid(), **answer}
         with contextlib.suppress(OSError):
             conn.sendall(orjson.dumps(body) + b"\n")
         return recall
+
+    def _error(self) -> None:
+        with self._count:
+            self.errors += 1
+
+    def _answered(self) -> None:
+        with self._count:
+            self.requests += 1
 
     def _answer(self, data: object) -> tuple[dict[str, Any], bool]:
         if not isinstance(data, dict):
@@ -273,7 +308,7 @@ class WarmServer:
         assert self.memory_bank is not None
         stages: dict[str, float] = {}
         answer = answer_prompt(self.memory_bank, request, stages, queries=self.queries)
-        self.requests += 1
+        self._answered()
         return {
             "ok": True,
             "context": answer.context,
@@ -311,7 +346,7 @@ class WarmServer:
             env=env, cwd=cwd, started=time.monotonic() - max(0.0, float(age)), answer=answer
         )
         output = run_hook(payload, home=self.home, call=call)
-        self.requests += 1
+        self._answered()
         return {"ok": True, "output": output}
 
     def status(self) -> dict[str, Any]:
