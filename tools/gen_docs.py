@@ -286,6 +286,23 @@ SETTINGS: tuple[Setting, ...] = (
         _hook("warm_idle"),
         "600",
     ),
+    Setting(
+        "hook.floor",
+        "LAMINA_HOOK_FLOOR",
+        "Inject nothing unless some memory found is this close to the prompt (the cosine of "
+        "the default model's vectors) or holds `floor_coverage` of the prompt's terms: a "
+        "prompt nothing in the bank answers gets no memories. `0`: off.",
+        _hook("floor"),
+        "0.3",
+    ),
+    Setting(
+        "hook.floor_coverage",
+        "LAMINA_HOOK_FLOOR_COVERAGE",
+        "The floor's other test: the share of the prompt's terms (weighted by how rare they "
+        "are in the bank) one memory must hold. `0`: off.",
+        _hook("floor_coverage"),
+        "0.6",
+    ),
 )
 
 

@@ -52,12 +52,14 @@ from .fusion import (
     rerank_features,
     stage_order,
 )
-from .lexical import tokenize
+from .lexical import idf, tokenize
 from .model import Memory, memory_tokens
 from .shorten import piece_estimator, shorten
 from .when import TimeRange, resolve_time_expressions
 
 __all__ = [
+    "Floor",
+    "FloorCheck",
     "RecallHit",
     "RecallOptions",
     "RecallResult",
@@ -82,6 +84,78 @@ LoCoMo (`lamina bench locomo`), any@10 / all@10 0.808 / 0.693 against 0.807 / 0.
 the channel (0.5 gives the same at 10 and one question more at 5; names there are mostly the
 speakers', which every memory shares); on code sessions an identifier named in the query
 finds the memory naming it where its words alone do not."""
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """What at least one returned memory must reach for a recall to return anything: a raw
+    dense score (the cosine of its vector with the query's) of `dense`, or a lexical coverage
+    (the share of the query's terms it holds, each weighted by its idf in the bank) of
+    `coverage`; a memory the time channel found (the query names a time it was said near)
+    reaches it too. Below it, nothing the bank holds answers the query ("write a haiku about
+    autumn"), and the least bad memories are noise in a prompt. Either threshold 0: off.
+
+    Judged only with the dense channel: a lexical-only recall (the hook's answer when the
+    model is not ready in time) returns its memories as without a floor, since coverage alone
+    tells the two apart badly (it would silence three in four questions about the project).
+
+    The defaults, chosen on the dev sets with the default model (`lamina bench quiet`, with
+    and without `--per-session`): 86-96% of off-topic prompts silenced, questions about the
+    project answered 0-4.2 points less often (85.1% to 84.2% on the claude-code sessions in
+    one bank, 58.3% to 54.2% on the entire-dev sessions a bank each). Coverage anywhere from
+    0.45 to 0.6 gives the same; a dense floor of 0.26 silences 82-95% for at most 2.6 points,
+    0.30 86-98% for up to 5.3. The dense threshold is in the default model's (minilm-l6)
+    cosines."""
+
+    dense: float = 0.28
+    coverage: float = 0.5
+
+    @property
+    def off(self) -> bool:
+        return self.dense <= 0 or self.coverage <= 0
+
+
+@dataclass(frozen=True, slots=True)
+class FloorCheck:
+    """How a recall's memories measured against `RecallOptions.floor`, and whether it held
+    them back (it returns no memories then, and says why here)."""
+
+    floor: Floor
+    dense: float | None
+    """The best raw dense score among the memories (None: the dense channel was not used)."""
+    coverage: float
+    """The best lexical coverage among the memories (0 without any)."""
+    dated: bool
+    """A memory was found by the time channel."""
+    held_back: int
+    """Memories the recall would have returned and did not (0 when it passed)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.held_back == 0
+
+    def reason(self) -> str:
+        """One line: why the memories were held back (or that they were not)."""
+        if self.dense is None:
+            return "floor not applied: no dense score (a lexical-only recall)"
+        measured = f"best dense {self.dense:.2f}, best term coverage {self.coverage:.2f}"
+        if self.passed:
+            return f"above the floor ({'found by time, ' if self.dated else ''}{measured})"
+        return (
+            f"nothing reaches the floor ({measured}; floor dense {self.floor.dense:g} or "
+            f"coverage {self.floor.coverage:g}): {self.held_back} memories held back"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "dense": None if self.dense is None else round(self.dense, 4),
+            "coverage": round(self.coverage, 4),
+            "dated": self.dated,
+            "held_back": self.held_back,
+            "floor": {"dense": self.floor.dense, "coverage": self.floor.coverage},
+            "reason": self.reason(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +221,10 @@ class RecallOptions:
     window that repeats a turn shown above, say), and leave out of a result the lines better
     results already show: on LoCoMo, evidence found within 1,000 tokens any / all 0.893 /
     0.780 without, 0.904 / 0.800 with (better on both halves; `lamina bench locomo`)."""
+    floor: Floor | None = None
+    """Return nothing unless some memory reaches this floor (see `Floor`; the result's
+    `floor` says how they measured). None: off, the best memories return however weak they
+    are. The prompt hook sets it (lamina.integrations.claude_code: `[hook] floor`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +275,8 @@ class RecallResult:
     tokens: int
     expansion: Expansion | None = None
     """What a query expander added to the query (`MemoryBank.recall(..., expander=...)`)."""
+    floor: FloorCheck | None = None
+    """How the memories measured against `RecallOptions.floor`, when one was set."""
 
     def block(self, now: datetime | None = None) -> str:
         """The hits as a `<lamina_memories>` block for a prompt."""
@@ -209,6 +289,7 @@ class RecallResult:
             "considered": self.considered,
             "tokens": self.tokens,
             **({"expansion": self.expansion.as_dict()} if self.expansion is not None else {}),
+            **({"floor": self.floor.as_dict()} if self.floor is not None else {}),
         }
 
 
@@ -465,6 +546,7 @@ def recall_from_index(
         considered,
         options,
         len(index.lexical),
+        lambda terms: (len(index.lexical), {t: index.lexical.df(t) for t in terms}),
     )
 
 
@@ -508,17 +590,28 @@ def _assemble(
     considered: int,
     options: RecallOptions,
     size: int,
+    counts: Counts,
     prefetch: Callable[[list[int]], None] | None = None,
 ) -> RecallResult:
     """Fuse the channels' rankings (of slots) and fill the budget in rank order.
 
-    `size` is the number of memories BM25 counts (for the entity channel's scale);
-    `prefetch`, when given, is told the fused order before any `memory_at` call."""
+    `size` is the number of memories BM25 counts (for the entity channel's scale); `counts`
+    the bank's document frequencies (for `options.floor`); `prefetch`, when given, is told
+    the fused order before any `memory_at` call."""
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
     if options.fusion == "learned":
         fused, order = _learned(query, channels, memory_at, tokens_at, options, size, prefetch)
         return _fill(
-            query, channels, rankings, fused, order, memory_at, tokens_at, considered, options
+            query,
+            channels,
+            rankings,
+            fused,
+            order,
+            memory_at,
+            tokens_at,
+            considered,
+            options,
+            counts,
         )
     if options.fusion == "rrf":
         fusing = dict(rankings)
@@ -534,7 +627,9 @@ def _assemble(
     order = sorted(fused, key=lambda s: (-fused[s], s))
     if prefetch is not None:
         prefetch(order)
-    return _fill(query, channels, rankings, fused, order, memory_at, tokens_at, considered, options)
+    return _fill(
+        query, channels, rankings, fused, order, memory_at, tokens_at, considered, options, counts
+    )
 
 
 def _learned(
@@ -642,13 +737,16 @@ def _fill(
     tokens_at: Callable[[int], int],
     considered: int,
     options: RecallOptions,
+    counts: Counts,
 ) -> RecallResult:
-    """Fill the budget in the fused order."""
+    """Fill the budget in the fused order; nothing, when no memory reaches `options.floor`
+    (`counts` gives the bank's document frequencies of terms, for the lexical coverage)."""
     ranks = {
         name: {slot: r for r, slot in enumerate(ranking)} for name, ranking in rankings.items()
     }
 
     hits: list[RecallHit] = []
+    taken: list[int] = []
     covered: set[str] = set()
     covered_whole: set[str] = set()
     shown: set[str] = set()
@@ -706,6 +804,7 @@ def _fill(
                     "score": round(float(scores[slot]), 6),
                 }
         hits.append(RecallHit(memory, fused[slot], detail, tokens, shortened))
+        taken.append(slot)
         if memory.kind != "activity":
             # What tools did and printed stands beside what was said: it hides no statement.
             covered |= records
@@ -713,7 +812,56 @@ def _fill(
         if memory.kind not in _PIECES:
             covered_whole |= records
         used += tokens + frame
-    return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits))
+    floor = options.floor
+    if floor is None or floor.off:
+        return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits))
+    # Every candidate has a raw dense score, not only those the channel ranked.
+    dense = [float(channels["dense"][1][slot]) for slot in taken] if "dense" in channels else None
+    check = check_floor(query, hits, dense, floor, counts)
+    if not check.passed:
+        hits = []
+    return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits), floor=check)
+
+
+Counts = Callable[[Sequence[str]], tuple[int, Mapping[str, int]]]
+"""The bank's live memories and how many hold each of some terms (`SearchStore.term_counts`)."""
+
+
+def coverage(terms: Mapping[str, float], text: str) -> float:
+    """The share of the weight of `terms` (term -> weight) the text holds."""
+    total = sum(terms.values())
+    if total <= 0:
+        return 0.0
+    held = set(tokenize(text))
+    return sum(w for t, w in terms.items() if t in held) / total
+
+
+def check_floor(
+    query: str,
+    hits: Sequence[RecallHit],
+    dense: Sequence[float] | None,
+    floor: Floor,
+    counts: Counts,
+) -> FloorCheck:
+    """How `hits` measure against `floor`: their best raw dense score (`dense`: each hit's;
+    None without the dense channel), their best lexical coverage of the query's terms (each
+    term weighted by its idf in the bank, so a word most memories say counts for little and
+    one the bank never saw for the most), and whether the time channel found one."""
+    best_dense = max(dense) if dense else None
+    dated = any("time" in h.channels for h in hits)
+    best_coverage = 0.0
+    unique = sorted(set(tokenize(query)))
+    if hits and unique:
+        size, df = counts(unique)
+        weights = {t: idf(max(size, 1), df.get(t, 0)) for t in unique}
+        best_coverage = max(coverage(weights, h.memory.text) for h in hits)
+    passed = (
+        best_dense is None  # lexical only: not judged (see `Floor`)
+        or dated
+        or best_dense >= floor.dense
+        or best_coverage >= floor.coverage
+    )
+    return FloorCheck(floor, best_dense, best_coverage, dated, 0 if passed else len(hits))
 
 
 _PIECES = frozenset({"part", "activity"})
@@ -920,4 +1068,14 @@ def recall_from_store(
         return token_counts[i]
 
     considered = count_job.result()
-    return _assemble(query, channels, memory_at, tokens_at, considered, options, size, prefetch)
+    return _assemble(
+        query,
+        channels,
+        memory_at,
+        tokens_at,
+        considered,
+        options,
+        size,
+        lambda terms: store.term_counts(bank, terms),
+        prefetch,
+    )

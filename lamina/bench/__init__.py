@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, str] = {
     "compile": "compile:compile_bench",
     "hook": "hook:hook_bench",
     "agent": "agent:agent_bench",
+    "quiet": "quiet:quiet_bench",
     "mcp": "mcp:mcp_bench",
     "inspector": "inspector:inspector_bench",
 }

@@ -12,7 +12,9 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
   embedding model is not ready in time, nothing when even those are not. It skips trivial
   prompts (under 5 characters, or a bare slash command) and never injects what this session
   still has in its context: this session's memories are left out, except those said before
-  its last compaction. Each prompt's stage timings go to the hook log.
+  its last compaction. It injects nothing when no memory reaches the floor (a prompt nothing
+  in the bank answers: "write a haiku about autumn"; lamina.bank.recall.Floor), and the hook
+  log says so, with the scores. Each prompt's stage timings go to the hook log.
 - **Stop**, **SubagentStop**, **PreCompact**, **SessionEnd**: retain what is new in the
   transcript. The hook returns at once; a detached worker does the work. At most one worker per
   session runs at a time: a hook that finds one running leaves a mark and the running worker
@@ -35,8 +37,9 @@ embedding model is never joined or finalised, which is what used to abort the in
 
 Settings (environment): LAMINA_HOOK_TURNS (3), LAMINA_HOOK_MAX_CHARS (800),
 LAMINA_HOOK_MIN_PROMPT (5), LAMINA_HOOK_TIME_LIMIT (3.0 s), LAMINA_HOOK_BUDGET (1024 tokens),
-LAMINA_HOOK_WARM (off), LAMINA_HOOK_WARM_IDLE (1800 s), LAMINA_BANK (the bank; default: the
-project's, see lamina.config).
+LAMINA_HOOK_WARM (off), LAMINA_HOOK_WARM_IDLE (1800 s), LAMINA_HOOK_FLOOR (0.28) and
+LAMINA_HOOK_FLOOR_COVERAGE (0.5), LAMINA_BANK (the bank; default: the project's, see
+lamina.config).
 """
 
 from __future__ import annotations
@@ -82,6 +85,11 @@ class HookSettings:
     """On SessionStart, start the data directory's warm server if none runs."""
     warm_idle: float = 1800.0
     """Seconds without a prompt after which a warm server started by SessionStart exits."""
+    floor: float = 0.28
+    """Inject nothing unless some memory's dense score reaches this, or its coverage of the
+    prompt's terms `floor_coverage`: lamina.bank.recall.Floor, whose defaults these are
+    (written out, so that the hook need not import recall to read its settings); 0: off."""
+    floor_coverage: float = 0.5
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> HookSettings:
@@ -111,6 +119,8 @@ class HookSettings:
             digest_sessions=int(number("digest_sessions", 5)),
             warm=_flag(environ.get("LAMINA_HOOK_WARM"), configured.get("warm")),
             warm_idle=number("warm_idle", 1800.0),
+            floor=number("floor", 0.28),
+            floor_coverage=number("floor_coverage", 0.5),
         )
 
 
@@ -369,6 +379,8 @@ def _prompt(
         context_turns=cfg.context_turns,
         max_query_chars=cfg.max_query_chars,
         budget=cfg.budget,
+        floor_dense=min(max(cfg.floor, 0.0), 1.0),
+        floor_coverage=min(max(cfg.floor_coverage, 0.0), 1.0),
     )
     record: dict[str, Any] = {"path": "cold"}
     mark = time.monotonic()
@@ -394,6 +406,8 @@ def _prompt(
         message = f"no memories: over the {cfg.time_limit}s limit"
     elif not answer.bank_found:
         message = f"no memories: bank {request.bank} does not exist"
+    elif not answer.context and answer.floor is not None and not answer.floor.get("passed"):
+        message = f"no memories: {answer.floor.get('reason')}"
     elif not answer.context:
         message = "no memories found"
     else:
@@ -405,6 +419,7 @@ def _prompt(
         chars=len(answer.context) if answer else 0,
         lexical_only=bool(answer and answer.lexical_only),
         over_limit=answer is None,
+        **({"floor": answer.floor} if answer is not None and answer.floor is not None else {}),
         stages_ms={k: round(v * 1000, 1) for k, v in stages.copy().items()},
         total_ms=round((time.monotonic() - started) * 1000, 1),
     )
@@ -470,13 +485,14 @@ def _ask_warm(
             for k, v in server_stages.items()
             if isinstance(v, int | float)
         }
-    ids = reply.get("ids")
+    ids, floor = reply.get("ids"), reply.get("floor")
     return PromptAnswer(
         context,
         memories,
         lexical_only=reply.get("lexical_only") is True,
         bank_found=reply.get("bank_found") is not False,
         ids=tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else (),
+        floor=floor if isinstance(floor, dict) else None,
     )
 
 

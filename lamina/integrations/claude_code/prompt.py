@@ -24,9 +24,10 @@ import orjson
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
     from ...bank.query import TailQueries
+    from ...bank.recall import Floor, RecallOptions
     from ...embed import Embedder, Vector
 
-__all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction"]
+__all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction", "prompt_options"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,10 @@ class PromptRequest:
     context_turns: int = 3
     max_query_chars: int = 800
     budget: int = 1024
+    floor_dense: float = 0.0
+    floor_coverage: float = 0.0
+    """The floor some memory must reach for any to be injected (lamina.bank.recall.Floor);
+    either 0: off."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -50,7 +55,16 @@ class PromptRequest:
             "context_turns": self.context_turns,
             "max_query_chars": self.max_query_chars,
             "budget": self.budget,
+            "floor_dense": self.floor_dense,
+            "floor_coverage": self.floor_coverage,
         }
+
+    @property
+    def floor(self) -> Floor | None:
+        from ...bank.recall import Floor
+
+        floor = Floor(self.floor_dense, self.floor_coverage)
+        return None if floor.off else floor
 
     @classmethod
     def from_json(cls, data: object) -> PromptRequest:
@@ -75,6 +89,12 @@ class PromptRequest:
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
                 raise ValueError(f"{key}: expected a whole number from 0 to {top}")
             numbers[key] = value
+        floors: dict[str, float] = {}
+        for key in ("floor_dense", "floor_coverage"):
+            value = data.get(key, 0.0)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+                raise ValueError(f"{key}: expected a number from 0 to 1")
+            floors[key] = float(value)
         return cls(
             prompt=texts["prompt"],
             bank=texts["bank"],
@@ -83,6 +103,8 @@ class PromptRequest:
             context_turns=numbers["context_turns"],
             max_query_chars=numbers["max_query_chars"],
             budget=numbers["budget"],
+            floor_dense=floors["floor_dense"],
+            floor_coverage=floors["floor_coverage"],
         )
 
 
@@ -96,6 +118,9 @@ class PromptAnswer:
     bank_found: bool = True
     ids: tuple[str, ...] = ()
     """The injected memories' ids, best first (the hook log keeps them: what was injected)."""
+    floor: dict[str, Any] | None = None
+    """How the memories measured against the request's floor (`FloorCheck.as_dict`; None
+    when it is off): its `reason` says why nothing was injected when they were held back."""
 
 
 DENSE_QUERY_CHARS = 512
@@ -208,6 +233,30 @@ def _embed_in_background(embedder: Embedder, text: str) -> _Ahead:
     return ahead
 
 
+def prompt_options(
+    request: PromptRequest,
+    embedder: str,
+    exclude: dict[str, datetime | None] | None = None,
+    time_text: str | None = None,
+) -> RecallOptions:
+    """The recall options of a prompt's recall: framed as a memory block within the request's
+    budget, its floor, the fusion fitted for the bank's `embedder`, the newest
+    DENSE_QUERY_CHARS embedded, `exclude`d documents left out, `time_text` (the prompt's
+    own words) framing the time channel. `lamina bench quiet` recalls with these too."""
+    from ...bank.fusion import model_for
+    from ...bank.recall import RecallOptions
+
+    return RecallOptions(
+        budget=request.budget,
+        exclude=exclude or {},
+        time_text=time_text,
+        framed=True,
+        model=model_for(embedder),
+        dense_chars=DENSE_QUERY_CHARS,
+        floor=request.floor,
+    )
+
+
 def answer_prompt(
     memory_bank: MemoryBank,
     request: PromptRequest,
@@ -226,9 +275,8 @@ def answer_prompt(
     lexical one. A caller whose deadline passes meanwhile still has the early answer.
     `queries` (the warm server's) composes the query from what it kept of the transcript,
     reading only what was appended since; the same query either way."""
-    from ...bank.fusion import model_for
     from ...bank.query import QueryOptions, recall_query_for_file
-    from ...bank.recall import RecallOptions, dense_query_from_store, recall_from_store
+    from ...bank.recall import dense_query_from_store, recall_from_store
     from ...store.search import SearchStore
     from ...turns import clean_text
     from .contract import clamped
@@ -255,14 +303,7 @@ def answer_prompt(
         compacted = None
     exclude = {request.session: compacted} if request.session else {}
     model = memory_bank.embedder_for(request.bank)
-    recall_options = RecallOptions(
-        budget=request.budget,
-        exclude=exclude,
-        time_text=time_text,
-        framed=True,
-        model=model_for(model.name),
-        dense_chars=DENSE_QUERY_CHARS,
-    )
+    recall_options = prompt_options(request, model.name, exclude, time_text)
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
@@ -289,7 +330,8 @@ def answer_prompt(
         # to a file), the lowest-ranked memories dropped first.
         block, shown = clamped(result)
         ids = tuple(hit.memory.id for hit in result.hits[:shown])
-        return PromptAnswer(block, shown, lexical_only=not dense, ids=ids)
+        floor = result.floor.as_dict() if result.floor is not None else None
+        return PromptAnswer(block, shown, lexical_only=not dense, ids=ids, floor=floor)
 
     if dense_until is not None:
         # The text the dense channel will embed: the recall below is then handed its vector.

@@ -316,6 +316,7 @@ class WarmServer:
             "lexical_only": answer.lexical_only,
             "bank_found": answer.bank_found,
             "ids": list(answer.ids),
+            "floor": answer.floor,
             "stages": stages,
         }, True
 

@@ -1,0 +1,45 @@
+"""`lamina bench quiet`: the shipped off-topic prompts load, other sets can be pointed at, and
+the benchmark compares the floor on with the floor off in one run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lamina.bank.recall import Floor
+from lamina.bench.agent import load_questions
+from lamina.bench.quiet import load_prompts, run_quiet_bench
+from lamina.errors import InputError
+
+from .conftest import CLAUDE_CODE, needs_shared
+
+
+def test_the_dev_prompts_ship_and_a_file_of_the_same_shape_loads(tmp_path: Path) -> None:
+    prompts = load_prompts()
+    assert len(prompts) == 50 and all(isinstance(p, str) and p for p in prompts)
+    mine = tmp_path / "prompts.json"
+    mine.write_text(json.dumps({"prompts": ["write a haiku about autumn"]}))
+    assert load_prompts(str(mine)) == ["write a haiku about autumn"]
+    mine.write_text(json.dumps({"questions": []}))
+    with pytest.raises(InputError, match="not a prompt set"):
+        load_prompts(str(mine))
+    with pytest.raises(InputError, match="cannot read"):
+        load_prompts(str(tmp_path / "absent.json"))
+
+
+@needs_shared
+def test_the_floor_silences_off_topic_prompts_and_keeps_questions() -> None:
+    questions = [q for q in load_questions() if q.file.startswith("drmaciver")][:4]
+    prompts = ["write a haiku about autumn", "what's 17% of 240?"]
+    result = run_quiet_bench(CLAUDE_CODE, questions, prompts, Floor())
+    dense, lexical = result["dense"], result["lexical_only"]
+    assert dense["offtopic"]["injected_floor_off"] == 1.0
+    assert dense["offtopic"]["quieted"] == 1.0 and dense["offtopic"]["injected_floor_on"] == 0.0
+    assert dense["ontopic"]["questions"] == 4
+    assert dense["ontopic"]["found_floor_on"] <= dense["ontopic"]["found_floor_off"]
+    assert dense["grid"] and "grid" not in lexical
+    # A lexical-only answer is not judged: the floor changes nothing there.
+    for part in ("offtopic", "ontopic"):
+        assert lexical[part]["injected_floor_on"] == lexical[part]["injected_floor_off"]
