@@ -815,8 +815,10 @@ def _fill(
     floor = options.floor
     if floor is None or floor.off:
         return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits))
-    # Every candidate has a raw dense score, not only those the channel ranked.
-    dense = [float(channels["dense"][1][slot]) for slot in taken] if "dense" in channels else None
+    # Every candidate has a raw dense score, not only those the channel ranked; a channel
+    # that ranked nothing (no vector of this embedder in the bank) is as good as absent.
+    searched = "dense" in channels and len(channels["dense"][0]) > 0
+    dense = [float(channels["dense"][1][slot]) for slot in taken] if searched else None
     check = check_floor(query, hits, dense, floor, counts)
     if not check.passed:
         hits = []
