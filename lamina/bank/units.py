@@ -64,7 +64,7 @@ __all__ = [
     "whole_turns",
 ]
 
-UNITS_VERSION = 5
+UNITS_VERSION = 6
 """Bumped whenever the unit rules change, so banks retained under older rules are rebuilt
 (see `units_signature`)."""
 
@@ -713,6 +713,9 @@ def _parts(
         if context and not (first.index == 0 and n == 0):
             lines.insert(0, context)
         body = "\n".join(lines)
+        # Its span covers every record whose words it carries: the prompt it opens with too
+        # (the actions below are its own stretch's).
+        carried = _with_prompt(messages, stretch) if context and start > 0 else stretch
         entries = _action_entries(_acting(stretch, options), redact)
         # With activity units the actions are there, in more words: a part keeps its room for
         # what was said (tuning half the same, parts 220 tokens at the median, not 232).
@@ -724,8 +727,17 @@ def _parts(
         if actions:
             body += "\n" + actions
         key = f"{messages[first.index].id}#{n}"
-        units.append(_unit(key, "part", body, stretch, _speakers([p[0] for p in group])))
+        unit = _unit(key, "part", body, carried, _speakers([p[0] for p in group]))
+        # It happened when its own stretch was said, not when the prompt was.
+        units.append(replace(unit, occurred_at=_unit(key, "part", "", stretch, []).occurred_at))
     return units
+
+
+def _with_prompt(messages: Sequence[Message], stretch: Sequence[Message]) -> list[Message]:
+    """A part's records: the prompt of its turn (`messages[0]`, whose words it opens with),
+    then its own stretch. Its span then runs from the prompt's line: "where was this said"
+    finds both the prompt and the statements, and the part's records stay in file order."""
+    return [messages[0], *(m for m in stretch if m is not messages[0])]
 
 
 _WHOLE = ("turn", "line")
