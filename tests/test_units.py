@@ -473,7 +473,7 @@ _LABEL = re.compile(r"^(?:user|assistant|subagent|subagent's task|summary)(?: \(
 
 @needs_shared
 def test_a_memory_span_covers_every_record_whose_words_it_carries(bank: MemoryBank) -> None:
-    """"Where was this said" points at the right lines: for every memory of a retained real
+    """ "Where was this said" points at the right lines: for every memory of a retained real
     session, each line of its text that a record of the transcript holds is held by a record
     within the memory's first and last line (a part that opens with its turn's prompt spans
     the prompt's line too)."""
