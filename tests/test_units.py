@@ -31,7 +31,12 @@ from lamina.turns import conversational_text
 from .conftest import CC, CLAUDE_CODE, needs_shared, shared_transcripts
 
 OLD_RULES = UnitOptions(
-    max_tokens=None, said_through_tools=False, lines=False, windows=2, subagents=False
+    max_tokens=None,
+    said_through_tools=False,
+    lines=False,
+    windows=2,
+    subagents=False,
+    summaries=False,
 )
 """The unit rules before units had a token cap: one unit per turn, cut to 8,000 characters."""
 
