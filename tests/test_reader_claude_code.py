@@ -281,3 +281,15 @@ def test_no_input_line_crashes_the_reader(
     for message in messages:
         assert isinstance(message.role, Role) and isinstance(message.kind, Kind)
         assert all(not isinstance(b, ToolUseBlock) or isinstance(b.id, str) for b in message.blocks)
+
+
+@needs_shared
+def test_a_compaction_agent_transcript_holds_a_summary_and_starts_no_turn() -> None:
+    """Claude Code runs compaction as a subagent (`acompact-...`): its request for a summary
+    is the host's, and its answer restates the conversation."""
+    path = CLAUDE_CODE / "spotter-258c7280.subagent-acompact-fffbd0.jsonl"
+    messages = read_transcript(str(path)).messages
+    assert all(m.kind is Kind.META for m in messages if m.role is Role.USER)
+    summary = [m for m in messages if m.kind is Kind.COMPACT_SUMMARY]
+    assert len(summary) == 1 and summary[0].role is Role.ASSISTANT
+    assert "Let me chronologically analyze" in summary[0].text

@@ -14,6 +14,8 @@ from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.store import open_store
 from lamina.tokens import count_text
 
+from .conftest import CC, CLAUDE_CODE, needs_shared
+
 FACTS = [
     ("We picked SQLite over PostgreSQL because there is one small server.", "2026-03-01"),
     ("The pagination limit is 50 items per page, larger limits are clamped.", "2026-03-02"),
@@ -203,3 +205,43 @@ def test_a_list_question_gets_answers_from_different_days_first(database: str) -
     assert days("What things have I painted?", False)[:2] == [1, 1]
     single = "What did I paint over the lake?"
     assert days(single, True) == days(single, False)
+
+
+COMPACTION = CLAUDE_CODE / "spotter-258c7280.subagent-acompact-fffbd0.jsonl"
+"""A compaction agent's transcript: a long summary of the session `spotter-258c7280`."""
+COMPACTED = CLAUDE_CODE / "spotter-258c7280.jsonl"
+
+
+@needs_shared
+def test_a_compaction_summary_gives_way_to_the_conversation_it_restates(tmp_path: Path) -> None:
+    bank = MemoryBank(open_store(str(tmp_path / "lamina.db")), HashEmbedder())
+    question = "Which dependency did the LiveView tests need added to mix.exs?"
+    summary = bank.retain_file(COMPACTION, "proj").document
+    # The session it summarises is not in the bank: the summary is what remains of it.
+    alone = bank.recall(question, "proj", RecallOptions(budget=600)).hits
+    assert alone and all(h.memory.speakers == ("summary",) for h in alone)
+    assert any("lazy_html" in h.text for h in alone)
+    # With the session retained, what was said and done there comes first.
+    session = bank.retain_file(COMPACTED, "proj").document
+    both = bank.recall(question, "proj", RecallOptions(budget=600)).hits
+    assert both and not any(h.memory.document == summary for h in both)
+    assert any("lazy_html" in h.text for h in both)
+    # Forgotten again, the summary stands for it again.
+    bank.forget_document("proj", session)
+    again = bank.recall(question, "proj", RecallOptions(budget=600)).hits
+    assert [h.memory.id for h in again] == [h.memory.id for h in alone]
+
+
+def test_a_prompt_sent_twice_is_recalled_once(cc: CC, tmp_path: Path) -> None:
+    prompt = "Rename the column user_email to contact_email in the accounts table."
+    cc.user(prompt)
+    cc.assistant("Renamed it in the migration and the model.")
+    cc.user("Now run the tests.")
+    cc.assistant("All 42 tests pass.")
+    cc.user(prompt)
+    cc.assistant("It is already renamed: nothing to do.")
+    bank = MemoryBank(open_store(str(tmp_path / "lamina.db")), HashEmbedder())
+    bank.retain_file(cc.write(tmp_path / "s.jsonl"), "proj")
+    hits = bank.recall("contact_email column rename", "proj", RecallOptions(budget=2_000)).hits
+    # The second time it was sent adds nothing the first did not say.
+    assert [h.text for h in hits].count(f"user: {prompt}") == 1

@@ -31,7 +31,12 @@ from lamina.turns import conversational_text
 from .conftest import CC, CLAUDE_CODE, needs_shared, shared_transcripts
 
 OLD_RULES = UnitOptions(
-    max_tokens=None, said_through_tools=False, lines=False, windows=2, subagents=False
+    max_tokens=None,
+    said_through_tools=False,
+    lines=False,
+    windows=2,
+    subagents=False,
+    summaries=False,
 )
 """The unit rules before units had a token cap: one unit per turn, cut to 8,000 characters."""
 
@@ -477,3 +482,53 @@ def test_a_huge_paste_keeps_its_start_and_end_and_says_what_was_left_out(
     assert "handled job 50000 " not in text  # the middle is left out
     found = bank.recall("why was the nightly import quarantined", "p").hits
     assert any("FATAL quarantined" in hit.text for hit in found)
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in a decoded JSON record."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+_LABEL = re.compile(r"^(?:user|assistant|subagent|subagent's task|summary)(?: \(\w+\))?: ")
+
+
+@needs_shared
+def test_a_memory_span_covers_every_record_whose_words_it_carries(bank: MemoryBank) -> None:
+    """ "Where was this said" points at the right lines: for every memory of a retained real
+    session, each line of its text that a record of the transcript holds is held by a record
+    within the memory's first and last line (a part that opens with its turn's prompt spans
+    the prompt's line too)."""
+    located = 0
+    for path in (AGENTIC, PLANNED, ORCHESTRATED):
+        document = bank.retain_file(path, "proj").document
+        held: list[tuple[int, int, str]] = []
+        for message in read_transcript(str(path)).messages:
+            first = message.source.line
+            if first is None:
+                continue
+            words = " ".join(" ".join(s for r in message.records for s in _strings(r)).split())
+            held.append((first, message.source.end_line or first, words))
+        for memory in bank.memories("proj", with_embeddings=False):
+            if memory.document != document or memory.first_line is None:
+                continue
+            last = memory.last_line or memory.first_line
+            for line in memory.text.split("\n"):
+                said = " ".join(_LABEL.sub("", line).removesuffix(" […]").split())
+                if memory.kind == "activity" or line.startswith("actions: ") or len(said) < 16:
+                    continue
+                snippet = said[:48]
+                holders = [(a, b) for a, b, words in held if snippet in words]
+                if not holders:
+                    continue  # cleaned or redacted on the way: no record holds it verbatim
+                located += 1
+                assert any(memory.first_line <= a and b <= last for a, b in holders), (
+                    f"{path.name}: {memory.kind} L{memory.first_line}-{last} carries "
+                    f"{snippet!r}, said at {holders[:3]}"
+                )
+    assert located > 400  # most lines were found verbatim and checked

@@ -55,6 +55,7 @@ from .fusion import (
 from .lexical import idf, tokenize
 from .model import Memory, memory_tokens
 from .shorten import piece_estimator, shorten
+from .units import SUMMARY
 from .when import TimeRange, resolve_time_expressions
 
 __all__ = [
@@ -753,12 +754,19 @@ def _fill(
     used = skipped = 0
     budget = options.budget - (BLOCK_TOKENS if options.framed else 0)
     framing = framing_tokens if options.framed else (lambda _text: 0)
-    for slot in order:
+    queue = list(order)
+    put_back: set[int] = set()
+    held = _originals(order, memory_at)
+    for slot in queue:  # restatements put back are appended: they come after the rest
         if len(hits) >= options.limit:
             break
         memory = memory_at(slot)
         if memory is None:
             continue  # replaced or forgotten by a retain since the search ranked it
+        if _restates(memory) and slot not in put_back and held(memory):
+            put_back.add(slot)  # its originals are among the candidates: they come first
+            queue.append(slot)
+            continue
         records = set(memory.record_ids)
         # Parts of one long statement share its record: only a turn or window shown above
         # (not another part) makes a part redundant.
@@ -770,6 +778,8 @@ def _fill(
             continue
         tokens = tokens_at(slot)
         shortened = False
+        if options.collapse and all(line in shown for line in memory.text.split("\n")):
+            continue  # said word for word by a result above (a prompt sent twice)
         if options.collapse and records & covered:
             # Part of it is shown above (a window around a line returned already): the lines
             # shown there are not repeated, so the budget holds more distinct evidence.
@@ -864,6 +874,41 @@ def check_floor(
         or best_coverage >= floor.coverage
     )
     return FloorCheck(floor, best_dense, best_coverage, dated, 0 if passed else len(hits))
+
+
+ORIGINALS_LOOKAHEAD = 64
+"""How far down the fused order recall looks for the originals of a restatement."""
+
+
+def _restates(memory: Memory) -> bool:
+    """A compaction summary's part (lamina.bank.units.SUMMARY): what it says, the
+    conversation it summarises said first, at length."""
+    return memory.speakers == (SUMMARY,)
+
+
+def _session(document: str) -> str:
+    """The session a document belongs to: a subagent's transcript (`session/agent`) to its
+    parent's."""
+    return document.partition("/")[0]
+
+
+def _originals(
+    order: Sequence[int], memory_at: Callable[[int], Memory | None]
+) -> Callable[[Memory], bool]:
+    """Whether a restatement's originals are among the best candidates: a memory of its
+    session that is no restatement, within ORIGINALS_LOOKAHEAD of the fused order. Then the
+    restatement comes after every other result (where both fit, both are shown); when the
+    originals are gone (the session was not retained, or forgotten) it keeps its rank."""
+    sessions: set[str] | None = None
+
+    def held(memory: Memory) -> bool:
+        nonlocal sessions
+        if sessions is None:
+            best = (memory_at(slot) for slot in order[:ORIGINALS_LOOKAHEAD])
+            sessions = {_session(m.document) for m in best if m is not None and not _restates(m)}
+        return _session(memory.document) in sessions
+
+    return held
 
 
 _PIECES = frozenset({"part", "activity"})

@@ -7,8 +7,10 @@ answers to the agent's questions, plan approvals and rejections, messages typed 
 worked) and the plans the agent put up for approval, plus the tool activity condensed into short
 lines of actions (`actions: Read app.py · Bash: pytest -q (error) · Edit app.py`), never pasted
 whole. Synthetic records (host meta records, compaction summaries, sidechains, progress) add
-nothing else: a compaction summary restates what is already retained, and a subagent's
-transcript is its own document.
+nothing else to a turn, and a subagent's transcript is its own document. A compaction summary
+(the message opening a continued session, a compaction agent's answer) restates the
+conversation: it becomes `part` units of its own, spoken by `summary`, which recall shows
+after the originals when those are in the bank, and in their place when they are not.
 
 **Units a budget can hold.** A segment whose text fits `max_tokens` is one `turn` unit. A longer
 one (an agentic turn: one prompt, hundreds of tool calls, many assistant messages) is cut into
@@ -51,6 +53,7 @@ from .printed import printed_lines
 from .said import plan_text, user_said
 
 __all__ = [
+    "SUMMARY",
     "Segment",
     "Unit",
     "UnitOptions",
@@ -64,7 +67,7 @@ __all__ = [
     "whole_turns",
 ]
 
-UNITS_VERSION = 5
+UNITS_VERSION = 6
 """Bumped whenever the unit rules change, so banks retained under older rules are rebuilt
 (see `units_signature`)."""
 
@@ -150,6 +153,9 @@ class UnitOptions:
     pasted log made 1,320 memories and took 56 s of CPU, capped a 40 MB one takes 3.8 s (the
     model's loading included); what a question asks of a paste is nearly always near its
     start (the command, the first error) or its end (the summary)."""
+    summaries: bool = True
+    """Keep compaction summaries as `part` units of their own, spoken by `summary` (see the
+    module docstring); off, as before, they add nothing."""
     rules: TurnRules = field(default=DEFAULT_RULES)
 
     def __post_init__(self) -> None:
@@ -169,7 +175,7 @@ def units_signature(options: UnitOptions) -> str:
         f"{UNITS_VERSION}|{options.windows}|{options.max_actions}|{options.max_chars}|"
         f"{options.max_tokens}|{options.context_tokens}|{options.pack}|{options.part_windows}|"
         f"{options.said_through_tools}|{options.lines}|{options.window_step}|{options.subagents}|"
-        f"{options.activity}|{options.max_said_chars}|"
+        f"{options.activity}|{options.max_said_chars}|{options.summaries}|"
         f"{options.rules!r}"
     )
     return "u" + hashlib.sha1(described.encode()).hexdigest()[:8]
@@ -740,6 +746,9 @@ def _parts(
         if context and not (first.index == 0 and n == 0):
             lines.insert(0, context)
         body = "\n".join(lines)
+        # Its span covers every record whose words it carries: the prompt it opens with too
+        # (the actions below are its own stretch's).
+        carried = _with_prompt(messages, stretch) if context and start > 0 else stretch
         entries = _action_entries(_acting(stretch, options), redact)
         # With activity units the actions are there, in more words: a part keeps its room for
         # what was said (tuning half the same, parts 220 tokens at the median, not 232).
@@ -751,8 +760,41 @@ def _parts(
         if actions:
             body += "\n" + actions
         key = f"{messages[first.index].id}#{n}"
-        units.append(_unit(key, "part", body, stretch, _speakers([p[0] for p in group])))
+        unit = _unit(key, "part", body, carried, _speakers([p[0] for p in group]))
+        # It happened when its own stretch was said, not when the prompt was.
+        units.append(replace(unit, occurred_at=_unit(key, "part", "", stretch, []).occurred_at))
     return units
+
+
+def _with_prompt(messages: Sequence[Message], stretch: Sequence[Message]) -> list[Message]:
+    """A part's records: the prompt of its turn (`messages[0]`, whose words it opens with),
+    then its own stretch. Its span then runs from the prompt's line: "where was this said"
+    finds both the prompt and the statements, and the part's records stay in file order."""
+    return [messages[0], *(m for m in stretch if m is not messages[0])]
+
+
+SUMMARY = "summary"
+"""The speaker of a compaction summary's parts: a restatement of the conversation (recall
+shows it after the originals when they are in the bank; see lamina.bank.recall)."""
+
+
+def _summary_units(message: Message, options: UnitOptions, redact: Redact) -> list[Unit]:
+    """A compaction summary (the message that opens a continued session, or a compaction
+    agent's answer) as `part` units of its own, labelled `summary`, in no turn: where the
+    conversation it restates is not in the bank (an earlier session not retained, or
+    forgotten), it is what remains of it."""
+    text = redact(conversational_text(message, options.rules))
+    if not text:
+        return []
+    label = f"{SUMMARY}: "
+    if options.max_tokens is None:
+        chunks = [_cap(text, options.max_chars)]
+    else:
+        chunks = split_text(text, options.max_tokens - count_text(label) - 1)
+    return [
+        _unit(f"{message.id}#{n}", "part", label + chunk, [message], [SUMMARY])
+        for n, chunk in enumerate(chunks)
+    ]
 
 
 _WHOLE = ("turn", "line")
@@ -828,6 +870,9 @@ def build_units(
         turn = messages[seg.start : seg.end]
         base.extend((number, u) for u in _turn_units(turn, opts, once if redact else _same))
     units = [u for _n, u in base]
+    for message in messages:
+        if opts.summaries and message.kind is Kind.COMPACT_SUMMARY:
+            units.extend(_summary_units(message, opts, once if redact else _same))
     if opts.windows > 1:
         # Activity units stand beside what was said: windows join what was said.
         said = [(n, u) for n, u in base if u.kind != "activity"]
@@ -896,7 +941,7 @@ def unit_keys(
             ("activity", f"{message.id}~act{n}")
             for n in range(2 * (calls + PRINTED_LINES * results))
         ]
-        if message.id in speaking or message.id in pieces:
+        if message.id in speaking or message.id in pieces or message.kind is Kind.COMPACT_SUMMARY:
             for n in range(max(4, 2 * pieces.get(message.id, 0))):
                 part = f"{message.id}#{n}"
                 keys += [("part", part)] + [("window", f"w{w}:{part}") for w in sizes]

@@ -237,7 +237,9 @@ class _Builder:
             stop_reason=_str(body.get("stop_reason")),
             records=tuple(pending.records),
         )
-        if sidechain:
+        if _compacting(first):
+            kind = Kind.COMPACT_SUMMARY
+        elif sidechain:
             kind = Kind.SIDECHAIN
         elif message.model == "<synthetic>" or first.get("isApiErrorMessage"):
             kind = Kind.SYSTEM_NOTICE
@@ -304,6 +306,8 @@ class _Builder:
         )
         if message.is_compact_summary:
             kind = Kind.COMPACT_SUMMARY
+        elif _compacting(record):
+            kind = Kind.META  # the host's request for a summary, and its reminders
         elif self._sidechain(record):
             kind = Kind.SIDECHAIN
         elif message.is_meta or _is_synthetic_text(message.blocks):
@@ -324,6 +328,14 @@ class _Builder:
             session_id=_str(record.get("sessionId")),
             records=(record,),
         )
+
+
+def _compacting(record: Mapping[str, Any]) -> bool:
+    """Whether a record is the compaction agent's (Claude Code runs compaction as a subagent
+    named `acompact-...`, writing its own transcript): the request for a summary of the
+    conversation is the host's, and the answer is a compaction summary, not conversation."""
+    agent = record.get("agentId")
+    return isinstance(agent, str) and agent.startswith("acompact")
 
 
 def _str(value: Any) -> str | None:
