@@ -26,6 +26,7 @@ from ..embed import Embedder, derived_window_vector
 from ..errors import InputError, ReadWarning, StoreError
 from ..llm import LLMError
 from ..messages import Message
+from ..private import hide_private_all
 from ..readers import detect_format, get_reader
 from ..readers.base import WarningSink, first_json_lines, open_source, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
@@ -212,6 +213,7 @@ class Retainer:
                 "\x00".join(f"{m.id}:{hash_text(m)}" for m in messages).encode()
             ).hexdigest()[:32],
         )
+        kept = hide_private_all(messages)
         for attempt in range(1, _ATTEMPTS + 1):
             cursor = self.store.get_cursor(bank, document)
             if cursor.fingerprint == fingerprint and cursor.version > 0:
@@ -224,7 +226,7 @@ class Retainer:
                 version=cursor.version,
             )
             report = self._commit(
-                bank, document, messages, cursor, new_cursor, tags, metadata, None, None, []
+                bank, document, kept, cursor, new_cursor, tags, metadata, None, None, []
             )
             if report is not None:
                 report.seconds = _since(started)
@@ -268,6 +270,8 @@ class Retainer:
         partial = any(w.reason.startswith("incomplete last line") for w in warnings)
         warnings = [w for w in warnings if not w.reason.startswith("incomplete last line")]
         offset = max((m.source.end_offset or 0 for m in messages), default=start)
+        # Private spans go before turns are found: a prompt that was all private starts none.
+        messages = hide_private_all(messages)
         segs = segments(messages, self.options.units.rules)
         if segs:
             # Re-read from the first turn the next retain may still change: the open (last)
@@ -312,11 +316,12 @@ class Retainer:
             return RetainReport(bank, document, "unchanged")
         warnings: list[ReadWarning] = []
         sink: WarningSink = warnings.append
-        messages = list(get_reader(format, path).read(path, sink))
+        read = list(get_reader(format, path).read(path, sink))
+        messages = hide_private_all(read)
         new_cursor = Cursor(
-            offset=len(messages),
-            open_offset=len(messages),
-            records=len(messages),
+            offset=len(read),
+            open_offset=len(read),
+            records=len(read),
             fingerprint=fingerprint,
             size=Path(path).stat().st_size,
             version=cursor.version,

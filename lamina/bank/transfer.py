@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ import orjson
 
 from ..errors import InputError
 from ..messages import message_from_json, message_to_json
+from ..private import hide_private, strip_private
 from ..store.base import RetainBatch, Store, StoredPin, StoredSummary
 from .entities import extract_entities
 from .model import Cursor, Memory
@@ -34,8 +35,9 @@ FORMAT_VERSION = 1
 
 def _memory_json(memory: Memory, with_embeddings: bool, redactor: Redactor) -> dict[str, Any]:
     # Redacted again: a bank retained before redaction covered a secret may still hold it, in
-    # its text and in the entities found there.
-    text, found = redactor.redact(memory.text)
+    # its text and in the entities found there; so may a private span kept before they were
+    # left out (lamina.private).
+    text, found = redactor.redact(strip_private(memory.text)[0])
     entities = [redactor.redact(e)[0] for e in memory.entities] if found else memory.entities
     data: dict[str, Any] = {
         "type": "memory",
@@ -100,7 +102,10 @@ def _export_logs(store: Store, bank: str) -> Iterator[bytes]:
                 "updated_at": info.updated_at.isoformat()}  # fmt: skip
         yield orjson.dumps(head) + b"\n"
         for message in store.read_log(bank, log):
-            clean = redact_message(message, redactor)[0]
+            # A message that was all private stays as an empty one: pins and frontiers count
+            # positions.
+            public = hide_private(message) or replace(message, blocks=(), records=())
+            clean = redact_message(public, redactor)[0]
             line = {"type": "log_message", "log": log, "message": message_to_json(clean)}
             yield orjson.dumps(line) + b"\n"
         for summary in store.load_summaries(bank, log):
