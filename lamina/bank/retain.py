@@ -77,7 +77,8 @@ class RetainReport:
     bank: str
     document: str
     status: str
-    """`unchanged`, `retained`, or `reread` (the file changed before the cursor)."""
+    """`unchanged`, `retained`, `reread` (the file changed before the cursor), or `skipped`
+    (memory was paused: the cursor moved past what the file holds, nothing kept)."""
     new_records: int = 0
     memories_added: int = 0
     memories_updated: int = 0
@@ -233,6 +234,44 @@ class Retainer:
                 report.attempts = attempt
                 return report
         raise StoreError(f"{document}: retain kept losing to concurrent writers; try again")
+
+    def skip_file(self, path: str, bank: str, document: str) -> RetainReport:
+        """Move the document's cursor past every complete line of a Claude Code transcript
+        without reading or keeping any of them (memory was paused): a later retain starts
+        there. Returns a report with status `skipped` and nothing added."""
+        started = time.perf_counter()
+        rules = units_signature(self.options.units)
+        for attempt in range(1, _ATTEMPTS + 1):
+            cursor = self.store.get_cursor(bank, document)
+            with Path(path).open("rb") as handle:
+                data = handle.read()
+            offset = data.rfind(b"\n") + 1  # a last line still being written stays for later
+            if cursor.version > 0 and offset <= cursor.offset:
+                return RetainReport(bank, document, "unchanged", seconds=_since(started))
+            new_cursor = Cursor(
+                offset=offset,
+                open_offset=offset,
+                open_line=data.count(b"\n", 0, offset) + 1,
+                records=cursor.records,
+                fingerprint=_signed(rules, _fingerprint(path, offset)),
+                size=len(data),
+                version=cursor.version,
+            )
+            batch = RetainBatch(
+                bank=bank,
+                document=document,
+                expected_version=cursor.version,
+                cursor=new_cursor,
+                records=[],
+                memories=[],
+                source=path,
+                format="claude-code",
+            )
+            if self.store.apply_retain(batch).committed:
+                return RetainReport(
+                    bank, document, "skipped", seconds=_since(started), attempts=attempt
+                )
+        raise StoreError(f"{path}: skip kept losing to concurrent writers; try again")
 
     # -- line-based files (Claude Code JSONL) ----------------------------------------------
     def _retain_lines(
