@@ -200,3 +200,57 @@ def test_forget_older_than_and_retain_days(tmp_path: Path) -> None:
     assert json.loads(again.stdout)["expired"] == dated  # all older than 30 days
     everything = lamina(home, "forget", "--older-than", "0d", "--json", **none)
     assert json.loads(everything.stdout)["memories_forgotten"] == 0
+
+
+def test_the_agent_pauses_and_resumes_memory_through_mcp(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    home = tmp_path / "home"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "lamina", "mcp", "--bank", "proj"],
+        env={**os.environ, "LAMINA_HOME": str(home)},
+    )
+
+    async def run() -> list[Any]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert {"pause_memory", "resume_memory"} <= names
+            paused = await session.call_tool("pause_memory", {})
+            status = json.loads(lamina(home, "status", "--json").stdout)["paused"]
+            resumed = await session.call_tool("resume_memory", {})
+            return [paused.structured_content, status, resumed.structured_content]
+
+    paused, status, resumed = anyio.run(run)
+    assert paused["paused"] == "bank" and paused["name"] == "proj"
+    assert status["this_project"] is True
+    assert resumed == {"resumed": "bank", "name": "proj", "was_paused": True}
+
+
+@pytest.mark.parametrize("command", ["pause", "resume"])
+def test_the_plugin_slash_commands_run_lamina_pause_and_resume(
+    tmp_path: Path, command: str
+) -> None:
+    from .conftest import ROOT
+
+    plugin = ROOT / "plugins" / "lamina"
+    text = (plugin / "commands" / f"{command}.md").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.startswith("!`"))
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    project.mkdir()
+    if command == "resume":
+        assert lamina(home, "pause", "--bank", "proj").returncode == 0
+    installed = str(Path(sys.executable).parent / "lamina")
+    env = {**os.environ, "CLAUDE_PLUGIN_ROOT": str(plugin), "LAMINA_HOME": str(home),
+           "LAMINA_BANK": "proj", "LAMINA_BIN": installed}  # fmt: skip
+    ran = subprocess.run(
+        ["sh", "-c", line[2:-1]], capture_output=True, text=True, env=env, cwd=project, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "proj" in ran.stdout
+    status = json.loads(lamina(home, "status", "--json").stdout)["paused"]
+    assert status["this_project"] is (command == "pause")

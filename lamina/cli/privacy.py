@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -26,7 +27,8 @@ def _target(bank: str | None, session: str | None) -> tuple[str | None, str | No
     """(bank, session, directory): the project's bank unless a session or bank is named."""
     if session is not None:
         return None, session, ""
-    directory = str(Path.cwd())
+    # Inside a Claude Code session (a slash command) the project is the one its hooks use.
+    directory = os.environ.get("CLAUDE_PROJECT_DIR") or str(Path.cwd())
     return bank or default_bank(directory), None, directory if bank is None else ""
 
 
@@ -41,7 +43,7 @@ def pause_command(ctx: click.Context, session: str | None, bank: str | None, as_
     resume`.
 
     Without --session, the project is the one the hooks would choose here (the git root of
-    the current directory, or --bank). `lamina status` lists what is paused.
+    $CLAUDE_PROJECT_DIR or the current directory, or --bank). `lamina status` lists what is paused.
 
     Example: lamina pause
 
