@@ -21,6 +21,9 @@ The config file is TOML at `$LAMINA_CONFIG`, else the platform's user config fol
     summariser_tokens_per_hour = 1000000        # spend caps per model, tokens in and out
     summariser_tokens_per_day = 5000000         # (summaries, facts and query expansions)
 
+    retain_days = 90                  # memories older than this are forgotten at each retain
+    exclude = ["~/secret-project", "*/clients/*"]   # the hooks do nothing in these projects
+
     [hook]                            # lamina hook settings (see its docs)
     turns = 3
     max_chars = 800
@@ -48,6 +51,12 @@ keys of the same names in lower case (without `LAMINA_`), then the defaults (no 
 offline extractive summariser). The two caps count every call Lamina makes to one model
 (summaries, `--facts` at retain, `--expand-with` at recall), kept in the store so they hold
 across processes.
+
+Privacy: `retain_days` (`LAMINA_RETAIN_DAYS`): after each retain (the hooks' and `lamina
+retain`), the bank's memories that happened more than that many days ago are forgotten.
+`exclude` (`LAMINA_EXCLUDE`, paths separated by `os.pathsep`): directories, or shell patterns
+(`*/clients/*`), in which the hooks neither recall nor retain; a directory covers everything
+under it, and a session is excluded when its project directory or the project's root is.
 
 Default bank for a directory (the rule the Claude Code plugin uses too): the project's root is
 the top of its git repository, and all worktrees of one repository share the main worktree's
@@ -81,8 +90,11 @@ __all__ = [
     "database_target",
     "default_bank",
     "embedder_choice",
+    "exclude_patterns",
+    "excluded",
     "load_config",
     "project_root",
+    "retain_days",
     "summariser_settings",
 ]
 
@@ -283,3 +295,62 @@ def embedder_choice(env: Mapping[str, str] | None = None) -> str | None:
     if configured is not None and not (isinstance(configured, str) and configured):
         raise ConfigError(f"{config_path(environ)}: embedder must be a non-empty string")
     return configured if isinstance(configured, str) else None
+
+
+def retain_days(env: Mapping[str, str] | None = None) -> int | None:
+    """How many days memories are kept (`LAMINA_RETAIN_DAYS`, else `retain_days` in the config
+    file); None: for ever."""
+    environ = os.environ if env is None else env
+    raw: object = environ.get("LAMINA_RETAIN_DAYS") or None
+    where = "LAMINA_RETAIN_DAYS"
+    if raw is None:
+        raw = load_config(environ).get("retain_days")
+        where = f"{config_path(environ)}: retain_days"
+    if raw is None or raw == "":
+        return None
+    try:
+        days = int(str(raw).replace("_", "")) if not isinstance(raw, bool) else 0
+    except ValueError:
+        days = 0
+    if days <= 0:
+        raise ConfigError(f"{where} must be a positive whole number of days, not {raw!r}")
+    return days
+
+
+def exclude_patterns(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The excluded directories and patterns (`LAMINA_EXCLUDE`, else `exclude` in the config
+    file: a list of strings, or one string)."""
+    environ = os.environ if env is None else env
+    if environ.get("LAMINA_EXCLUDE"):
+        return tuple(p for p in environ["LAMINA_EXCLUDE"].split(os.pathsep) if p.strip())
+    configured = load_config(environ).get("exclude")
+    if configured is None:
+        return ()
+    if isinstance(configured, str):
+        configured = [configured]
+    if not isinstance(configured, list) or not all(isinstance(p, str) for p in configured):
+        raise ConfigError(f"{config_path(environ)}: exclude must be a list of paths or patterns")
+    return tuple(p for p in configured if p.strip())
+
+
+def excluded(directory: str | Path | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The `exclude` entry that covers `directory` (its project root counts too), or None. An
+    entry with `*`, `?` or `[` is a shell pattern matched against the whole path; any other is
+    a directory, covering everything under it."""
+    patterns = exclude_patterns(env)
+    if not patterns or directory is None:
+        return None
+    import fnmatch
+
+    start = Path(directory).expanduser().resolve()
+    places = {start, project_root(start)}
+    for pattern in patterns:
+        if any(c in pattern for c in "*?["):
+            expanded = str(Path(pattern).expanduser())
+            if any(fnmatch.fnmatchcase(str(p), expanded) for p in places):
+                return pattern
+            continue
+        root = Path(pattern).expanduser().resolve()
+        if any(p == root or root in p.parents for p in places):
+            return pattern
+    return None

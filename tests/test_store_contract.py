@@ -513,3 +513,29 @@ def test_bank_sizes_are_kept_right_through_every_write(store: Store) -> None:
     assert (stats.memories, stats.records, stats.embedded) == (2, 4, 2)
     assert stats.embedders == {"test@1": 1, "other@1": 1}
     assert stats.first_time == datetime(2026, 3, 1, 10, tzinfo=UTC)
+
+
+def test_forgetting_memories_older_than_a_time_keeps_counts_and_search_right(
+    store: Store,
+) -> None:
+    from .parity import START, check_lexical_search_is_exact_bm25, make_memories
+
+    memories = make_memories(300)  # five hours apart from START
+    undated = replace(memory("undated", text="w1 w2 w3"), occurred_at=None, said_at=None)
+    store.apply_retain(
+        RetainBatch("b", "d", 0, Cursor(), [m.record_ids[0] for m in memories], memories)
+    )
+    store.apply_retain(RetainBatch("b", "u", 0, Cursor(), ["u1"], [undated], format="x"))
+    before = store.generation("b")
+    cutoff = START + timedelta(hours=5 * 100)  # memories m0 .. m99 are older
+    assert store.forget_before("b", cutoff) == 100
+    assert store.generation("b")[1] > before[1]
+    live = {row.memory.id for row in store.iter_memories("b")}
+    assert live == {f"m{i}" for i in range(100, 300)} | {"undated"}
+    stats = store.bank_stats("b")
+    assert stats.memories == 201 and stats.first_time == START + timedelta(hours=500)
+    check_lexical_search_is_exact_bm25(store)  # type: ignore[arg-type]
+    assert store.forget_before("b", cutoff) == 0  # nothing that old is left
+    assert store.forget_before("no-such-bank", cutoff) == 0
+    # A time without a zone is taken as UTC.
+    assert store.forget_before("b", (cutoff + timedelta(hours=5)).replace(tzinfo=None)) == 1

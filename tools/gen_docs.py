@@ -224,6 +224,25 @@ SETTINGS: tuple[Setting, ...] = (
         "100000",
     ),
     Setting(
+        "retain_days",
+        "LAMINA_RETAIN_DAYS",
+        "Memories that happened more than this many days ago are forgotten after each retain "
+        "(the hooks' and `lamina retain`); `lamina forget --older-than` does it on demand.",
+        config.retain_days,
+        "90",
+        "none: kept for ever",
+    ),
+    Setting(
+        "exclude",
+        "LAMINA_EXCLUDE",
+        "Directories (`~/secret-project`, covering everything under them) or shell patterns "
+        "(`*/clients/*`) where the hooks do nothing: no recall, no retain. A list in the "
+        "config file; separated by `:` in the variable.",
+        lambda env: list(config.exclude_patterns(env)),
+        "~/secret-project",
+        "none",
+    ),
+    Setting(
         "hook.turns",
         "LAMINA_HOOK_TURNS",
         "Turns before the prompt that go into the recall query.",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +231,11 @@ class MemoryBank:
             metadata=self._clean(metadata),
         )
 
+    def skip_file(self, path: str | Path, bank: str, document: str) -> RetainReport:
+        """Move a Claude Code transcript's cursor to its end, keeping nothing of what it holds
+        past the cursor: what was said while memory was paused is never retained later."""
+        return self._retainer(check_bank_name(bank)).skip_file(str(path), bank, document)
+
     def retain_messages(
         self,
         messages: Sequence[Message],
@@ -366,6 +372,12 @@ class MemoryBank:
     def forget_memory(self, bank: str, memory_id: str) -> bool:
         """Remove one memory by id; False when there was none."""
         return self.store.delete_memory(bank, memory_id)
+
+    def forget_before(self, bank: str, before: datetime) -> int:
+        """Forget the memories of `bank` that happened before `before` (memories without a
+        time stay); returns how many went. `retain_days` in the config file runs this after
+        each retain; `lamina forget --older-than` on demand."""
+        return self.store.forget_before(bank, before)
 
     def delete_bank(self, bank: str) -> bool:
         """Remove a bank with all its documents, memories and logs; False when there was none."""

@@ -26,6 +26,7 @@ from ..embed import Embedder, derived_window_vector
 from ..errors import InputError, ReadWarning, StoreError
 from ..llm import LLMError
 from ..messages import Message
+from ..private import hide_private_all
 from ..readers import detect_format, get_reader
 from ..readers.base import WarningSink, first_json_lines, open_source, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
@@ -76,7 +77,8 @@ class RetainReport:
     bank: str
     document: str
     status: str
-    """`unchanged`, `retained`, or `reread` (the file changed before the cursor)."""
+    """`unchanged`, `retained`, `reread` (the file changed before the cursor), or `skipped`
+    (memory was paused: the cursor moved past what the file holds, nothing kept)."""
     new_records: int = 0
     memories_added: int = 0
     memories_updated: int = 0
@@ -212,6 +214,7 @@ class Retainer:
                 "\x00".join(f"{m.id}:{hash_text(m)}" for m in messages).encode()
             ).hexdigest()[:32],
         )
+        kept = hide_private_all(messages)
         for attempt in range(1, _ATTEMPTS + 1):
             cursor = self.store.get_cursor(bank, document)
             if cursor.fingerprint == fingerprint and cursor.version > 0:
@@ -224,13 +227,51 @@ class Retainer:
                 version=cursor.version,
             )
             report = self._commit(
-                bank, document, messages, cursor, new_cursor, tags, metadata, None, None, []
+                bank, document, kept, cursor, new_cursor, tags, metadata, None, None, []
             )
             if report is not None:
                 report.seconds = _since(started)
                 report.attempts = attempt
                 return report
         raise StoreError(f"{document}: retain kept losing to concurrent writers; try again")
+
+    def skip_file(self, path: str, bank: str, document: str) -> RetainReport:
+        """Move the document's cursor past every complete line of a Claude Code transcript
+        without reading or keeping any of them (memory was paused): a later retain starts
+        there. Returns a report with status `skipped` and nothing added."""
+        started = time.perf_counter()
+        rules = units_signature(self.options.units)
+        for attempt in range(1, _ATTEMPTS + 1):
+            cursor = self.store.get_cursor(bank, document)
+            with Path(path).open("rb") as handle:
+                data = handle.read()
+            offset = data.rfind(b"\n") + 1  # a last line still being written stays for later
+            if cursor.version > 0 and offset <= cursor.offset:
+                return RetainReport(bank, document, "unchanged", seconds=_since(started))
+            new_cursor = Cursor(
+                offset=offset,
+                open_offset=offset,
+                open_line=data.count(b"\n", 0, offset) + 1,
+                records=cursor.records,
+                fingerprint=_signed(rules, _fingerprint(path, offset)),
+                size=len(data),
+                version=cursor.version,
+            )
+            batch = RetainBatch(
+                bank=bank,
+                document=document,
+                expected_version=cursor.version,
+                cursor=new_cursor,
+                records=[],
+                memories=[],
+                source=path,
+                format="claude-code",
+            )
+            if self.store.apply_retain(batch).committed:
+                return RetainReport(
+                    bank, document, "skipped", seconds=_since(started), attempts=attempt
+                )
+        raise StoreError(f"{path}: skip kept losing to concurrent writers; try again")
 
     # -- line-based files (Claude Code JSONL) ----------------------------------------------
     def _retain_lines(
@@ -268,6 +309,8 @@ class Retainer:
         partial = any(w.reason.startswith("incomplete last line") for w in warnings)
         warnings = [w for w in warnings if not w.reason.startswith("incomplete last line")]
         offset = max((m.source.end_offset or 0 for m in messages), default=start)
+        # Private spans go before turns are found: a prompt that was all private starts none.
+        messages = hide_private_all(messages)
         segs = segments(messages, self.options.units.rules)
         if segs:
             # Re-read from the first turn the next retain may still change: the open (last)
@@ -312,11 +355,12 @@ class Retainer:
             return RetainReport(bank, document, "unchanged")
         warnings: list[ReadWarning] = []
         sink: WarningSink = warnings.append
-        messages = list(get_reader(format, path).read(path, sink))
+        read = list(get_reader(format, path).read(path, sink))
+        messages = hide_private_all(read)
         new_cursor = Cursor(
-            offset=len(messages),
-            open_offset=len(messages),
-            records=len(messages),
+            offset=len(read),
+            open_offset=len(read),
+            records=len(read),
             fingerprint=fingerprint,
             size=Path(path).stat().st_size,
             version=cursor.version,

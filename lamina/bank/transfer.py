@@ -23,6 +23,7 @@ import orjson
 
 from ..errors import InputError
 from ..messages import Message, message_from_json, message_to_json
+from ..private import hide_private, strip_private
 from ..store.base import RetainBatch, Store, StoredPin, StoredSummary
 from .bank import check_bank_name
 from .entities import extract_entities
@@ -36,8 +37,9 @@ FORMAT_VERSION = 1
 
 def _memory_json(memory: Memory, with_embeddings: bool, redactor: Redactor) -> dict[str, Any]:
     # Redacted again: a bank retained before redaction covered a secret may still hold it, in
-    # its text and in the entities found there.
-    text, found = redactor.redact(memory.text)
+    # its text and in the entities found there; so may a private span kept before they were
+    # left out (lamina.private).
+    text, found = redactor.redact(strip_private(memory.text)[0])
     entities = [redactor.redact(e)[0] for e in memory.entities] if found else memory.entities
     data: dict[str, Any] = {
         "type": "memory",
@@ -102,7 +104,10 @@ def _export_logs(store: Store, bank: str) -> Iterator[bytes]:
                 "updated_at": info.updated_at.isoformat()}  # fmt: skip
         yield orjson.dumps(head) + b"\n"
         for message in store.read_log(bank, log):
-            clean = redact_message(message, redactor)[0]
+            # A message that was all private stays as an empty one: pins and frontiers count
+            # positions.
+            public = hide_private(message) or replace(message, blocks=(), records=())
+            clean = redact_message(public, redactor)[0]
             line = {"type": "log_message", "log": log, "message": message_to_json(clean)}
             yield orjson.dumps(line) + b"\n"
         for summary in store.load_summaries(bank, log):
@@ -399,8 +404,9 @@ def import_bank(
 def _write_document(store: Store, bank: str, item: _Document, redactor: Redactor) -> int:
     memories = []
     for memory in item.memories:
-        text, found = redactor.redact(memory.text)
-        if found:
+        public = strip_private(memory.text)[0]
+        text, found = redactor.redact(public)
+        if found or public != memory.text:
             entities = tuple(redactor.redact(e)[0] for e in memory.entities)
             memory = replace(memory, text=text, entities=entities)
         memories.append(memory)
@@ -423,11 +429,13 @@ def _write_document(store: Store, bank: str, item: _Document, redactor: Redactor
 
 
 def _write_log(store: Store, bank: str, item: _Log, redactor: Redactor) -> None:
-    store.append_log_messages(
-        bank, item.name, [redact_message(m, redactor)[0] for m in item.messages]
-    )
+    # A message left empty by its private spans stays, empty: summaries and pins count
+    # positions in the log.
+    public = [hide_private(m) or replace(m, blocks=(), records=()) for m in item.messages]
+    store.append_log_messages(bank, item.name, [redact_message(m, redactor)[0] for m in public])
     for summary in item.summaries:
-        store.save_summary(bank, item.name, replace(summary, text=redactor.redact(summary.text)[0]))
+        text = redactor.redact(strip_private(summary.text)[0])[0]
+        store.save_summary(bank, item.name, replace(summary, text=text))
     if item.frontier is not None:
         store.save_frontier(bank, item.name, item.frontier)
     for pin in item.pins:

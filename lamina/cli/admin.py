@@ -111,6 +111,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
         )
     )
     click.echo(f"this bank   {report['default_bank']}")
+    paused = report["paused"]
+    for kind in ("banks", "sessions"):
+        for name, info in paused[kind].items():
+            what = "project bank" if kind == "banks" else "session"
+            click.echo(f"paused      {what} {name} since {info.get('since', '?')}")
     for scope, info in report["hooks"].items():
         state = "installed" if info["installed"] else "not installed"
         click.echo(f"hooks       {scope}: {state} ({info['settings']})")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,8 +184,11 @@ def retain(
             progress.update(number)
     for bar in stages.values():
         bar.close()
+    expired = _expire(memory_bank, name) if reports else 0
+    if expired and not as_json:
+        click.echo(f"{name}: forgot {expired} memories older than retain_days")
     if as_json:
-        emit_json({"bank": name, "files": reports, "failed": failures})
+        emit_json({"bank": name, "files": reports, "failed": failures, "expired": expired})
     if failures and not reports:
         sys.exit(2)
 
@@ -348,10 +351,52 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
         click.echo(f"{d.id}  {d.updated_at:%Y-%m-%d %H:%M}  {d.source or ''}")
 
 
+def _expire(memory_bank: MemoryBank, bank: str) -> int:
+    """Forget the bank's memories older than `retain_days` (config file); how many went."""
+    from ..config import retain_days
+
+    days = retain_days()
+    if days is None:
+        return 0
+    return memory_bank.forget_before(bank, datetime.now(UTC) - timedelta(days=days))
+
+
+_AGE_UNITS = {"d": 1.0, "w": 7.0, "h": 1 / 24}
+
+
+def older_than(value: str, now: datetime | None = None) -> datetime:
+    """The moment `--older-than` names: an age (`30d`, `12w`, `36h`; a bare number is days)
+    before now, or a date or date-time (ISO 8601, UTC unless it says otherwise)."""
+    text = value.strip().lower()
+    unit = text[-1:] if text[-1:] in _AGE_UNITS else "d"
+    number = text[:-1] if text[-1:] in _AGE_UNITS else text
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if number and amount >= 0 and amount == amount and amount < 1e6:  # not NaN, not huge
+        return (now or datetime.now(UTC)) - timedelta(days=amount * _AGE_UNITS[unit])
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InputError(
+            f"--older-than: not an age or a date: {value!r} (use 30d, 12w, 36h or 2026-01-31)"
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
 @click.command()
 @click.argument("document", required=False)
 @bank_option
 @click.option("--memory", "memory_id", default=None, help="Forget one memory by id instead.")
+@click.option(
+    "--older-than",
+    "age",
+    default=None,
+    metavar="AGE|DATE",
+    help="Forget every memory of the bank older than this: 30d, 12w, 36h, or a date "
+    "(2026-01-31). Memories without a time stay.",
+)
 @click.option("--all-of-bank", is_flag=True, help="Delete the whole bank (asks first).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all-of-bank).")
 @json_option
@@ -361,20 +406,28 @@ def forget(
     document: str | None,
     bank: str | None,
     memory_id: str | None,
+    age: str | None,
     all_of_bank: bool,
     yes: bool,
     as_json: bool,
 ) -> None:
-    """Forget a document (its memories and records), one memory, or a whole bank.
+    """Forget a document (its memories and records), one memory, old memories, or a whole bank.
 
     DOCUMENT is a document's id or the path of the file it was retained from. A name that does
-    not exist is an error (exit 2), not a silent no-op.
+    not exist is an error (exit 2), not a silent no-op. `--older-than 30d` forgets what
+    happened more than 30 days ago (`retain_days` in the config file does it after every
+    retain).
 
     Example: lamina forget 7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17 --bank my-project
+
+    Example: lamina forget --older-than 90d --bank my-project
     """
-    chosen = sum([document is not None, memory_id is not None, all_of_bank])
+    chosen = sum([document is not None, memory_id is not None, age is not None, all_of_bank])
     if chosen != 1:
-        raise InputError("give exactly one of: DOCUMENT, --memory ID, --all-of-bank")
+        raise InputError(
+            "give exactly one of: DOCUMENT, --memory ID, --older-than AGE, --all-of-bank"
+        )
+    cutoff = older_than(age) if age is not None else None
     name = bank or default_bank()
     memory_bank = _open(ctx)
     require_bank(memory_bank, name)
@@ -390,6 +443,12 @@ def forget(
         if not memory_bank.forget_memory(name, memory_id):
             raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
         result = {"bank": name, "memory": memory_id, "forgotten": True}
+    elif cutoff is not None:
+        result = {
+            "bank": name,
+            "older_than": cutoff.astimezone(UTC).isoformat(timespec="seconds"),
+            "memories_forgotten": memory_bank.forget_before(name, cutoff),
+        }
     else:
         assert document is not None
         ids = require_documents(memory_bank, name, [document])
@@ -562,13 +621,20 @@ def hook_command(ctx: click.Context) -> None:
 @click.option("--bank", required=True)
 @click.option("--event", default="")
 @click.option("--parent", default=None, help="The parent session of a subagent's transcript.")
+@click.option("--skip", is_flag=True, help="Memory is paused: move the cursor, keep nothing.")
 @click.pass_context
 def hook_worker_command(
-    ctx: click.Context, transcript: str, session: str, bank: str, event: str, parent: str | None
+    ctx: click.Context,
+    transcript: str,
+    session: str,
+    bank: str,
+    event: str,
+    parent: str | None,
+    skip: bool,
 ) -> None:
     """The detached retain a Stop hook starts (internal)."""
     from ..integrations.claude_code import run_worker
 
     home = (ctx.obj or {}).get("home")
-    code = run_worker(transcript, session, bank, home=home, event=event, parent=parent)
+    code = run_worker(transcript, session, bank, home=home, event=event, parent=parent, skip=skip)
     sys.exit(code)

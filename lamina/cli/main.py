@@ -36,10 +36,12 @@ COMMANDS: dict[str, str] = {
     "logs": "cli.logs:logs",
     "mcp": "cli.admin:mcp",
     "migrate": "cli.store:migrate",
+    "pause": "cli.privacy:pause_command",
     "pin": "cli.pins:pin",
     "recall": "cli.bank:recall",
     "recall-query": "cli.transcripts:recall_query",
     "reindex": "cli.bank:reindex",
+    "resume": "cli.privacy:resume_command",
     "retain": "cli.bank:retain",
     "serve": "cli.admin:serve",
     "show": "cli.transcripts:show",
@@ -64,7 +66,9 @@ SUMMARIES: dict[str, str] = {
     "doctor": "Where the data lives, installed hooks, banks, last retains, the hook log's tail.",
     "documents": "The documents retained in a bank.",
     "export": "Write a bank as JSON Lines: documents, cursors, records, memories (and vectors).",
-    "forget": "Forget a document (its memories and records), one memory, or a whole bank.",
+    "forget": (
+        "Forget a document (its memories and records), one memory, old memories, or a whole bank."
+    ),
     "hook": "Serve a Claude Code hook: reads the event's JSON on stdin (any event).",
     "import": "Load a bank written by `lamina export` (merging by id; safe to repeat).",
     "inspect": (
@@ -75,6 +79,11 @@ SUMMARIES: dict[str, str] = {
     "logs": "Context logs kept in a bank: list them, show one, delete one.",
     "mcp": "Serve the memory banks over MCP, on stdio or streamable HTTP (needs the `mcp` extra).",
     "migrate": "Bring the database's schema up to date (first use does this too).",
+    "pause": (
+        "Pause memory for this project (its bank) or one session: the hooks neither recall "
+        "nor retain for it, and what is said meanwhile is never retained, not even after "
+        "`lamina resume`."
+    ),
     "pin": (
         "Pin a message range or a document of a context log: keep it raw (--raw), at an "
         "exact summary level (--level N) or at most a level (--max-level N)."
@@ -82,6 +91,7 @@ SUMMARIES: dict[str, str] = {
     "recall": "The memories that best answer QUERY, within a token budget.",
     "recall-query": "The query recall would search memory with before the next prompt.",
     "reindex": "Embed again the memories whose vectors are missing or from another model.",
+    "resume": "Resume memory paused by `lamina pause` for this project (its bank) or one session.",
     "retain": "Add transcripts, or what is new in them, to a bank.",
     "serve": "Serve the memory banks over HTTP (needs the `server` extra).",
     "show": "What a transcript holds: records by type and kind, turns, tokens, time span, tools.",

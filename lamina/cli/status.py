@@ -4,7 +4,7 @@ overlap, the banks and their sizes, the last retain of each session and what is 
 yet, which models embedded each bank's memories (with a warning when recall would use another
 one, so those memories are found by their words only until `lamina reindex`), the tail of the
 hook log (so a hook that failed open does not fail unseen), the last prompts' stage timings,
-and whether a warm server runs."""
+whether a warm server runs, and what memory is paused for (`lamina pause`)."""
 
 from __future__ import annotations
 
@@ -117,11 +117,16 @@ def status_report(
     scopes = installed_scopes(directory)
     plugin = plugin_state(directory)
     servers = mcp_servers(directory)
+    from ..pause import paused
+
+    here = default_bank(directory)
+    stopped = paused(base)
     report: dict[str, Any] = {
         "data_dir": str(base),
         "database": describe_target(target),
         "database_exists": exists,
-        "default_bank": default_bank(directory),
+        "default_bank": here,
+        "paused": {"this_project": here in stopped["banks"], **stopped},
         "hooks": {
             scope: {"installed": installed, "settings": str(settings_path(scope, directory))}
             for scope, installed in scopes.items()

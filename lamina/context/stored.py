@@ -5,7 +5,8 @@
     result = log.compile(CompileOptions(budget=32_000))
 
 Everything stored is redacted first (`lamina.bank.redact`): appended messages and summaries
-keep no secret, whichever summariser wrote them.
+keep no secret, whichever summariser wrote them. What was marked `<private>` is gone before that
+(`lamina.private`): a message that was all private is not appended at all.
 
 Opening a log loads its messages, every summary written for it and the frontier of its last
 compile, so a compile in a new process neither summarises again what was summarised before
@@ -25,6 +26,7 @@ from typing import Any, cast
 from ..bank.redact import Redactor, redact_message
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
+from ..private import hide_private, strip_private
 from ..store.base import Store, StoredPin, StoredSummary
 from ..tokens import TokenCounter, default_counter
 from .chunks import Chunk
@@ -178,7 +180,9 @@ class StoredLog:
         for message in messages:
             if enters_log(message) and message.id not in self._ids:
                 self._ids.add(message.id)
-                new.append(redact_message(message, self.redactor)[0])
+                public = hide_private(message)
+                if public is not None:
+                    new.append(redact_message(public, self.redactor)[0])
         added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
         self.refresh()
         return added
@@ -187,7 +191,7 @@ class StoredLog:
         """The system prompt the messages give (`system_text`), redacted, becomes the log's and
         is stored with its state (not a log position: message numbers stay as they are);
         messages without one leave the stored one as it is."""
-        text = system_text(messages)
+        text = strip_private(system_text(messages))[0]
         if text:
             text = self.redactor.redact(text)[0]  # stored text is redacted (invariant 9)
         if not text or text == self.log.system:

@@ -4,7 +4,8 @@ or streamable HTTP.
 Tools: `recall`, `retain_text`, `retain_transcript`, `list_banks`, `list_documents`,
 `forget_document`, `compile_transcript`, and for context logs kept in a bank (as the HTTP API's
 `/v1/banks/{bank}/logs`): `append_to_log`, `compile_log`, `list_logs`, `delete_log`, `pin_log`,
-`unpin_log`. They live in `lamina.integrations.mcp_tools`: every parameter typed and described
+`unpin_log`; over stdio also `pause_memory` and `resume_memory` (lamina.integrations.mcp_pause).
+They live in `lamina.integrations.mcp_tools`: every parameter typed and described
 (enums for formats, an item schema for messages), every tool annotated (read-only, destructive,
 idempotent), results as compact JSON. `recall` gives the memories with their time and document;
 scores, source spans and a prompt block only with `detail`. A tool that fails for a reason the
@@ -72,8 +73,15 @@ def build_server(
     host: str = "127.0.0.1",
     allow_dirs: Sequence[str | Path] = (),
 ) -> MCPServer:
-    """The MCP server with Lamina's tools (for stdio; over HTTP serve `http_app`)."""
-    return _build(home, bank, database_url, host, allow_dirs)[0]
+    """The MCP server with Lamina's tools (for stdio; over HTTP serve `http_app`), and over
+    stdio `pause_memory` / `resume_memory` (lamina.integrations.mcp_pause)."""
+    from ..config import data_home
+    from .mcp_pause import register_pause
+
+    server = _build(home, bank, database_url, host, allow_dirs)[0]
+    project = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
+    register_pause(server, data_home(home), project)
+    return server
 
 
 class KeyCheck:

@@ -228,6 +228,13 @@ class Store(Protocol):
 
     def delete_memory(self, bank: str, memory_id: str) -> bool: ...
 
+    def forget_before(self, bank: str, before: datetime) -> int:
+        """Forget the bank's memories that happened before `before` (by their time: when it
+        happened, else when it was said; memories without a time stay), keeping the search
+        indexes right as `delete_memory` does. One probe of the bank's time index when nothing
+        is that old. Returns how many were forgotten."""
+        ...
+
     def iter_memories(
         self, bank: str, *, after_seq: int = 0, with_embeddings: bool = True
     ) -> Iterator[MemoryRow]:

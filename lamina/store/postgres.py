@@ -630,6 +630,24 @@ class PostgresStore(PostgresSearch):
                 )
         return gone > 0
 
+    def forget_before(self, bank: str, before: datetime) -> int:
+        moment = before if before.tzinfo else before.replace(tzinfo=UTC)
+        with self._write() as conn:
+            bank_row = conn.execute(
+                "SELECT id FROM banks WHERE name = %s FOR UPDATE", (bank,)
+            ).fetchone()
+            if bank_row is None:
+                return 0
+            # A memory without a time has a NULL `t`, which no comparison selects: it stays.
+            gone = _delete_memories(conn, bank_row[0], "t < %s", (moment,))
+            if gone:
+                conn.execute(
+                    "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                    " WHERE id = %s",
+                    (bank_row[0],),
+                )
+        return gone
+
     def iter_memories(
         self, bank: str, *, after_seq: int = 0, with_embeddings: bool = True
     ) -> Iterator[MemoryRow]:

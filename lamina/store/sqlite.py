@@ -603,6 +603,24 @@ class SQLiteStore(SQLiteSearch):
                 )
         return cur.rowcount > 0
 
+    def forget_before(self, bank: str, before: datetime) -> int:
+        with self._write() as conn:
+            bank_id = self._bank_id(conn, bank)
+            if bank_id is None:
+                return 0
+            # `t` is NULL for a memory without a time, and NULL < x is not true: those stay.
+            # The triggers take each memory's postings and counts with it.
+            cur = conn.execute(
+                "DELETE FROM memories WHERE bank_id = ? AND t < ?", (bank_id, _bound(before))
+            )
+            if cur.rowcount:
+                conn.execute(
+                    "UPDATE banks SET generation = generation + 1, deletions = deletions + 1"
+                    " WHERE id = ?",
+                    (bank_id,),
+                )
+        return max(cur.rowcount, 0)
+
     def iter_memories(
         self, bank: str, *, after_seq: int = 0, with_embeddings: bool = True
     ) -> Iterator[MemoryRow]:

@@ -24,6 +24,12 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
 - **SessionStart**: make sure the configured database is created and migrated; with `warm` on,
   start the warm server if none runs.
 
+Privacy: in a directory the config file's `exclude` covers, every event does nothing (one line
+in the hook log says so). While the project's bank or the session is paused (`lamina pause`),
+no event recalls or injects (the prompt hook says so once per session, in a `systemMessage`)
+and the retain events only move the session's cursor past what was said, so `lamina resume`
+does not retain it later. After each retain, memories older than `retain_days` are forgotten.
+
 The bank is the project's (`project.hook_bank`: CLAUDE_PROJECT_DIR, not the payload's `cwd`),
 and memories are clamped under Claude Code's 10,000-character limit (`contract`). When another
 installation serves the session (the plugin, over hooks in settings files), this one returns
@@ -222,7 +228,9 @@ def _retained_source(payload: Mapping[str, Any], event: str) -> tuple[str, str, 
     return transcript, session, []
 
 
-def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
+def _spawn_worker(
+    payload: Mapping[str, Any], home: Path, event: str, *, skip: bool = False
+) -> None:
     transcript, document, extra = _retained_source(payload, event)
     if not transcript or not document:
         raise ValueError("the payload names no transcript_path or session_id")
@@ -237,7 +245,7 @@ def _spawn_worker(payload: Mapping[str, Any], home: Path, event: str) -> None:
     subprocess.Popen(
         [sys.executable, "-P", "-m", "lamina", "--home", str(Path(home).resolve()),
          "hook-worker", "--transcript", str(Path(transcript).resolve()), "--session",
-         document, "--bank", bank, "--event", event, *extra],
+         document, "--bank", bank, "--event", event, *extra, *(["--skip"] if skip else [])],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -279,10 +287,19 @@ def run_hook(
         from .detect import stands_aside
         from .project import session_directory
 
+        excluded = _excluded(payload, call)
+        if excluded:
+            log.write(event, session, f"skipped: excluded by the config file's exclude {excluded}")
+            return ""
         winner = stands_aside(session_directory(payload, base, call.env) or call.cwd, call.env)
         if winner:
             log.write(event, session, f"skipped: {winner} serves this session")
             return ""
+        from ...pause import pause_reason
+
+        paused = pause_reason(base, hook_bank(payload, base, call.env, call.cwd), session)
+        if paused:
+            return _paused(payload, base, log, event, session, paused)
         return with_system_message(
             _dispatch(payload, base, cfg, started, log, event, session, call),
             Notices(base).take(session),
@@ -297,6 +314,38 @@ def run_hook(
         if user_should_know(exc):
             return _notice(base, stdin, "", f"Lamina failed ({event or 'hook'}): {exc}")
         return ""
+
+
+def _excluded(payload: Mapping[str, Any], call: HookCall) -> str | None:
+    """The `exclude` entry of the config file that covers this event's directories (the
+    project's, the payload's `cwd`, the hook's own), or None."""
+    from ...config import exclude_patterns, excluded
+
+    environ = os.environ if call.env is None else call.env
+    if not exclude_patterns(environ):
+        return None
+    places = {environ.get("CLAUDE_PROJECT_DIR") or "", str(payload.get("cwd") or "")}
+    places.add(call.cwd or str(Path.cwd()))
+    for place in sorted(p for p in places if p):
+        found = excluded(place, environ)
+        if found:
+            return found
+    return None
+
+
+def _paused(
+    payload: Mapping[str, Any], base: Path, log: HookLog, event: str, session: str, reason: str
+) -> str:
+    """An event while memory is paused: no recall, no injection, no retain; a retain event
+    moves the session's cursor past what was said meanwhile (a worker with `--skip`)."""
+    if event in RETAIN_EVENTS:
+        _spawn_worker(payload, base, event, skip=True)
+        log.write(event, session, f"skipped: {reason}; what was said is left out for good")
+        return ""
+    log.write(event, session, f"skipped: {reason}")
+    if event == "UserPromptSubmit":
+        return with_system_message("", Notices(base).take(session, [f"Lamina: {reason}."]))
+    return ""
 
 
 def _notice(home: Path, stdin: str, output: str, message: str) -> str:
@@ -566,6 +615,20 @@ def hook_main(
 # -- the detached worker ---------------------------------------------------------------------
 
 
+def _expire(memory_bank: Any, bank: str, log: HookLog, event: str, session: str) -> None:
+    """Forget the bank's memories older than `retain_days` (when the config file sets it)."""
+    from datetime import timedelta
+
+    from ...config import retain_days
+
+    days = retain_days()
+    if days is None:
+        return
+    gone = memory_bank.forget_before(bank, datetime.now(UTC) - timedelta(days=days))
+    if gone:
+        log.write(event, session, f"forgot {gone} memories older than {days} days (retain_days)")
+
+
 def run_worker(
     transcript: str,
     session: str,
@@ -574,10 +637,13 @@ def run_worker(
     home: str | Path | None = None,
     event: str = "",
     parent: str | None = None,
+    skip: bool = False,
 ) -> int:
     """Retain a session's transcript (document `session`), once per document at a time; loops
     while other hooks left marks, so nothing that arrived meanwhile is missed. With `parent`,
-    the transcript is a subagent's: tagged `subagent` and linked to the parent session."""
+    the transcript is a subagent's: tagged `subagent` and linked to the parent session. With
+    `skip` (memory paused), only move the document's cursor to the transcript's end. After a
+    retain, memories older than the config file's `retain_days` are forgotten."""
     base = data_home(home)
     log = HookLog(base)
     locks = private_dir(base / "locks")
@@ -598,7 +664,13 @@ def run_worker(
 
                 set_model_cache(base / "cache")
                 memory_bank = MemoryBank.open(base)
-                while True:
+                while skip:
+                    mark.unlink(missing_ok=True)
+                    report = memory_bank.skip_file(transcript, bank, session)
+                    log.write(event, session, f"paused: transcript {report.status}")
+                    if not mark.exists():
+                        break
+                while not skip:
                     mark.unlink(missing_ok=True)
                     started = time.monotonic()
                     report = memory_bank.retain_file(
@@ -619,6 +691,8 @@ def run_worker(
                     )  # fmt: skip
                     if not mark.exists():
                         break
+                if not skip:
+                    _expire(memory_bank, bank, log, event, session)
                 memory_bank.close()
             except Exception as exc:
                 import traceback

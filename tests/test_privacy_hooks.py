@@ -1,0 +1,256 @@
+"""Pause, resume, exclude and retention as a user meets them: the real `lamina hook` process
+(as Claude Code runs it) and the real `lamina` commands, on a real SQLite database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lamina.readers import read_transcript
+from lamina.store.sqlite import SQLiteStore
+
+from .conftest import EXAMPLE
+from .test_hook import SESSION, hook, retain_example, wait_for_records
+
+pytestmark = pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/session.jsonl missing")
+
+PROMPT = "Remind me: which environment variable holds the database path?"
+
+
+def lamina(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "LAMINA_HOME": str(home), "LAMINA_BANK": "proj", **env}
+    return subprocess.run(
+        [sys.executable, "-m", "lamina", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+        check=False,
+    )
+
+
+def prompt(home: Path, tmp_path: Path, session: str = "another-session", **env: str) -> Any:
+    result = hook(
+        home,
+        {
+            "hook_event_name": "UserPromptSubmit",
+            "session_id": session,
+            "transcript_path": str(tmp_path / "new.jsonl"),
+            "prompt": PROMPT,
+            "cwd": str(tmp_path),
+        },
+        **env,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout) if result.stdout.strip() else {}
+
+
+def log_lines(home: Path) -> list[str]:
+    return (home / "logs" / "hooks.log").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_paused_project_gets_no_memories_until_resumed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    retain_example(home, tmp_path)
+    paused = lamina(home, "pause", "--json")
+    assert paused.returncode == 0, paused.stderr
+    assert json.loads(paused.stdout)["name"] == "proj"
+    status = json.loads(lamina(home, "status", "--json").stdout)
+    assert status["paused"]["this_project"] is True and "proj" in status["paused"]["banks"]
+
+    output = prompt(home, tmp_path)
+    assert "hookSpecificOutput" not in output  # nothing injected
+    assert "paused" in output["systemMessage"] and "lamina resume" in output["systemMessage"]
+    assert "skipped: memory paused for project bank proj" in log_lines(home)[-1]
+    assert prompt(home, tmp_path) == {}  # the notice is shown once per session
+
+    resumed = lamina(home, "resume", "--json")
+    assert json.loads(resumed.stdout) == {"resumed": "bank", "name": "proj", "was_paused": True}
+    context = prompt(home, tmp_path)["hookSpecificOutput"]["additionalContext"]
+    assert "INKWELL_DB_PATH" in context
+    again = lamina(home, "resume")
+    assert again.returncode == 0 and "was not paused" in again.stdout
+
+
+def wait_for_cursor(home: Path, offset: int, timeout: float = 120.0) -> int:
+    """The session's cursor once it reached `offset` (a bounded wait for the worker)."""
+    deadline = time.monotonic() + timeout
+    seen = -1
+    while time.monotonic() < deadline:
+        if (home / "lamina.db").exists():
+            store = SQLiteStore(home / "lamina.db")
+            seen = store.get_cursor("proj", SESSION).offset
+            store.close()
+            if seen >= offset:
+                return seen
+        time.sleep(0.2)
+    return seen
+
+
+def test_what_a_paused_session_said_is_never_retained_even_after_resume(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    messages = read_transcript(str(EXAMPLE)).messages
+    ends = [m.source.end_line for m in messages if m.kind.value == "reply" and m.source.end_line]
+    first, second = ends[2], ends[5]
+    live = tmp_path / "live.jsonl"
+
+    def stop_at(cut: int) -> None:
+        live.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
+        stop = {"hook_event_name": "Stop", "session_id": SESSION,
+                "transcript_path": str(live), "cwd": str(tmp_path)}  # fmt: skip
+        assert hook(home, stop).returncode == 0
+
+    before = [m for m in messages if (m.source.end_line or 0) <= first]
+    during = [m for m in messages if first < (m.source.line or 0) <= second]
+    stop_at(first)
+    assert wait_for_records(home, len(before)) == len(before)
+
+    assert lamina(home, "pause", "--session", SESSION).returncode == 0
+    stop_at(second)
+    assert wait_for_cursor(home, live.stat().st_size) == live.stat().st_size
+    assert "skipped: memory paused for session" in "\n".join(log_lines(home))
+    assert lamina(home, "resume", "--session", SESSION).returncode == 0
+
+    stop_at(len(lines))
+    after = [m for m in messages if (m.source.line or 0) > second]
+    assert wait_for_records(home, len(before) + len(after)) == len(before) + len(after)
+    store = SQLiteStore(home / "lamina.db")
+    kept = set(store.record_ids("proj", SESSION))
+    assert kept.isdisjoint(m.id for m in during)
+    said = [m.text for m in during if m.text.strip()]
+    texts = "\n".join(r.memory.text for r in store.iter_memories("proj"))
+    assert said and not [t for t in said if t[:60] in texts]
+    store.close()
+
+
+@pytest.mark.parametrize("pattern", ["{secret}", "*/clients/*"])
+def test_the_hook_does_nothing_in_an_excluded_project(tmp_path: Path, pattern: str) -> None:
+    home = tmp_path / "home"
+    retain_example(home, tmp_path)
+    secret = tmp_path / "clients" / "acme"
+    secret.mkdir(parents=True)
+    config = tmp_path / "config.toml"
+    config.write_text(f"exclude = [{json.dumps(pattern.format(secret=secret))}]\n")
+    env = {"LAMINA_CONFIG": str(config), "CLAUDE_PROJECT_DIR": str(secret)}
+    asked = hook(
+        home,
+        {"hook_event_name": "UserPromptSubmit", "session_id": "s2", "prompt": PROMPT,
+         "transcript_path": str(tmp_path / "new.jsonl"), "cwd": str(secret / "src")},
+        **env,
+    )  # fmt: skip
+    assert asked.returncode == 0 and asked.stdout == "" and asked.stderr == ""
+    transcript = tmp_path / "s2.jsonl"
+    transcript.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    stopped = hook(
+        home,
+        {"hook_event_name": "Stop", "session_id": "s2", "transcript_path": str(transcript),
+         "cwd": str(secret)},
+        **env,
+    )  # fmt: skip
+    assert stopped.returncode == 0 and stopped.stdout == ""
+    lines = log_lines(home)
+    assert "skipped: excluded by the config file's exclude" in lines[-1]
+    assert "skipped: excluded" in lines[-2]
+    assert not (home / "sessions" / "s2.project").exists()
+    assert not [line for line in lines if " s2 " in line and "skipped" not in line]
+    # Outside the excluded directory the same configuration recalls as before.
+    outside = prompt(home, tmp_path, LAMINA_CONFIG=str(config))
+    assert "INKWELL_DB_PATH" in outside["hookSpecificOutput"]["additionalContext"]
+
+
+def test_forget_older_than_and_retain_days(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    none = {"LAMINA_CONFIG": str(tmp_path / "none.toml")}
+    retained = lamina(home, "retain", str(EXAMPLE), "--no-embed", "--json", **none)
+    assert retained.returncode == 0, retained.stderr
+    report = json.loads(retained.stdout)
+    added = report["files"][0]["memories_added"]
+    assert added > 0 and report["expired"] == 0
+
+    bad = lamina(home, "forget", "--older-than", "banana", "--json", **none)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        "error: --older-than: not an age or a date: 'banana' (use 30d, 12w, 36h or 2026-01-31)"
+    ]
+    # The example session ran on 2026-03-14 from 09:12 on: half an hour in, some went.
+    early = lamina(home, "forget", "--older-than", "2026-03-14T09:20:00Z", "--json", **none)
+    first = json.loads(early.stdout)
+    assert first["older_than"] == "2026-03-14T09:20:00+00:00"
+    assert 0 < first["memories_forgotten"] < added
+    store = SQLiteStore(home / "lamina.db")
+    left = [r.memory for r in store.iter_memories("proj")]
+    assert len(left) == added - first["memories_forgotten"]
+    assert all(m.time is None or m.time.isoformat() >= "2026-03-14T09:20" for m in left)
+    store.close()
+    recalled = lamina(home, "recall", "database path", "--json", **none)
+    assert recalled.returncode == 0, recalled.stderr
+
+    config = tmp_path / "config.toml"
+    config.write_text("retain_days = 30\n")
+    again = lamina(home, "retain", str(EXAMPLE), "--no-embed", "--json", LAMINA_CONFIG=str(config))
+    dated = sum(m.time is not None for m in left)
+    assert json.loads(again.stdout)["expired"] == dated  # all older than 30 days
+    everything = lamina(home, "forget", "--older-than", "0d", "--json", **none)
+    assert json.loads(everything.stdout)["memories_forgotten"] == 0
+
+
+def test_the_agent_pauses_and_resumes_memory_through_mcp(tmp_path: Path) -> None:
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    home = tmp_path / "home"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "lamina", "mcp", "--bank", "proj"],
+        env={**os.environ, "LAMINA_HOME": str(home)},
+    )
+
+    async def run() -> list[Any]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            assert {"pause_memory", "resume_memory"} <= names
+            paused = await session.call_tool("pause_memory", {})
+            status = json.loads(lamina(home, "status", "--json").stdout)["paused"]
+            resumed = await session.call_tool("resume_memory", {})
+            return [paused.structured_content, status, resumed.structured_content]
+
+    paused, status, resumed = anyio.run(run)
+    assert paused["paused"] == "bank" and paused["name"] == "proj"
+    assert status["this_project"] is True
+    assert resumed == {"resumed": "bank", "name": "proj", "was_paused": True}
+
+
+@pytest.mark.parametrize("command", ["pause", "resume"])
+def test_the_plugin_slash_commands_run_lamina_pause_and_resume(
+    tmp_path: Path, command: str
+) -> None:
+    from .conftest import ROOT
+
+    plugin = ROOT / "plugins" / "lamina"
+    text = (plugin / "commands" / f"{command}.md").read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if x.startswith("!`"))
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    project.mkdir()
+    if command == "resume":
+        assert lamina(home, "pause", "--bank", "proj").returncode == 0
+    installed = str(Path(sys.executable).parent / "lamina")
+    env = {**os.environ, "CLAUDE_PLUGIN_ROOT": str(plugin), "LAMINA_HOME": str(home),
+           "LAMINA_BANK": "proj", "LAMINA_BIN": installed}  # fmt: skip
+    ran = subprocess.run(
+        ["sh", "-c", line[2:-1]], capture_output=True, text=True, env=env, cwd=project, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "proj" in ran.stdout
+    status = json.loads(lamina(home, "status", "--json").stdout)["paused"]
+    assert status["this_project"] is (command == "pause")
