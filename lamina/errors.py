@@ -4,7 +4,7 @@
     ├── InputError               the caller gave something unusable
     │   ├── UnknownFormatError   no reader recognises a file (or the named format does not exist)
     │   ├── ReadError            a source cannot be read at all (missing, a directory, unreadable)
-    │   └── NotFoundError        a named bank, document, memory or operation does not exist
+    │   └── NotFoundError        a named bank, document, log, pin, memory or operation is absent
     ├── AccessError              the credentials given do not allow this (HTTP, MCP)
     ├── ConfigError              a setting is missing or contradictory
     └── StoreError               the memory store failed (later layers)
@@ -63,7 +63,18 @@ class UnknownFormatError(InputError):
 
 
 class NotFoundError(InputError):
-    """A named bank, document, memory or operation does not exist."""
+    """A named bank, document, log, pin, memory or operation does not exist: `what` kind of
+    thing (empty when not said), `name` the one asked for, and the `bank` and `log` it was
+    looked for in (empty when not said). The CLI names the command that lists them."""
+
+    def __init__(
+        self, message: str, *, what: str = "", name: str = "", bank: str = "", log: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.what = what
+        self.name = name
+        self.bank = bank
+        self.log = log
 
 
 class AccessError(LaminaError):

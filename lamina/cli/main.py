@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import click
 
-from ..errors import LaminaError
+from ..errors import LaminaError, NotFoundError
 
 __all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
 
@@ -187,6 +187,22 @@ def _accept_data_options_anywhere(command: click.Command) -> None:
             command.params.append(_data_option(name, metavar))
 
 
+_SEE: dict[str, str] = {
+    "bank": "lamina banks",
+    "document": "lamina documents",
+    "pin": "lamina pin {log}",
+}
+"""What a missing bank, document or pin (`NotFoundError.what`) points the user to."""
+
+
+def _message(exc: LaminaError) -> str:
+    """The one line an error prints: a missing bank, document or pin names the command that
+    lists them."""
+    if isinstance(exc, NotFoundError) and exc.what in _SEE:
+        return f"{exc} (see `{_SEE[exc.what].format(log=exc.log)}`)"
+    return str(exc)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -202,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except LaminaError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(_message(exc), exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)
     except ImportError as exc:
