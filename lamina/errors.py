@@ -64,17 +64,11 @@ class UnknownFormatError(InputError):
 
 class NotFoundError(InputError):
     """A named bank, document, log, pin, memory or operation does not exist: `what` kind of
-    thing (empty when not said), `name` the one asked for, and the `bank` and `log` it was
-    looked for in (empty when not said). The CLI names the command that lists them."""
+    thing, `name` the one asked for, in which `log` (each empty when not said)."""
 
-    def __init__(
-        self, message: str, *, what: str = "", name: str = "", bank: str = "", log: str = ""
-    ) -> None:
+    def __init__(self, message: str, *, what: str = "", name: str = "", log: str = "") -> None:
         super().__init__(message)
-        self.what = what
-        self.name = name
-        self.bank = bank
-        self.log = log
+        self.what, self.name, self.log = what, name, log
 
 
 class AccessError(LaminaError):

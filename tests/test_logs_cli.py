@@ -138,7 +138,7 @@ def test_listed_tokens_come_from_kept_counts_and_are_counted_where_none_are(
     from lamina.context.logs import ContextLogs
 
     store = open_store(database)
-    logs = ContextLogs(store)
+    logs = ContextLogs(store, ExtractiveSummariser())
     try:
         listed = logs.summary(logs.find("proj", "spotter"))
         assert listed["tokens"] == kept["report"]["log_tokens"]

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from ..bank.bank import MemoryBank
     from ..bank.retain import RetainOptions
     from ..context.logs import ContextLogs
-    from ..context.summarise import Summariser
     from ..store.base import Store
 
 __all__ = [
@@ -50,13 +49,14 @@ def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -
 
 
 @contextmanager
-def open_logs(ctx: click.Context, summariser: Summariser | None = None) -> Iterator[ContextLogs]:
+def open_logs(ctx: click.Context) -> Iterator[ContextLogs]:
     """The context logs of the database `open_bank` opens, for the duration of the block."""
     from ..context.logs import ContextLogs
+    from ..context.summarise import ExtractiveSummariser
 
     memory = open_bank(ctx)
     try:
-        yield ContextLogs(memory.store, summariser)
+        yield ContextLogs(memory.store, ExtractiveSummariser())  # no CLI log command summarises
     finally:
         memory.close()
 

@@ -187,20 +187,8 @@ def _accept_data_options_anywhere(command: click.Command) -> None:
             command.params.append(_data_option(name, metavar))
 
 
-_SEE: dict[str, str] = {
-    "bank": "lamina banks",
-    "document": "lamina documents",
-    "pin": "lamina pin {log}",
-}
-"""What a missing bank, document or pin (`NotFoundError.what`) points the user to."""
-
-
-def _message(exc: LaminaError) -> str:
-    """The one line an error prints: a missing bank, document or pin names the command that
-    lists them."""
-    if isinstance(exc, NotFoundError) and exc.what in _SEE:
-        return f"{exc} (see `{_SEE[exc.what].format(log=exc.log)}`)"
-    return str(exc)
+_SEE = {"bank": "lamina banks", "document": "lamina documents", "pin": "lamina pin {log}"}
+"""The command that lists what a `NotFoundError` says is missing (by its `what`)."""
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -217,8 +205,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except NotFoundError as exc:
+        see = _SEE.get(exc.what, "").format(log=exc.log)
+        fail(f"{exc} (see `{see}`)" if see else str(exc), exc.exit_code)
     except LaminaError as exc:
-        fail(_message(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)
     except ImportError as exc:

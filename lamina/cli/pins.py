@@ -64,7 +64,6 @@ def pin(
     Example: lamina pin session-42 --messages 120-180 --raw
     """
     from ..context.pins import Pin, PinMode, parse_range
-    from ..context.summarise import ExtractiveSummariser
 
     bank_name = bank or default_bank()
     listing = span is None and document is None
@@ -88,7 +87,7 @@ def pin(
         default = f"messages-{first}-{last}" if span is not None else str(document)
         held = {"raw": 0, "exact": level, "max": max_level}[mode] or 0
         new = Pin.given(name or default, mode, held, first, last, document)
-    with open_logs(ctx, ExtractiveSummariser()) as logs:  # pinning summarises nothing
+    with open_logs(ctx) as logs:
         pins = logs.pins(bank_name, log) if listing else logs.pin(bank_name, log, new)
     if as_json:
         emit_json({"bank": bank_name, "log": log, "pins": [_pin_json(p) for p in pins]})

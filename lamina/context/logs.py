@@ -2,16 +2,13 @@
 
     logs = ContextLogs(store, log_summariser(store))
     messages = read_message_list(body["messages"], None, ids_from="session-42")
-    logs.append("my-project", "session-42", messages)
-    result = logs.compile("my-project", "session-42", [], CompileOptions(budget=32_000))
+    result = logs.compile("my-project", "session-42", messages, CompileOptions(budget=32_000))
     logs.pin("my-project", "session-42", Pin.given("spec", "raw", first=120, last=180))
-    logs.describe("my-project", "session-42")     # or .listing, .pins, .unpin, .delete
 
 `ContextLogs` is the one place the surfaces list, describe, append to, compile, pin, unpin and
-delete logs; each raises Lamina's own errors (`NotFoundError` for a bank, log or pin that is
-not there), which the surfaces map to an exit code, a status code or a tool error. Beside it:
-the summariser stored logs are compiled with, how a list of messages sent over the wire becomes
-Lamina messages (the same readers as a transcript file), and the budget check.
+delete logs, raising Lamina's errors (`NotFoundError` for a missing bank, log or pin), which
+each surface maps to an exit code, a status code or a tool error. Beside it: the summariser
+stored logs are compiled with, and how messages sent over the wire become Lamina messages.
 
 Messages sent without an `id` (the Anthropic and OpenAI shapes have none) get one from their
 content: the log's id, the message as sent, and how often the same message came earlier in the
@@ -38,7 +35,7 @@ from ..readers.values import plain_values, read_message_values
 from ..store.base import ContextLogInfo, Store
 from ..store.lookup import require_bank
 from ..tokens import default_counter
-from .compile import CompileResult
+from .compile import Compiler, CompileResult
 from .frontier import CompileOptions
 from .log import ContextLog, counts_key
 from .pins import Pin, pin_json
@@ -46,14 +43,7 @@ from .render import RequestFormat
 from .stored import StoredLog
 from .summarise import Summariser
 
-__all__ = [
-    "MIN_AVAILABLE",
-    "ContextLogs",
-    "check_budget",
-    "log_summariser",
-    "read_message_list",
-    "with_system",
-]
+__all__ = ["ContextLogs", "check_budget", "log_summariser", "read_message_list", "with_system"]
 
 MIN_AVAILABLE = 500
 """Tokens a compile must have left once the reply reserve is taken from the budget."""
@@ -66,21 +56,14 @@ class ContextLogs:
     prefetch writes are the ones the next compile folds with.
 
     Calls on one log take turns; a log another process compiled since (another server
-    instance sharing the database), or that was deleted and created again, is reopened.
-    `summariser` (what compiles fold with) is `log_summariser(store)` unless given."""
+    instance sharing the database), or that was deleted and created again, is reopened."""
 
-    def __init__(self, store: Store, summariser: Summariser | None = None, size: int = 64) -> None:
+    def __init__(self, store: Store, summariser: Summariser, size: int = 64) -> None:
         self.store = store
-        self._summariser = summariser
+        self.summariser = summariser
         self.size = size
         self._open: OrderedDict[tuple[str, str], tuple[StoredLog, threading.Lock]] = OrderedDict()
         self._lock = threading.Lock()
-
-    @property
-    def summariser(self) -> Summariser:
-        if self._summariser is None:
-            self._summariser = log_summariser(self.store)
-        return self._summariser
 
     @contextmanager
     def use(self, bank: str, log: str) -> Iterator[StoredLog]:
@@ -111,6 +94,15 @@ class ContextLogs:
                 del self._open[key]
 
     # -- what the surfaces offer ---------------------------------------------------------------
+    def compile_once(
+        self, messages: Sequence[Message], options: CompileOptions, request_format: RequestFormat
+    ) -> CompileResult:
+        """Compile a conversation kept in no log: nothing is stored."""
+        if options.available < MIN_AVAILABLE:
+            raise InputError(f"budget minus reserve must leave at least {MIN_AVAILABLE} tokens")
+        log = ContextLog.from_messages(messages)
+        return Compiler(self.summariser).compile(log, options, request_format)
+
     def find(self, bank: str, log: str) -> ContextLogInfo:
         """The log's entry; `NotFoundError` when the bank or the log does not exist."""
         for info in self.store.list_logs(require_bank(self.store, bank)):
@@ -216,8 +208,8 @@ class ContextLogs:
         """Remove a pin by name; `NotFoundError` when the log has none of that name."""
         self.find(bank, log)
         if not self.store.delete_pin(bank, log, name):
-            raise NotFoundError(f"no pin {name!r} on log {log!r} in bank {bank!r}", what="pin",
-                                name=name, bank=bank, log=log)  # fmt: skip
+            message = f"no pin {name!r} on log {log!r} in bank {bank!r}"
+            raise NotFoundError(message, what="pin", name=name, log=log)
 
     def delete(self, bank: str, log: str) -> None:
         """Delete a log with its summaries, last layout and pins; `NotFoundError` when the
@@ -229,7 +221,7 @@ class ContextLogs:
 
 
 def _no_log(bank: str, log: str) -> NotFoundError:
-    return NotFoundError(f"no log {log!r} in bank {bank!r}", what="log", name=log, bank=bank)
+    return NotFoundError(f"no log {log!r} in bank {bank!r}", what="log", name=log)
 
 
 def log_summariser(store: Store | None = None, env: Mapping[str, str] | None = None) -> Summariser:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..access import Access, Gate
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions, RecallResult
-from ..context import CompileOptions, Compiler, ContextLog
+from ..context import CompileOptions
 from ..context.logs import ContextLogs, check_budget, read_message_list, with_system
 from ..context.pins import Pin
 from ..context.render import RequestFormat
@@ -346,12 +346,9 @@ class Tools:
         request_format: Format = "anthropic",
         ctx: Context | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        path = self.local_path(path, ctx)
-        if budget - reserve < 500:
-            raise InputError("budget minus reserve must leave at least 500 tokens")
-        log = ContextLog.from_messages(read_transcript(path).messages)
+        messages = read_transcript(self.local_path(path, ctx)).messages
         options = CompileOptions(budget=budget, reserve=reserve)
-        result = Compiler(self.logs.summariser).compile(log, options, request_format)
+        result = self.logs.compile_once(messages, options, request_format)
         return {"request": result.request, "report": result.report}
 
     @_tool_errors

@@ -8,10 +8,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ...context import CompileOptions, Compiler, ContextLog
+from ...context import CompileOptions
 from ...context.logs import check_budget, read_message_list
 from ...context.pins import Pin
-from ...errors import InputError
 from ...messages import Message
 from .deps import Auth, Logs, Memory, Paged, bank_for, invalid
 from .errors import errors
@@ -38,12 +37,9 @@ LOG = "/v1/banks/{bank}/logs/{log}"
 @router.post("/v1/compile", response_model=CompileAnswer, responses=errors(400, 413, 415, 422))
 def compile_request(body: CompileBody, auth: Auth, logs: Logs) -> dict[str, Any]:
     """Compile the conversation sent into a request that fits `budget`; nothing is kept."""
-    if body.budget - body.reserve < 500:
-        raise InputError("budget minus reserve must leave at least 500 tokens")
     given = read_message_list(body.messages, body.format, system=body.system)
-    log = ContextLog.from_messages(given)
     options = CompileOptions(budget=body.budget, reserve=body.reserve)
-    result = Compiler(logs.summariser).compile(log, options, body.request_format)
+    result = logs.compile_once(given, options, body.request_format)
     return {"request": result.request, "report": result.report}
 
 
