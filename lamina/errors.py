@@ -4,7 +4,7 @@
     ├── InputError               the caller gave something unusable
     │   ├── UnknownFormatError   no reader recognises a file (or the named format does not exist)
     │   ├── ReadError            a source cannot be read at all (missing, a directory, unreadable)
-    │   └── NotFoundError        a named bank, document, memory or operation does not exist
+    │   └── NotFoundError        a named bank, document, log, pin, memory or operation is absent
     ├── AccessError              the credentials given do not allow this (HTTP, MCP)
     ├── ConfigError              a setting is missing or contradictory
     └── StoreError               the memory store failed (later layers)
@@ -63,7 +63,12 @@ class UnknownFormatError(InputError):
 
 
 class NotFoundError(InputError):
-    """A named bank, document, memory or operation does not exist."""
+    """A named bank, document, log, pin, memory or operation does not exist: `what` kind of
+    thing, `name` the one asked for, in which `log` (each empty when not said)."""
+
+    def __init__(self, message: str, *, what: str = "", name: str = "", log: str = "") -> None:
+        super().__init__(message)
+        self.what, self.name, self.log = what, name, log
 
 
 class AccessError(LaminaError):

@@ -24,7 +24,7 @@ from lamina.context import (
     validate_anthropic,
     validate_openai,
 )
-from lamina.integrations.logs import read_message_list
+from lamina.context.logs import read_message_list
 from lamina.readers import read_transcript
 from lamina.store import open_store
 

@@ -394,7 +394,12 @@ def test_pins_over_http_hold_messages_raw_and_conflicts_are_409(server: Server) 
     shown = server.call("GET", path).json()
     assert [p["name"] for p in shown["pins"]] == ["q20"]
     assert server.call("DELETE", f"{path}/pins/q20").status_code == 200
-    assert server.call("DELETE", f"{path}/pins/q20").status_code == 404
+    again = server.call("DELETE", f"{path}/pins/q20")
+    assert again.status_code == 404
+    assert again.json()["error"]["message"] == "no pin 'q20' on log 'pinned' in bank 'alpha'"
+    no_log = server.call("DELETE", "/v1/banks/alpha/logs/nolog/pins/q20")
+    assert no_log.json()["error"] == {"type": "not_found",
+                                      "message": "no log 'nolog' in bank 'alpha'"}  # fmt: skip
 
 
 def spotter_batches(count: int = 6) -> list[list[dict[str, Any]]]:

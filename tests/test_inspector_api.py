@@ -252,8 +252,8 @@ BODIES = {"/recall/preview": {"query": "port"}, "/strip": {"budget": 8000}}
 def test_every_inspector_endpoint_needs_a_key_and_hides_other_banks(tmp_path: Path) -> None:
     from fastapi.routing import APIRoute
 
+    from lamina.context.logs import read_message_list
     from lamina.integrations.http_inspect import router
-    from lamina.integrations.logs import read_message_list
 
     memory = MemoryBank(
         open_store(str(tmp_path / "keys.db")), retain_options=RetainOptions(embed=False)
@@ -285,7 +285,7 @@ def test_every_inspector_endpoint_needs_a_key_and_hides_other_banks(tmp_path: Pa
 
 
 def test_a_log_never_compiled_is_one_raw_stretch(database: str, tmp_path: Path) -> None:
-    from lamina.integrations.logs import read_message_list
+    from lamina.context.logs import read_message_list
 
     memory = MemoryBank(open_store(database), retain_options=RetainOptions(embed=False))
     said = read_message_list([{"role": "user", "content": "hello there"},

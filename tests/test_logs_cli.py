@@ -135,18 +135,19 @@ def test_listed_tokens_come_from_kept_counts_and_are_counted_where_none_are(
     """A listing reads the per-message counts a log keeps; messages stored without counts
     (written straight to the store, as a copy from an older version may) are counted."""
     from lamina.context.log import ContextLog
-    from lamina.integrations.logs import find_log, log_summary
+    from lamina.context.logs import ContextLogs
 
     store = open_store(database)
+    logs = ContextLogs(store, ExtractiveSummariser())
     try:
-        listed = log_summary(store, find_log(store, "proj", "spotter"))
+        listed = logs.summary(logs.find("proj", "spotter"))
         assert listed["tokens"] == kept["report"]["log_tokens"]
         messages = store.read_log("proj", "spotter")
         store.append_log_messages("proj", "bare", messages)  # no counts kept
         expected = sum(ContextLog.from_messages(messages).tokens)
-        assert log_summary(store, find_log(store, "proj", "bare"))["tokens"] == expected
+        assert logs.summary(logs.find("proj", "bare"))["tokens"] == expected
         StoredLog.open(store, "proj", "bare", ExtractiveSummariser())  # keeps its counts
         assert store.load_log_counts("proj", "bare", ContextLog().counts_key)
-        assert log_summary(store, find_log(store, "proj", "bare"))["tokens"] == expected
+        assert logs.summary(logs.find("proj", "bare"))["tokens"] == expected
     finally:
         store.close()

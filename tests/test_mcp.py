@@ -417,5 +417,6 @@ def test_mcp_log_tools_keep_a_log_across_calls(tmp_path: Path) -> None:
     for compiled_with_system in (out["pinned_compile"], out["kept_system"]):
         assert compiled_with_system["request"]["system"][0]["text"] == "Be brief."
     assert out["unpinned"]["unpinned"] == "start" and out["unpinned_again"].is_error
+    assert "no pin 'start' on log 's'" in out["unpinned_again"].content[0].text
     assert out["deleted"]["deleted"] is True and out["listed_after"]["logs"] == []
     assert out["deleted_again"].is_error

@@ -221,7 +221,9 @@ def test_pin_and_unpin_from_the_command_line(tmp_path: Path) -> None:
     assert missing.returncode != 0 and "no log 'nope' in bank 'b'" in missing.stderr
     assert lamina("unpin", "s", "messages-10-12", "-b", "b", home=tmp_path).returncode == 0
     gone = lamina("unpin", "s", "messages-10-12", "-b", "b", home=tmp_path)
-    assert gone.returncode != 0 and "no pin" in gone.stderr
+    assert gone.returncode == 2
+    said = "error: no pin 'messages-10-12' on log 's' in bank 'b' (see `lamina pin s`)\n"
+    assert gone.stderr == said, "one line, naming the command that lists the pins"
     assert read_transcript(str(EXAMPLE)).messages
 
 

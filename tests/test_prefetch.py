@@ -17,8 +17,8 @@ from lamina.context import (
     validate_anthropic,
 )
 from lamina.context.ladder import ModelOptions, ModelSummariser
+from lamina.context.logs import ContextLogs
 from lamina.context.requests import SummaryRequest, SummaryResult
-from lamina.integrations.logs import OpenLogs
 from lamina.llm import LLMRequest, LLMResponse, ScriptedLLM
 from lamina.messages import Message, Role
 from lamina.store import open_store
@@ -138,8 +138,8 @@ def test_a_server_keeps_logs_open_and_sees_what_another_server_did(database: str
     history = long_history(60, words=300)
     store = open_store(database)
     try:
-        one = OpenLogs(store, ExtractiveSummariser())
-        other = OpenLogs(store, ExtractiveSummariser())
+        one = ContextLogs(store, ExtractiveSummariser())
+        other = ContextLogs(store, ExtractiveSummariser())
         with one.use("proj", "sess") as live:
             live.append(history[:150])
             first = live.compile(OPTIONS)

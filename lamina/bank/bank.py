@@ -33,6 +33,7 @@ from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
 from ..store.base import Store
+from ..store.lookup import require_bank, require_document
 from ..store.search import SearchStore
 from .entities import extract_entities
 from .fusion import model_for
@@ -360,6 +361,14 @@ class MemoryBank:
     def stats(self, bank: str) -> BankStats:
         """Counts and sizes of one bank (zeros for a bank that does not exist)."""
         return self.store.bank_stats(bank)
+
+    def require_bank(self, bank: str) -> str:
+        """`bank` if it exists; `NotFoundError` otherwise (`lamina.store.lookup`)."""
+        return require_bank(self.store, bank)
+
+    def require_document(self, bank: str, document: str) -> str:
+        """`document` if bank `bank` holds it; `NotFoundError` otherwise."""
+        return require_document(self.store, bank, document)
 
     def documents(self, bank: str) -> list[Document]:
         """The documents retained into `bank` (empty for a bank that does not exist)."""

@@ -41,7 +41,7 @@ def run_mcp_bench(folder: Path, budget: int = 400) -> dict[str, Any]:
     try:
         from mcp.types import TextContent
 
-        from ..integrations.logs import OpenLogs, log_summariser
+        from ..context.logs import ContextLogs, log_summariser
         from ..integrations.mcp_tools import Tools
     except ImportError:
         raise InputError("this benchmark needs the MCP server: pip install 'lamina[mcp]'") from None
@@ -57,7 +57,7 @@ def run_mcp_bench(folder: Path, budget: int = 400) -> dict[str, Any]:
                 memory.retain_file(folder / f, "bench")
             store = memory.store
             tools = Tools(memory, Gate.at_start(store, "127.0.0.1"), "bench",
-                          OpenLogs(store, log_summariser(store)))  # fmt: skip
+                          ContextLogs(store, log_summariser(store)))  # fmt: skip
 
             def text(detail: bool, query: str) -> str:
                 result = tools.recall(query=query, budget=budget, detail=detail)

@@ -490,7 +490,7 @@ def compile_command(
         _print_compile(result, compiler.forest, as_json, show_report)
         return
     from ..config import database_target
-    from ..integrations.logs import log_summariser
+    from ..context.logs import log_summariser
     from ..store import open_store
 
     obj = ctx.find_root().obj or {}

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 
     from ..bank.bank import MemoryBank
     from ..bank.retain import RetainOptions
+    from ..context.logs import ContextLogs
     from ..store.base import Store
 
 __all__ = [
@@ -22,9 +24,9 @@ __all__ = [
     "emit_json",
     "json_option",
     "open_bank",
+    "open_logs",
     "require_bank",
     "require_documents",
-    "require_log_bank",
     "server_token",
 ]
 
@@ -46,6 +48,19 @@ def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -
     return bank
 
 
+@contextmanager
+def open_logs(ctx: click.Context) -> Iterator[ContextLogs]:
+    """The context logs of the database `open_bank` opens, for the duration of the block."""
+    from ..context.logs import ContextLogs
+    from ..context.summarise import ExtractiveSummariser
+
+    memory = open_bank(ctx)
+    try:
+        yield ContextLogs(memory.store, ExtractiveSummariser())  # no CLI log command summarises
+    finally:
+        memory.close()
+
+
 def server_token(ctx: click.Context, store: Store) -> tuple[str | None, Path | None]:
     """For a server on loopback with no API key: the data directory's local token, which it
     asks of every request, and its file (None, None when keys exist: they are asked instead)."""
@@ -61,19 +76,7 @@ def server_token(ctx: click.Context, store: Store) -> tuple[str | None, Path | N
 def require_bank(bank: MemoryBank, name: str) -> str:
     """`name` if the bank exists; `NotFoundError` (exit 2, one line) if it does not, so that a
     mistyped name fails instead of acting on an empty bank."""
-    from ..errors import NotFoundError
-
-    if bank.store.get_bank(name) is None:
-        raise NotFoundError(f"no bank named {name!r} (see `lamina banks`)")
-    return name
-
-
-def require_log_bank(bank: MemoryBank, name: str) -> str:
-    """`name` if the bank exists or holds context logs (a log may be kept for a bank nothing
-    was retained into); `NotFoundError` otherwise, as `require_bank`."""
-    if bank.store.get_bank(name) is None and not bank.store.list_logs(name):
-        require_bank(bank, name)
-    return name
+    return bank.require_bank(name)
 
 
 def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> list[str]:
@@ -84,16 +87,15 @@ def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> 
 
     from ..errors import NotFoundError
 
-    require_bank(bank, name)
-    wanted = list(documents)
-    if not wanted:
-        return []
+    bank.require_bank(name)
     by_source: dict[str, list[str]] | None = None
     found: list[str] = []
-    for document in wanted:
-        if bank.store.get_document(name, document) is not None:
-            found.append(document)
+    for document in documents:
+        try:
+            found.append(bank.require_document(name, document))
             continue
+        except NotFoundError as exc:
+            missing = exc
         if by_source is None:
             by_source = {}
             for doc in bank.documents(name):
@@ -102,9 +104,7 @@ def require_documents(bank: MemoryBank, name: str, documents: Iterable[str]) -> 
         path = str(Path(document).expanduser().resolve())
         ids = by_source.get(document) or by_source.get(path)
         if not ids:
-            raise NotFoundError(
-                f"no document {document!r} in bank {name!r} (see `lamina documents`)"
-            )
+            raise missing
         found.extend(i for i in ids if i not in found)
     return found
 

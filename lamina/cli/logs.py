@@ -1,8 +1,8 @@
 """`lamina logs`: the context logs kept in a bank (by `lamina compile --bank`, the HTTP API's
 `/v1/banks/{bank}/logs` and the MCP server's `append_to_log` / `compile_log`).
 
-Each command is a thin call into the store; without `--bank`, the bank of the current
-directory's project is used, as for the other bank commands.
+Each command is a thin call into `lamina.context.logs.ContextLogs`; without `--bank`, the bank
+of the current directory's project is used, as for the other bank commands.
 """
 
 from __future__ import annotations
@@ -13,15 +13,7 @@ import click
 
 from ..config import default_bank
 from ..context.pins import Pin
-from ..integrations.logs import describe_log, find_log, log_summary
-from .common import (
-    bank_option,
-    confirm_or_yes,
-    emit_json,
-    json_option,
-    open_bank,
-    require_log_bank,
-)
+from .common import bank_option, confirm_or_yes, emit_json, json_option, open_logs
 
 __all__ = ["logs"]
 
@@ -41,12 +33,8 @@ def logs_list(ctx: click.Context, bank: str | None, as_json: bool) -> None:
     Example: lamina logs list --bank my-project
     """
     name = bank or default_bank()
-    memory = open_bank(ctx)
-    try:
-        require_log_bank(memory, name)
-        rows = [log_summary(memory.store, info) for info in memory.store.list_logs(name)]
-    finally:
-        memory.close()
+    with open_logs(ctx) as context_logs:
+        rows, _ = context_logs.listing(name)
     if as_json:
         emit_json({"bank": name, "logs": rows})
         return
@@ -73,11 +61,8 @@ def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> 
     Example: lamina logs show session-42 --bank my-project
     """
     name = bank or default_bank()
-    memory = open_bank(ctx)
-    try:
-        data = describe_log(memory.store, require_log_bank(memory, name), log)
-    finally:
-        memory.close()
+    with open_logs(ctx) as context_logs:
+        data = context_logs.describe(name, log)
     if as_json:
         emit_json(data)
         return
@@ -124,19 +109,16 @@ def logs_delete(ctx: click.Context, log: str, bank: str | None, yes: bool, as_js
     Example: lamina logs delete session-42 --bank my-project --yes
     """
     name = bank or default_bank()
-    memory = open_bank(ctx)
-    try:
-        info = find_log(memory.store, require_log_bank(memory, name), log)
+    with open_logs(ctx) as context_logs:
+        info = context_logs.find(name, log)
         confirm_or_yes(
             f"delete log {log!r} of bank {name!r} ({info.messages:,} messages, "
             f"{info.summaries:,} summaries)?",
             yes=yes,
             as_json=as_json,
         )
-        deleted = memory.store.delete_log(name, log)
-    finally:
-        memory.close()
+        context_logs.delete(name, log)
     if as_json:
-        emit_json({"bank": name, "log": log, "deleted": deleted})
+        emit_json({"bank": name, "log": log, "deleted": True})
     else:
         click.echo(f"deleted log {log!r} of bank {name!r}")

@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import click
 
-from ..errors import LaminaError
+from ..errors import LaminaError, NotFoundError
 
 __all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
 
@@ -197,6 +197,10 @@ def _accept_data_options_anywhere(command: click.Command) -> None:
             command.params.append(_data_option(name, metavar))
 
 
+_SEE = {"bank": "lamina banks", "document": "lamina documents", "pin": "lamina pin {log}"}
+"""The command that lists what a `NotFoundError` says is missing (by its `what`)."""
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -211,6 +215,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except NotFoundError as exc:
+        see = _SEE.get(exc.what, "").format(log=exc.log)
+        fail(f"{exc} (see `{see}`)" if see else str(exc), exc.exit_code)
     except LaminaError as exc:
         fail(str(exc), exc.exit_code)
     except BrokenPipeError:

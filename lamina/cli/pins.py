@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..config import default_bank
-from ..errors import InputError, NotFoundError
-from .common import bank_option, emit_json, json_option, open_bank, require_log_bank
+from ..errors import InputError
+from .common import bank_option, emit_json, json_option, open_logs
 
 if TYPE_CHECKING:
     from ..context.pins import Pin
@@ -63,10 +63,7 @@ def pin(
 
     Example: lamina pin session-42 --messages 120-180 --raw
     """
-    from ..context import StoredLog
     from ..context.pins import Pin, PinMode, parse_range
-    from ..context.summarise import ExtractiveSummariser
-    from ..integrations.logs import find_log
 
     bank_name = bank or default_bank()
     listing = span is None and document is None
@@ -78,27 +75,20 @@ def pin(
         raise InputError("give --messages or --document, not both")
     if not listing and len(modes) != 1:
         raise InputError("say how to hold it: one of --raw, --level N, --max-level N")
-    memory = open_bank(ctx)
-    try:
-        store = memory.store
-        find_log(store, require_log_bank(memory, bank_name), log)
-        stored = StoredLog.open(store, bank_name, log, ExtractiveSummariser())
-        if not listing:
-            mode: PinMode = modes[0]  # type: ignore[assignment]
-            first = last = None
-            if span is not None:
-                try:
-                    start, end = parse_range(span)
-                except ValueError as exc:
-                    raise InputError(f"--messages: {exc}") from None
-                first, last = start, end - 1
-            default = f"messages-{first}-{last}" if span is not None else str(document)
-            held = {"raw": 0, "exact": level, "max": max_level}[mode] or 0
-            new = Pin.given(name or default, mode, held, first, last, document)
-            stored.pin(new)
-        pins = stored.pins()
-    finally:
-        memory.close()
+    if not listing:
+        mode: PinMode = modes[0]  # type: ignore[assignment]
+        first = last = None
+        if span is not None:
+            try:
+                start, end = parse_range(span)
+            except ValueError as exc:
+                raise InputError(f"--messages: {exc}") from None
+            first, last = start, end - 1
+        default = f"messages-{first}-{last}" if span is not None else str(document)
+        held = {"raw": 0, "exact": level, "max": max_level}[mode] or 0
+        new = Pin.given(name or default, mode, held, first, last, document)
+    with open_logs(ctx) as logs:
+        pins = logs.pins(bank_name, log) if listing else logs.pin(bank_name, log, new)
     if as_json:
         emit_json({"bank": bank_name, "log": log, "pins": [_pin_json(p) for p in pins]})
         return
@@ -121,19 +111,9 @@ def unpin(ctx: click.Context, log: str, name: str, bank: str | None, as_json: bo
 
     Example: lamina unpin session-42 messages-120-180
     """
-    from ..integrations.logs import find_log
-
     bank_name = bank or default_bank()
-    memory = open_bank(ctx)
-    try:
-        find_log(memory.store, require_log_bank(memory, bank_name), log)
-        removed = memory.store.delete_pin(bank_name, log, name)
-    finally:
-        memory.close()
-    if not removed:
-        raise NotFoundError(
-            f"no pin {name!r} on context log {log!r} in bank {bank_name!r} (see `lamina pin {log}`)"
-        )
+    with open_logs(ctx) as logs:
+        logs.unpin(bank_name, log, name)
     if as_json:
         emit_json({"bank": bank_name, "log": log, "removed": name})
     else:

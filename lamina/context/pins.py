@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Literal, cast
 
 from ..errors import LaminaError
 from ..messages import JSONValue, Message, ToolResultBlock, ToolUseBlock, UnknownBlock
@@ -97,6 +97,12 @@ class Pin:
         if first is not None and last is not None:
             return cls(name, mode, held, first, last + 1)
         return cls(name, mode, held, document=document)
+
+    @classmethod
+    def of(cls, stored: StoredPin) -> Pin:
+        """A pin as a store keeps it."""
+        return cls(stored.name, cast(PinMode, stored.mode), stored.level, stored.start,
+                   stored.end, stored.document)  # fmt: skip
 
     @property
     def allowed(self) -> tuple[int, int]:

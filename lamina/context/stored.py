@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from ..bank.redact import Redactor, redact_message
 from ..errors import LaminaError
@@ -34,7 +34,7 @@ from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier, prefix_break
 from .log import ContextLog, counts_key, enters_log, system_text
-from .pins import Pin, PinMode, check_pins
+from .pins import Pin, check_pins
 from .render import RequestFormat
 from .requests import SummaryFailure
 from .summarise import Summariser
@@ -220,10 +220,7 @@ class StoredLog:
 
     def pins(self) -> list[Pin]:
         """The log's pins, in the order they were added."""
-        return [
-            Pin(p.name, cast(PinMode, p.mode), p.level, p.start, p.end, p.document)
-            for p in self.store.load_pins(self.bank, self.id)
-        ]
+        return [Pin.of(p) for p in self.store.load_pins(self.bank, self.id)]
 
     def pin(self, pin: Pin) -> None:
         """Add a pin (or replace the one of that name); `PinConflictError` when it asks for

@@ -75,7 +75,7 @@ Errors: every error answer, unknown routes and wrong methods included, is
 Context logs: `/v1/compile` compiles what it is sent and keeps nothing; a stored log keeps the
 messages appended to it, every summary written for it and its last frontier, so each compile
 summarises only what is new and keeps the previous request's prefix unless the budget forces a
-fold. Messages without an id are identified by their content (`lamina.integrations.logs`):
+fold. Messages without an id are identified by their content (`lamina.context.logs`):
 sending the whole conversation again adds only what is new.
 """
 
@@ -89,13 +89,13 @@ from fastapi.responses import HTMLResponse
 from .. import __version__
 from ..access import Gate
 from ..bank.bank import MemoryBank
+from ..context.logs import ContextLogs, log_summariser
 from .api import banks, context, operations, recall_retain
 from .api.deps import Auth, access
 from .api.docs import reference_page
 from .api.errors import ERROR_TYPES, error_response, error_type, install, status_of
 from .api.guards import BodyLimit, LoopbackHosts
 from .api.models import Health
-from .logs import OpenLogs, log_summariser
 
 __all__ = ["DEFAULT_MAX_BODY", "ERROR_TYPES", "Auth", "create_app", "error_type", "status_of"]
 
@@ -122,7 +122,7 @@ def create_app(
     )
     app.state.memory = bank_api
     app.state.gate = gate or Gate.at_start(bank_api.store, "127.0.0.1")
-    app.state.logs = OpenLogs(bank_api.store, log_summariser(bank_api.store))
+    app.state.logs = ContextLogs(bank_api.store, log_summariser(bank_api.store))
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(LoopbackHosts, gate=app.state.gate)
     install(app)

@@ -53,15 +53,15 @@ from ..bank.model import Memory
 from ..bank.query import QueryOptions, compose_recall_query
 from ..bank.recall import RecallOptions
 from ..context.frontier import CompileOptions
+from ..context.logs import ContextLogs, check_budget, read_message_list
 from ..context.pins import pin_json
 from ..context.stored import StoredLog
 from ..errors import InputError, NotFoundError
 from ..messages import Message
 from ..store.base import MemoryFilter, Store, StoredPin, StoredSummary
-from .api.deps import Auth, bank_for
+from .api.deps import Auth, Logs, bank_for
 from .api.errors import errors
 from .api.models import Answer, Body, CompileReport, RecallAnswer
-from .logs import check_budget, find_log, log_summariser, read_message_list
 
 __all__ = ["ASSETS", "include_inspector", "router"]
 
@@ -524,9 +524,11 @@ def _compile_event(entry: Mapping[str, Any]) -> CompileEvent | None:
 
 
 def _open_log(request: Request, bank: str, log: str) -> tuple[Store, StoredLog]:
-    store = _memory_bank(request).store
-    find_log(store, bank, log)
-    return store, StoredLog.open(store, bank, log, log_summariser(store))
+    """The log opened apart from the app's open logs: a preview compile must leave them as
+    they are."""
+    logs: ContextLogs = request.app.state.logs
+    logs.find(bank, log)
+    return logs.store, StoredLog.open(logs.store, bank, log, logs.summariser)
 
 
 @router.get("/v1/banks/{bank}/logs/{log}/strip", response_model=StripOut, responses=errors(404))
@@ -571,11 +573,11 @@ def log_strip_preview(
     responses=errors(404),
 )
 def log_summary_detail(
-    bank: str, log: str, summary: str, request: Request, auth: Auth
+    bank: str, log: str, summary: str, request: Request, auth: Auth, logs: Logs
 ) -> SummaryOut:
     name = _bank(request, auth, bank)
-    store = _memory_bank(request).store
-    find_log(store, name, log)
+    store = logs.store
+    logs.find(name, log)
     found = next((s for s in store.load_summaries(name, log) if s.id == summary), None)
     if found is None:
         raise NotFoundError(f"no summary {summary!r} in log {log!r} of bank {name!r}")

@@ -39,8 +39,8 @@ from .. import __version__
 from ..access import Gate
 from ..bank.bank import MemoryBank
 from ..config import default_bank
+from ..context.logs import ContextLogs, log_summariser
 from ..errors import AccessError
-from .logs import OpenLogs, log_summariser
 from .mcp_stdio import INSTRUCTIONS
 from .mcp_tools import Tools, register
 
@@ -59,7 +59,7 @@ def _build(
     gate = Gate.at_start(memory.store, host, allow_dirs, token)
     # Claude Code names the project it started the server for; it stays put, unlike cwd.
     fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
-    logs = OpenLogs(memory.store, log_summariser(memory.store))
+    logs = ContextLogs(memory.store, log_summariser(memory.store))
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
     register(server, Tools(memory, gate, fallback, logs))
     return server, gate

@@ -24,17 +24,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..access import Gate
+from ..access import Access, Gate
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions, RecallResult
-from ..context import CompileOptions, Compiler, ContextLog
+from ..context import CompileOptions
+from ..context.logs import ContextLogs, check_budget, read_message_list, with_system
 from ..context.pins import Pin
 from ..context.render import RequestFormat
-from ..errors import InputError, LaminaError, NotFoundError
+from ..errors import InputError, LaminaError
 from ..messages import Kind, Message, Role, TextBlock
 from ..readers import read_transcript
+from ..store.lookup import missing_bank
 from ..turns import classify
-from .logs import OpenLogs, check_budget, find_log, log_summary, read_message_list, with_system
 
 __all__ = ["MessageItem", "Tools", "compact_recall", "for_model", "register"]
 
@@ -179,7 +180,7 @@ class Tools:
     gate: Gate
     fallback: str
     """The bank used when a call names none."""
-    logs: OpenLogs
+    logs: ContextLogs
 
     # -- who is asking -------------------------------------------------------------------------
     def allowed(self, ctx: Context | None) -> list[str] | None:
@@ -200,11 +201,9 @@ class Tools:
 
     def pick(self, name: str | None, ctx: Context | None, *, must_exist: bool = False) -> str:
         chosen = name or self.fallback
-        banks = self.allowed(ctx)
-        visible = banks is None or "*" in banks or chosen in banks
-        if not visible or (must_exist and self.memory.store.get_bank(chosen) is None):
-            raise NotFoundError(f"no bank named {chosen!r}")
-        return chosen
+        if not Access(self.allowed(ctx)).allows(chosen):
+            raise missing_bank(chosen)
+        return self.memory.require_bank(chosen) if must_exist else chosen
 
     def log_messages(
         self,
@@ -333,9 +332,7 @@ class Tools:
         ctx: Context | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         name = self.pick(bank, ctx, must_exist=True)
-        if self.memory.store.get_document(name, document) is None:
-            raise NotFoundError(f"no document {document!r} in bank {name!r}")
-        forgotten = self.memory.forget_document(name, document)
+        forgotten = self.memory.forget_document(name, self.memory.require_document(name, document))
         return {"bank": name, "document": document, "memories_forgotten": forgotten}
 
     # -- compiling and context logs ------------------------------------------------------------
@@ -349,12 +346,9 @@ class Tools:
         request_format: Format = "anthropic",
         ctx: Context | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        path = self.local_path(path, ctx)
-        if budget - reserve < 500:
-            raise InputError("budget minus reserve must leave at least 500 tokens")
-        log = ContextLog.from_messages(read_transcript(path).messages)
+        messages = read_transcript(self.local_path(path, ctx)).messages
         options = CompileOptions(budget=budget, reserve=reserve)
-        result = Compiler(self.logs.summariser).compile(log, options, request_format)
+        result = self.logs.compile_once(messages, options, request_format)
         return {"request": result.request, "report": result.report}
 
     @_tool_errors
@@ -372,12 +366,7 @@ class Tools:
         new = self.log_messages(log, messages, path, format, ctx)
         if not new:
             raise InputError("give 'messages' (a non-empty list) or 'path'")
-        new = with_system(new, system, log)
-        with self.logs.use(name, log) as stored:
-            added = stored.append(new)
-            held = len(stored.log)
-        return {"bank": name, "log": log, "received": len(new), "added": added,
-                "messages": held}  # fmt: skip
+        return self.logs.append(name, log, with_system(new, system, log))
 
     @_tool_errors
     def compile_log(
@@ -403,16 +392,10 @@ class Tools:
             raise InputError(f"reserve: {problem}")
         self.allowed(ctx)
         new = self.log_messages(log, messages, path, format, ctx)
-        name = self.pick(bank, ctx, must_exist=not new)
-        if not new:
-            find_log(self.memory.store, name, log)
+        name = self.pick(bank, ctx)
         options = CompileOptions(budget=budget, reserve=reserve)
-        new = with_system(new, system, log)
-        with self.logs.use(name, log) as stored:
-            stored.append(new)
-            if not len(stored.log):
-                raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
-            result = stored.compile(options, request_format, ahead=True)
+        result = self.logs.compile(name, log, with_system(new, system, log), options,
+                                   request_format)  # fmt: skip
         return {"request": result.request, "report": result.report}
 
     @_tool_errors
@@ -420,16 +403,9 @@ class Tools:
         self, bank: Bank = None, limit: Limit = 100, offset: Offset = 0,
         ctx: Context | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        name = self.pick(bank, ctx, must_exist=True)
-        store = self.memory.store
-        logs = store.list_logs(name)
-        return {
-            "bank": name,
-            "logs": [log_summary(store, i) for i in logs[offset : offset + limit]],
-            "total": len(logs),
-            "limit": limit,
-            "offset": offset,
-        }
+        name = self.pick(bank, ctx)
+        logs, total = self.logs.listing(name, offset, limit)
+        return {"bank": name, "logs": logs, "total": total, "limit": limit, "offset": offset}
 
     @_tool_errors
     def pin_log(
@@ -453,17 +429,14 @@ class Tools:
         bank: Bank = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        name = self.pick(bank, ctx, must_exist=True)
-        find_log(self.memory.store, name, log)
+        name = self.pick(bank, ctx)
         if (first is None or last is None) == (document is None):
             raise InputError("give 'first' and 'last' (message positions) or 'document'")
         try:
             held = Pin.given(pin, mode, level, first, last, document)
         except ValueError as exc:
             raise InputError(str(exc)) from None
-        with self.logs.use(name, log) as stored:
-            stored.pin(held)
-            pins = [p.describe() for p in stored.pins()]
+        pins = [p.describe() for p in self.logs.pin(name, log, held)]
         return {"bank": name, "log": log, "pinned": held.describe(), "pins": pins}
 
     @_tool_errors
@@ -474,17 +447,14 @@ class Tools:
         bank: Bank = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:
-        name = self.pick(bank, ctx, must_exist=True)
-        if not self.memory.store.delete_pin(name, log, pin):
-            raise NotFoundError(f"no pin {pin!r} on log {log!r} in bank {name!r}")
+        name = self.pick(bank, ctx)
+        self.logs.unpin(name, log, pin)
         return {"bank": name, "log": log, "unpinned": pin}
 
     @_tool_errors
     def delete_log(self, log: Log, bank: Bank = None, ctx: Context | None = None) -> dict[str, Any]:
-        name = self.pick(bank, ctx, must_exist=True)
-        self.logs.forget(name, log)
-        if not self.memory.store.delete_log(name, log):
-            raise NotFoundError(f"no log {log!r} in bank {name!r}")
+        name = self.pick(bank, ctx)
+        self.logs.delete(name, log)
         return {"bank": name, "log": log, "deleted": True}
 
 

@@ -49,9 +49,7 @@ def list_documents(bank: str, auth: Auth, memory: Memory, page: Paged) -> dict[s
 def forget_document(bank: str, document: str, auth: Auth, memory: Memory) -> dict[str, Any]:
     """Forget a document: its memories and records are deleted. Its id may contain '/'."""
     name = bank_for(memory, auth, bank)
-    if memory.store.get_document(name, document) is None:
-        raise NotFoundError(f"no document {document!r} in bank {name!r}")
-    forgotten = memory.forget_document(name, document)
+    forgotten = memory.forget_document(name, memory.require_document(name, document))
     return {"bank": name, "document": document, "memories_forgotten": forgotten}
 
 

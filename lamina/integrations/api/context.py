@@ -8,11 +8,10 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ...context import CompileOptions, Compiler, ContextLog
+from ...context import CompileOptions
+from ...context.logs import check_budget, read_message_list
 from ...context.pins import Pin
-from ...errors import InputError, NotFoundError
 from ...messages import Message
-from ..logs import check_budget, describe_log, find_log, log_summary, read_message_list
 from .deps import Auth, Logs, Memory, Paged, bank_for, invalid
 from .errors import errors
 from .models import (
@@ -38,31 +37,24 @@ LOG = "/v1/banks/{bank}/logs/{log}"
 @router.post("/v1/compile", response_model=CompileAnswer, responses=errors(400, 413, 415, 422))
 def compile_request(body: CompileBody, auth: Auth, logs: Logs) -> dict[str, Any]:
     """Compile the conversation sent into a request that fits `budget`; nothing is kept."""
-    if body.budget - body.reserve < 500:
-        raise InputError("budget minus reserve must leave at least 500 tokens")
     given = read_message_list(body.messages, body.format, system=body.system)
-    log = ContextLog.from_messages(given)
     options = CompileOptions(budget=body.budget, reserve=body.reserve)
-    result = Compiler(logs.summariser).compile(log, options, body.request_format)
+    result = logs.compile_once(given, options, body.request_format)
     return {"request": result.request, "report": result.report}
 
 
 @router.get("/v1/banks/{bank}/logs", response_model=LogList, responses=errors(404))
-def list_logs(bank: str, auth: Auth, memory: Memory, page: Paged) -> dict[str, Any]:
+def list_logs(bank: str, auth: Auth, memory: Memory, logs: Logs, page: Paged) -> dict[str, Any]:
     """The context logs of a bank: messages, tokens, summaries, times."""
-    name = bank_for(memory, auth, bank)
-    found = memory.store.list_logs(name)
-    return {
-        "bank": name,
-        "logs": [log_summary(memory.store, info) for info in page.of(found)],
-        **page.counts(len(found)),
-    }
+    name = bank_for(memory, auth, bank, must_exist=False)
+    found, total = logs.listing(name, page.offset, page.limit)
+    return {"bank": name, "logs": found, **page.counts(total)}
 
 
 @router.get(LOG, response_model=LogDetail, responses=errors(404))
-def show_log(bank: str, log: str, auth: Auth, memory: Memory) -> dict[str, Any]:
+def show_log(bank: str, log: str, auth: Auth, memory: Memory, logs: Logs) -> dict[str, Any]:
     """One log: summaries by level, what its last compile showed raw and folded, its pins."""
-    return describe_log(memory.store, bank_for(memory, auth, bank), log)
+    return logs.describe(bank_for(memory, auth, bank, must_exist=False), log)
 
 
 @router.post(f"{LOG}/messages", response_model=Appended, responses=errors(400, 404, 413, 415, 422))
@@ -72,11 +64,7 @@ def append_to_log(
     """Append messages to a log (created on first use); those it holds already are skipped."""
     name = bank_for(memory, auth, bank, must_exist=False)
     messages = read_message_list(body.messages, body.format, ids_from=log, system=body.system)
-    with logs.use(name, log) as stored:
-        added = stored.append(messages)
-        held = len(stored.log)
-    return {"bank": name, "log": log, "received": len(messages), "added": added,
-            "messages": held}  # fmt: skip
+    return logs.append(name, log, messages)
 
 
 @router.post(
@@ -90,20 +78,13 @@ def compile_log(
     problem = check_budget(body.budget, body.reserve)
     if problem is not None:
         raise invalid("reserve", problem)
+    name = bank_for(memory, auth, bank, must_exist=False)
     messages: list[Message] = []
     if body.messages or body.system:
-        name = bank_for(memory, auth, bank, must_exist=False)
         messages = read_message_list(body.messages or [], body.format, ids_from=log,
                                      system=body.system)  # fmt: skip
-    else:
-        name = bank_for(memory, auth, bank)
-        find_log(memory.store, name, log)
     options = CompileOptions(budget=body.budget, reserve=body.reserve)
-    with logs.use(name, log) as stored:
-        stored.append(messages)
-        if not len(stored.log):
-            raise InputError(f"log {log!r} of bank {name!r} holds no messages to compile")
-        result = stored.compile(options, body.request_format, ahead=True)
+    result = logs.compile(name, log, messages, options, body.request_format)
     return {"request": result.request, "report": result.report}
 
 
@@ -113,8 +94,7 @@ def pin_log(
 ) -> dict[str, Any]:
     """Pin messages (or a document's) so every compile shows them raw, at an exact level, or
     no deeper than a level; a pin of the same name is replaced, a conflicting one refused."""
-    name = bank_for(memory, auth, bank)
-    find_log(memory.store, name, log)
+    name = bank_for(memory, auth, bank, must_exist=False)
     if (body.messages is None) == (body.document is None):
         raise invalid("messages", "give the messages held or a document, not both")
     if body.mode == "exact" and body.level < 1:
@@ -123,26 +103,23 @@ def pin_log(
     if first is not None and last is not None and not 0 <= first <= last:
         raise invalid("messages", "a range of log positions from 0, first <= last")
     held = Pin.given(pin, body.mode, body.level, first, last, body.document)
-    with logs.use(name, log) as stored:
-        stored.pin(held)
-        pins = [p.describe() for p in stored.pins()]
+    pins = [p.describe() for p in logs.pin(name, log, held)]
     return {"bank": name, "log": log, "pinned": held.describe(), "pins": pins}
 
 
 @router.delete(f"{LOG}/pins/{{pin}}", response_model=Unpinned, responses=errors(404))
-def unpin_log(bank: str, log: str, pin: str, auth: Auth, memory: Memory) -> dict[str, Any]:
+def unpin_log(
+    bank: str, log: str, pin: str, auth: Auth, memory: Memory, logs: Logs
+) -> dict[str, Any]:
     """Remove a pin, by name."""
-    name = bank_for(memory, auth, bank)
-    if not memory.store.delete_pin(name, log, pin):
-        raise NotFoundError(f"no pin {pin!r} on log {log!r} in bank {name!r}")
+    name = bank_for(memory, auth, bank, must_exist=False)
+    logs.unpin(name, log, pin)
     return {"bank": name, "log": log, "unpinned": pin}
 
 
 @router.delete(LOG, response_model=LogDeleted, responses=errors(404))
 def delete_log(bank: str, log: str, auth: Auth, memory: Memory, logs: Logs) -> dict[str, Any]:
     """Delete a log with its summaries, last layout and pins."""
-    name = bank_for(memory, auth, bank)
-    logs.forget(name, log)
-    if not memory.store.delete_log(name, log):
-        raise NotFoundError(f"no log {log!r} in bank {name!r}")
+    name = bank_for(memory, auth, bank, must_exist=False)
+    logs.delete(name, log)
     return {"bank": name, "log": log, "deleted": True}

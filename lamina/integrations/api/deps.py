@@ -13,8 +13,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ...access import Access, Gate
 from ...bank.bank import MemoryBank
-from ...errors import NotFoundError
-from ..logs import OpenLogs
+from ...context.logs import ContextLogs
+from ...store.lookup import missing_bank
 
 __all__ = ["Auth", "Logs", "Memory", "Page", "Paged", "bank_for", "invalid"]
 
@@ -61,21 +61,21 @@ def _memory(request: Request) -> MemoryBank:
     return bank
 
 
-def _logs(request: Request) -> OpenLogs:
-    logs: OpenLogs = request.app.state.logs
+def _logs(request: Request) -> ContextLogs:
+    logs: ContextLogs = request.app.state.logs
     return logs
 
 
 Memory = Annotated[MemoryBank, Depends(_memory)]
-Logs = Annotated[OpenLogs, Depends(_logs)]
+Logs = Annotated[ContextLogs, Depends(_logs)]
 
 
 def bank_for(memory: MemoryBank, auth: Access, bank: str, *, must_exist: bool = True) -> str:
     """`bank` if this caller may use it (and, with `must_exist`, it exists); else the same
     404 whether it is absent or another key's."""
-    if not auth.allows(bank) or (must_exist and memory.store.get_bank(bank) is None):
-        raise NotFoundError(f"no bank named {bank!r}")
-    return bank
+    if not auth.allows(bank):
+        raise missing_bank(bank)
+    return memory.require_bank(bank) if must_exist else bank
 
 
 T = TypeVar("T")

@@ -1,0 +1,28 @@
+"""The existence checks every surface makes, of a bank and of a document: the name, or
+`NotFoundError`. A server answers a bank its caller may not use with `missing_bank`, the same
+error as for a bank that does not exist, so a key cannot learn which other banks there are."""
+
+from __future__ import annotations
+
+from ..errors import NotFoundError
+from .base import Store
+
+__all__ = ["missing_bank", "require_bank", "require_document"]
+
+
+def missing_bank(bank: str) -> NotFoundError:
+    return NotFoundError(f"no bank named {bank!r}", what="bank", name=bank)
+
+
+def require_bank(store: Store, bank: str) -> str:
+    """`bank` if the store holds it: a mistyped name fails instead of acting on an empty bank."""
+    if store.get_bank(bank) is None:
+        raise missing_bank(bank)
+    return bank
+
+
+def require_document(store: Store, bank: str, document: str) -> str:
+    if store.get_document(bank, document) is None:
+        message = f"no document {document!r} in bank {bank!r}"
+        raise NotFoundError(message, what="document", name=document)
+    return document
