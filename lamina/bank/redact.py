@@ -6,8 +6,23 @@ The rules are gitleaks' (https://github.com/gitleaks/gitleaks, MIT; its default 
 that must appear before its pattern runs, an entropy threshold for the secret it captures and
 allowlists, applied as gitleaks applies them. A few rules of Lamina's own (`LAMINA_RULES`) cover
 what an agent's transcript holds and a repository scan does not look for: `NAME_PASS=value`
-assignments, `"password": "..."` in JSON, passwords in URLs and `curl -u`, `Authorization:
-Basic`, Azure `AccountKey=`, and a private key whose end was cut off.
+assignments, `"password": "..."` in JSON, passwords in URLs and `curl -u`, `sshpass -p`,
+`--password '...'`, any `Authorization:` header's credential, Azure `AccountKey=` and SAS
+`sig=`, tokens in a URL's user part (Sentry DSNs), PuTTY private lines, a private key whose end
+was cut off, and token formats gitleaks lacks (Discord bot, Docker, Doppler, Google OAuth
+client secrets, Notion, short Vault tokens, FCM server keys).
+
+Two changes to how gitleaks' patterns are read. A token may end a sentence or sit in brackets:
+where gitleaks wants whitespace, a quote or the end after a secret, `. , : ; ! ? ) ] > }`
+followed by one of those will do too. And the `[\\w.-]{0,50}?` that starts many patterns (the
+rest of a name before its keyword) is left out of the search, which Python's `re` would
+otherwise try at every position of a text, and put back for the allowlists that look at the
+whole match.
+
+Generic rules (a value that follows a name) skip what code says in that place: a call, an
+attribute or a subscript (`len(tokens)`, `config.apiKey`, `request.form[...]`), a type
+(`Optional[str]`, `AuthService`), a command substitution (`$(...)`), a number or a URL
+without credentials.
 
 Placeholders are not secrets: `your-key-here`, `<token>`, `${VAR}`, `changeme`, `xxxx...` and
 the like are left as said and count no redaction. Add rules with `Redactor(extra={name:
@@ -62,7 +77,10 @@ class Rule:
     stopwords: tuple[str, ...] = ()
     generic: bool = False
     """Captures whatever value follows a name (`password = ...`): a value that looks like a
-    name (`get_key`, `DB_PASSWORD`) is not taken for a secret."""
+    name (`get_key`, `DB_PASSWORD`) or code (`config.api_key`) is not taken for a secret."""
+    prefix: int = 0
+    """How many name characters (`[\\w.-]`) before the match the pattern's leading
+    `[\\w.-]{0,50}?` took, left out of the search (see `unprefixed`)."""
 
 
 LAMINA_RULES: Mapping[str, tuple[str, tuple[str, ...]]] = {
@@ -88,18 +106,39 @@ LAMINA_RULES: Mapping[str, tuple[str, tuple[str, ...]]] = {
         ("pass", "secret", "token", "key", "credential"),
     ),
     "basic-auth": (
-        r"(?i)\bauthorization\s{0,3}[:=]\s{0,3}[\"']?basic\s+(?P<value>[A-Za-z0-9+/=_-]{8,})",
+        r"(?i)\bauthorization[\"']?\s{0,3}[:=]\s{0,3}[\"']?basic\s+(?P<value>[A-Za-z0-9+/=_-]{8,})",
         ("basic",),
+    ),
+    "authorization-header": (
+        # Any other scheme (Bot, SSWS, Token...): the header's value is a credential.
+        r"(?i)\bauthorization[\"']?\s{0,3}[:=]\s{0,3}[\"']?(?!basic\s|bearer\s)"
+        r"(?:[a-z][a-z0-9-]{1,20}\s+)?"
+        r"(?P<value>[A-Za-z0-9_\-.=~+/]{16,})",
+        ("authorization",),
     ),
     "bearer-token": (
         r"(?i)\bbearer\s+(?P<value>[A-Za-z0-9_\-.=~+/]{16,})",
         ("bearer",),
     ),
     "azure-account-key": (r"(?i)\bAccountKey=(?P<value>[A-Za-z0-9+/=]{20,})", ("accountkey",)),
+    "azure-sas-signature": (r"[?&;\s\"']sig=(?P<value>[A-Za-z0-9%+/=]{20,200})", ("sig=",)),
     "cli-password": (
-        r"(?:\s-p|\s--password[= ]|\s-u\s+[^\s:]{1,64}:|\blogin\b[^\n]{0,200}?\s-p\s+)"
-        r"(?P<value>[^\s\"'`]{6,200})",
-        (" -p", "--password", " -u"),
+        r"(?:\s-p|\s--pass(?:word|wd)?(?:=|\s+)|\s-u\s+[^\s:]{1,64}:|\blogin\b[^\n]{0,200}?\s-p\s+)"
+        r"[\"']?(?P<value>[^\s\"'`]{6,200})",
+        (" -p", "--pass", " -u"),
+    ),
+    "sshpass": (
+        r"\bsshpass\s+(?:-[a-zA-Z]+\s+)*-p\s*[\"']?(?P<value>[^\s\"'`]{3,200})",
+        ("sshpass",),
+    ),
+    "url-token": (
+        # A token as a URL's user (a Sentry DSN's key, `https://<token>@host/...`).
+        r"\b[a-z][a-z0-9+.-]{1,20}://(?P<value>[A-Za-z0-9_~.-]{20,200})@",
+        ("://",),
+    ),
+    "putty-private-lines": (
+        r"Private-Lines:[ \t]*\d+[ \t]*\r?\n(?P<value>(?:[A-Za-z0-9+/=]+[ \t]*(?:\r?\n|\Z))+)",
+        ("private-lines",),
     ),
     "cli-token": (
         r"(?:\s(?:-t|--token|--access-token)[= ])(?P<value>[A-Za-z0-9_\-.]{20,400})",
@@ -121,10 +160,33 @@ LAMINA_RULES: Mapping[str, tuple[str, tuple[str, ...]]] = {
     ),
     "stripe-webhook-secret": (r"\b(?P<value>whsec_[A-Za-z0-9+/=]{20,})", ("whsec_",)),
     "telegram-bot-token": (r"\b(?P<value>[0-9]{6,12}:AA[A-Za-z0-9_-]{30,40})\b", (":aa",)),
+    "discord-bot-token": (
+        # A user id in base64, a timestamp, an HMAC; no keyword, so the pattern is cheap.
+        r"(?<![\w-])(?P<value>[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40})(?![\w-])",
+        (),
+    ),
+    "docker-pat": (r"\b(?P<value>dckr_pat_[A-Za-z0-9_-]{20,})", ("dckr_pat_",)),
+    "doppler-token": (
+        r"\b(?P<value>dp\.(?:st|pt|ct|sa|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44})",
+        ("dp.",),
+    ),
+    "google-oauth-secret": (r"\b(?P<value>GOCSPX-[A-Za-z0-9_-]{28})", ("gocspx-",)),
+    "notion-token": (
+        r"\b(?P<value>secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,50})(?![A-Za-z0-9])",
+        ("secret_", "ntn_"),
+    ),
+    "vault-token": (r"\b(?P<value>hv[sbr]\.[A-Za-z0-9_-]{20,})", ("hvs.", "hvb.", "hvr.")),
+    "fcm-server-key": (
+        r"\b(?P<value>AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{100,})",
+        (":apa91b",),
+    ),
 }
 """Rules of Lamina's own (see the module's docstring)."""
 
 DEFAULT_PATTERNS = LAMINA_RULES  # the name earlier versions exported
+
+_ENTROPY = {"discord-bot-token": 3.0, "url-token": 3.0, "authorization-header": 3.0}
+"""Lamina's rules that take a secret only above this entropy (as gitleaks' `entropy`)."""
 
 _PLACEHOLDER = re.compile(
     r"(?ix)^(?:"
@@ -146,6 +208,8 @@ _IDENTIFIER = re.compile(
 _GENERIC = {
     "generic-api-key",
     "url-password",
+    "url-token",
+    "authorization-header",
     "assigned-secret",
     "json-secret",
     "basic-auth",
@@ -155,11 +219,56 @@ _GENERIC = {
 }
 
 
+_EXPRESSION = re.compile(
+    r"(?s)[&*!]*(?P<head>[A-Za-z_$][\w$]*(?:(?:\??\.|::|->)[A-Za-z_$][\w$]*)*)"
+    r"(?P<tail>[(\[<{].*|[!?]?[),;:\]}>]*)"
+)
+"""An expression: names joined by `.`, `?.`, `::` or `->`, maybe called or subscripted."""
+_TYPE = re.compile(r"[&*]*(?:\[\w{0,8}\])+[\w.]*[),;]*")
+"""A type like `&[u8]` or `[]byte`."""
+_NUMBER = re.compile(r"-?[0-9]{1,12}(?:\.[0-9]+)?[),;:\]}>]*")
+"""A number (`"maxThinkingTokens":31999}`): a count or a size, not a credential."""
+_SEGMENT = re.compile(r"[A-Za-z_$]+[0-9]{0,3}")
+_PIECES = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+
+
+def _wordy(segment: str) -> bool:
+    """A name made of words (`getItem`, `API_KEY`, `sha256`), not a random string."""
+    if not _SEGMENT.fullmatch(segment):
+        return False
+    letters = segment.rstrip("0123456789")
+    pieces = _PIECES.findall(letters)
+    if len(letters.strip("_$")) <= 3 or not pieces:
+        return True
+    return sum(len(piece) for piece in pieces) >= 2.5 * len(pieces)
+
+
+def looks_like_code(value: str) -> bool:
+    """Whether what follows a name (`password = ...`) is code, not a literal: a call, an
+    attribute, a subscript, a type, a command substitution, a number, a URL without
+    credentials."""
+    if value.startswith(("$(", "`")) or _TYPE.fullmatch(value) or _NUMBER.fullmatch(value):
+        return True
+    if re.match(r"[a-z][a-z0-9+.-]{1,20}://[^@\s]*$", value):
+        return True
+    found = _EXPRESSION.fullmatch(value)
+    if found is None:
+        return False
+    segments = re.split(r"\??\.|::|->", found["head"])
+    if not all(_wordy(segment) for segment in segments):
+        return False
+    if found["tail"][:1] in ("(", "[", "<", "{") or len(segments) > 1:
+        return True
+    return not any(c.isdigit() for c in segments[0])  # `AuthService`, not `hunter22`
+
+
 def is_placeholder(secret: str, generic: bool = True) -> bool:
     value = secret.strip().strip("\"'`")
     if not value or value.startswith("[REDACTED"):
         return True
-    if _PLACEHOLDER.match(value) or (generic and _IDENTIFIER.match(value)):
+    if _PLACEHOLDER.match(value):
+        return True
+    if generic and (_IDENTIFIER.match(value) or looks_like_code(value)):
         return True
     return len(set(value.lower())) <= 2
 
@@ -213,6 +322,40 @@ def go_to_python(pattern: str) -> str:
         pattern = f"{pattern[:at]}(?i:{pattern[at + 4 : end]}){pattern[end:]}"
 
 
+_ENDS = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+"""What gitleaks wants after a token: whitespace, a quote, `;`, an escaped newline, the end."""
+_ENDS_AFTER_PUNCTUATION = r"""(?=[.,:;!?)\]>}]*(?:[\x60'"\s;]|\\[nr]|$))"""
+"""The same, or sentence and bracket punctuation before it: `hf_... .`, `(npm_...)`."""
+_NAME_PREFIX = r"[\w.-]{0,50}?"
+
+
+def unprefixed(pattern: str) -> tuple[str, int]:
+    """A gitleaks pattern without its leading `[\\w.-]{0,50}?` (also inside a leading `(?i)` or
+    `(?i:`), and how many characters those could take. They only move the match's start back
+    over a name, and Python's backtracking `re` tries them at every position (where Go's RE2
+    does not): a rule like `okta-access-token` took seconds on a long text."""
+    head = ""
+    span = 0
+    while True:
+        if pattern.startswith(_NAME_PREFIX):
+            pattern = pattern[len(_NAME_PREFIX) :]
+            span += 50
+        elif pattern.startswith(("(?i)", "(?i:")) and pattern[4:].startswith(_NAME_PREFIX):
+            head += pattern[:4]
+            pattern = pattern[4:]
+        else:
+            return head + pattern, span
+
+
+def _match_start(rule: Rule, text: str, match: re.Match[str]) -> int:
+    """Where the match would start with the name prefix `unprefixed` left out."""
+    start = match.start()
+    floor = max(0, start - rule.prefix)
+    while start > floor and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+        start -= 1
+    return start
+
+
 _Allow = list[tuple[re.Pattern[str], str]]
 
 
@@ -241,10 +384,11 @@ def gitleaks_rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
     for item in config.get("rules", ()):
         if "regex" not in item:
             continue
+        pattern, prefix = unprefixed(item["regex"].replace(_ENDS, _ENDS_AFTER_PUNCTUATION))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # RE2 classes like [[...]
-                regex = re.compile(go_to_python(item["regex"]))
+                regex = re.compile(go_to_python(pattern))
         except re.error:
             continue
         allow, stopwords = _allow(item.get("allowlists", ()))
@@ -258,6 +402,7 @@ def gitleaks_rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
                 allow=tuple(allow),
                 stopwords=tuple(stopwords),
                 generic=item["id"] in _GENERIC,
+                prefix=prefix,
             )
         )
     allow, stopwords = _allow([config.get("allowlist", {})])
@@ -267,7 +412,13 @@ def gitleaks_rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
 
 def _own_rules(extra: Mapping[str, str]) -> list[Rule]:
     rules = [
-        Rule(name, re.compile(pattern), keywords=keywords, generic=name in _GENERIC)
+        Rule(
+            name,
+            re.compile(pattern),
+            keywords=keywords,
+            entropy=_ENTROPY.get(name, 0.0),
+            generic=name in _GENERIC,
+        )
         for name, (pattern, keywords) in LAMINA_RULES.items()
     ]
     rules += [Rule(name, re.compile(pattern)) for name, pattern in extra.items()]
@@ -306,6 +457,9 @@ class Redactor:
     _keywords: dict[str, tuple[int, ...]] = field(init=False, repr=False, default_factory=dict)
     """Every keyword of the rules, once (a text is searched for each once, not per rule),
     with the rules that have it (their places in `_all`)."""
+    _within: dict[str, tuple[str, ...]] = field(init=False, repr=False, default_factory=dict)
+    """The keywords that hold another one (`apikey` holds `key`), under the longest they hold,
+    so they are searched for only where it was found; those that hold none under `""`."""
     _always: tuple[int, ...] = field(init=False, repr=False, default=())
     """The rules without keywords, which look at every text."""
 
@@ -327,6 +481,11 @@ class Redactor:
             for n, rule in enumerate(found):
                 for keyword in rule.keywords:
                     keywords.setdefault(keyword, []).append(n)
+            within: dict[str, list[str]] = {}
+            for keyword in keywords:
+                held = [k for k in keywords if k != keyword and k in keyword]
+                within.setdefault(max(held, key=len, default=""), []).append(keyword)
+            self._within = {k: tuple(v) for k, v in within.items()}
             self._keywords = {k: tuple(rules) for k, rules in keywords.items()}
             self._always = tuple(n for n, rule in enumerate(found) if not rule.keywords)
             self._all = found
@@ -337,9 +496,12 @@ class Redactor:
         rules = self._rules()
         lowered = text.lower()
         chosen = set(self._always)
-        for keyword, having in self._keywords.items():
+        pending = list(self._within.get("", ()))
+        while pending:
+            keyword = pending.pop()
             if keyword in lowered:
-                chosen.update(having)
+                chosen.update(self._keywords[keyword])
+                pending += self._within.get(keyword, ())
         spans: list[tuple[int, int, str]] = []
         for n in sorted(chosen):
             rule = rules[n]
@@ -355,7 +517,8 @@ class Redactor:
                     line_end = text.find("\n", match.end())
                     line = text[line_start : line_end if line_end >= 0 else len(text)]
                     checks = [rule] if self._global is None else [rule, self._global]
-                    if any(_allowed(r, secret, match.group(0), line) for r in checks):
+                    whole = text[_match_start(rule, text, match) : match.end()]
+                    if any(_allowed(r, secret, whole, line) for r in checks):
                         continue
                 spans.append((start, end, rule.id))
         spans.sort()

@@ -5,6 +5,7 @@ repository holds a string a secret scanner would flag."""
 
 from __future__ import annotations
 
+import base64
 import random
 import string
 
@@ -107,7 +108,77 @@ def _corpus() -> list[tuple[str, str, str]]:
     ]
 
 
-CORPUS = _corpus()
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _formats() -> list[tuple[str, str, str]]:
+    """Formats an attacker's pass found kept, each a (kind, text, secret) with the secret
+    given."""
+    sas = _r(40, string.ascii_letters + string.digits + "%") + "%3D"
+    pw_quoted = _r(12) + "&1"
+    discord = _b64(str(_rng.randint(10**17, 10**18))).rstrip("=") + "." + _r(6) + "." + _r(38)
+    docker = "dckr_pat_" + _r(27)
+    doppler = "dp.st.dev." + _r(40)
+    gocspx = "GOCSPX-" + _r(28)
+    notion = "secret_" + _r(43)
+    vault = "hvs." + _r(24)
+    basic = _b64(f"deploy:{_r(16)}")
+    fcm = "AAAA" + _r(7) + ":APA91b" + _r(134)
+    sentry = _hex(32)
+    putty = [_r(64, _B64) for _ in range(4)]
+    sshpass = _r(14)
+    return [
+        ("azure_sas", f"az storage blob download --sas-token 'sv=2022-11-02&sr=b&sig={sas}'", sas),
+        (
+            "azure_sas_url",
+            f"https://notes.blob.core.windows.net/c/f.txt?sp=r&sig={sas[::-1]}",
+            sas[::-1],
+        ),
+        ("password_flag_quoted", f"mysql --user app --password '{pw_quoted}' shop", pw_quoted),
+        ("discord_bot", f"Authorization: Bot {discord}", discord),
+        ("docker_pat", f"echo {docker} | docker login -u bot --password-stdin", docker),
+        ("doppler", f"the CI log printed {doppler} in clear", doppler),
+        ("google_oauth_secret", f"OAuth client created; secret {gocspx} (keep it)", gocspx),
+        ("notion", f"new Client({{ auth: '{notion}' }})", notion),
+        ("vault", f"vault login {vault}", vault),
+        ("basic_header", f"curl -H 'Authorization: Basic {basic}' https://ci.internal/api", basic),
+        ("basic_header_dict", f"headers = {{'Authorization': 'Basic {basic[::-1]}'}}", basic[::-1]),
+        ("fcm", f"FCM_SERVER_KEY={fcm}", fcm),
+        ("sentry_dsn", f'sentry_sdk.init("https://{sentry}@o1234.ingest.sentry.io/567")', sentry),
+        (
+            "putty",
+            "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPublic-Lines: 1\n"
+            f"{_r(64, _B64)}\nPrivate-Lines: 4\n" + "\n".join(putty) + f"\nPrivate-MAC: {_hex(64)}",
+            putty[2],
+        ),
+        ("sshpass", f"sshpass -p '{sshpass}' ssh deploy@10.0.0.7 uptime", sshpass),
+        ("sshpass_bare", f"sshpass -p {sshpass[::-1]} rsync -a dist/ web:/srv/", sshpass[::-1]),
+    ]
+
+
+def _followed_by_punctuation() -> list[tuple[str, str, str]]:
+    """Tokens at the end of a sentence or inside brackets: each kind with each of
+    `. , ) : ! ? ] >` after it."""
+    tokens = [
+        ("sendgrid", lambda: "SG." + _r(22) + "." + _r(43)),
+        ("huggingface", lambda: "hf_" + _r(34, string.ascii_letters)),
+        ("npm", lambda: "npm_" + _r(36)),
+        ("vault", lambda: "hvs." + _r(95)),
+        ("digitalocean", lambda: "dop_v1_" + _hex(64)),
+        ("github", lambda: "ghp_" + _r(36)),
+        ("docker", lambda: "dckr_pat_" + _r(27)),
+    ]
+    out = []
+    for n, mark in enumerate([".", ",", ")", ":", "!", "?", "]", ">"]):
+        for kind, make in tokens:
+            token = make()
+            text = [f"The key is {token}{mark}", f"(use {token}{mark} then retry)"][n % 2]
+            out.append((f"{kind}_then_{mark}", text, token))
+    return out
+
+
+CORPUS = _corpus() + _formats() + _followed_by_punctuation()
 """(kind, text as said, the secret part; empty: the whole line after its `=`/`:` or last
 space is the secret, see `secret_of`)."""
 
@@ -148,3 +219,48 @@ PLACEHOLDERS = [
     "AWS_SECRET_ACCESS_KEY=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 ]
 """Text about secrets that holds none: it is stored as said and counts no redaction."""
+
+CODE_LINES = [
+    # Python
+    "token_count = len(tokens)",
+    "password = request.form['password']",
+    'secret_key = os.environ["SECRET_KEY"]',
+    "api_key = settings.OPENAI_API_KEY",
+    "self.password = password",
+    "access_token = response.json()['access_token']",
+    "def authenticate(username: str, password: str) -> bool:",
+    "token_budget: int = DEFAULT_TOKEN_BUDGET",
+    "credentials = Credentials.from_authorized_user_file(token_path, SCOPES)",
+    "hashed = hashlib.sha256(password.encode()).hexdigest()",
+    "auth = requests.auth.HTTPBasicAuth(username, api_token)",
+    "for token in tokenizer.encode(text):",
+    'secret_name = f"{prefix}/{name}"',
+    "api_key: str | None = None",
+    # JavaScript / TypeScript
+    "let apiKey = config.apiKey;",
+    "const token = req.headers.authorization?.split(' ')[1];",
+    "const apiSecret = process.env.API_SECRET;",
+    "constructor(private readonly authService: AuthService) {}",
+    "export const accessToken = useStore((state) => state.accessToken);",
+    "const password = await bcrypt.hash(plainPassword, saltRounds);",
+    "headers: { Authorization: `Bearer ${token}` },",
+    # Go
+    'token := os.Getenv("GITHUB_TOKEN")',
+    "password, err := reader.ReadString('\\n')",
+    "func Login(ctx context.Context, apiKey string) (*Session, error) {",
+    "secretKey := []byte(cfg.JWTSecret)",
+    # shell
+    'export AWS_SECRET_ACCESS_KEY="$(pass show aws/secret)"',
+    'curl -H "Authorization: Bearer $API_TOKEN" https://api.internal/v1/me',
+    "docker run -p 8080:80 -e DB_PASSWORD=$DB_PASSWORD app:latest",
+    "mkdir -p build && ssh -p 2222 deploy@bastion",
+    'TOKEN=$(gh auth token) && echo "${#TOKEN}"',
+    # YAML / JSON config with references
+    "  password: ${DB_PASSWORD}",
+    "      api_key: {{ .Values.apiKey }}",
+    '  "token": "${NPM_TOKEN}",',
+    "    secretKeyRef:\n      name: db-credentials\n      key: password",
+    '{"auth": {"tokenUrl": "https://auth.internal/oauth/token", "clientId": "web"}}',
+    "MAX_TOKENS=4096",
+]
+"""Ordinary code that names secrets without holding one: it must stay as written."""

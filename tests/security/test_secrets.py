@@ -19,16 +19,24 @@ from lamina.embed import HashEmbedder
 from lamina.store import open_store
 
 from ..conftest import CC
-from .secrets_corpus import CORPUS, PLACEHOLDERS, secret_of
+from .secrets_corpus import CODE_LINES, CORPUS, PLACEHOLDERS, secret_of
 from .servers import lamina
 
 SECRETS = [(kind, text, secret_of(kind, text, secret)) for kind, text, secret in CORPUS]
 
 
 def test_the_corpus_is_broad_and_every_secret_is_in_its_text() -> None:
-    assert len(SECRETS) >= 46
+    assert len(SECRETS) >= 100
     for kind, text, secret in SECRETS:
         assert len(secret) >= 6 and secret in text, kind
+    kinds = {kind for kind, _text, _secret in SECRETS}
+    missed_before = {"azure_sas", "password_flag_quoted", "discord_bot", "docker_pat", "doppler",
+                     "google_oauth_secret", "notion", "vault", "basic_header", "fcm",
+                     "sentry_dsn", "putty", "sshpass"}  # fmt: skip
+    assert missed_before <= kinds
+    for mark in [".", ",", ")", ":", "!", "?", "]", ">"]:
+        assert {f"{k}_then_{mark}" for k in ("sendgrid", "huggingface", "npm", "vault")} <= kinds
+    assert len(CODE_LINES) >= 34
 
 
 def transcript(path: Path) -> Path:
@@ -66,6 +74,36 @@ def test_placeholders_are_kept_and_count_no_redaction(tmp_path: Path) -> None:
     assert report.redactions == 0
     texts = "\n".join(m.text for m in bank.memories("proj"))
     assert all(text in texts for text in PLACEHOLDERS)
+
+
+def test_no_secret_is_in_the_database_files(tmp_path: Path) -> None:
+    """Not in the memories' text only: not in the lexical index's terms, the entities, the
+    WAL or any other page of the files the bank writes."""
+    home = tmp_path / "home"
+    home.mkdir()
+    store = open_store(home / "lamina.db")
+    bank = MemoryBank(store, HashEmbedder())
+    bank.retain_file(transcript(tmp_path / "s.jsonl"), "proj")
+    files = [path for path in home.rglob("*") if path.is_file()]
+    assert any(path.name.endswith("-wal") for path in files)
+    blob = b"".join(path.read_bytes() for path in files).decode("utf-8", "replace")
+    assert "REDACTED" in blob
+    assert stored_secrets(blob) == [], f"stored {len(stored_secrets(blob))} of {len(SECRETS)}"
+
+
+def test_ordinary_code_is_stored_as_written(tmp_path: Path) -> None:
+    """Code that names a secret without holding one (`token_count = len(tokens)`,
+    `let apiKey = config.apiKey;`, `password: ${DB_PASSWORD}`) is not redacted."""
+    bank = MemoryBank(open_store(tmp_path / "lamina.db"), HashEmbedder())
+    cc = CC()
+    for n, line in enumerate(CODE_LINES):
+        cc.user(f"Step {n}: what does this line do?\n{line}")
+        cc.assistant(f"It reads:\n{line}")
+    report = bank.retain_file(cc.write(tmp_path / "c.jsonl"), "proj")
+    texts = "\n".join(m.text for m in bank.memories("proj"))
+    changed = [line for line in CODE_LINES if line not in texts]
+    assert changed == [], f"{len(changed)} of {len(CODE_LINES)} code lines changed"
+    assert report.redactions == 0
 
 
 def test_a_secret_is_redacted_before_the_cap_cuts_it(tmp_path: Path) -> None:
