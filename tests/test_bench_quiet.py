@@ -10,7 +10,7 @@ import pytest
 
 from lamina.bank.recall import Floor
 from lamina.bench.agent import load_questions
-from lamina.bench.quiet import load_prompts, run_quiet_bench
+from lamina.bench.quiet import load_ontopic, load_prompts, run_quiet_bench
 from lamina.errors import InputError
 
 from .conftest import CLAUDE_CODE, needs_shared
@@ -27,13 +27,26 @@ def test_the_dev_prompts_ship_and_a_file_of_the_same_shape_loads(tmp_path: Path)
         load_prompts(str(mine))
     with pytest.raises(InputError, match="cannot read"):
         load_prompts(str(tmp_path / "absent.json"))
+    # On-topic prompts, each about one session, beside the off-topic ones.
+    both = {"prompts": ["a haiku"], "ontopic": [{"file": "s.jsonl", "prompt": "why rust?"}]}
+    mine.write_text(json.dumps(both))
+    assert load_prompts(str(mine)) == ["a haiku"]
+    assert load_ontopic(str(mine)) == [("s.jsonl", "why rust?")]
+    assert load_ontopic() == []
+    mine.write_text(json.dumps({"prompts": [], "ontopic": [3]}))
+    with pytest.raises(InputError, match="not a prompt set"):
+        load_ontopic(str(mine))
 
 
 @needs_shared
 def test_the_floor_silences_off_topic_prompts_and_keeps_questions() -> None:
     questions = [q for q in load_questions() if q.file.startswith("drmaciver")][:4]
     prompts = ["write a haiku about autumn", "what's 17% of 240?"]
-    result = run_quiet_bench(CLAUDE_CODE, questions, prompts, Floor())
+    session = questions[0].file
+    asked = [(session, "how did the port of the python code to rust go?")]
+    result = run_quiet_bench(CLAUDE_CODE, questions, prompts, Floor(), ontopic_prompts=asked)
+    assert result["ontopic_prompts"]["prompts"] == 1
+    assert result["ontopic_prompts"]["injected_floor_on"] == 1.0
     dense, lexical = result["dense"], result["lexical_only"]
     assert dense["offtopic"]["injected_floor_off"] == 1.0
     assert dense["offtopic"]["quieted"] == 1.0 and dense["offtopic"]["injected_floor_on"] == 0.0

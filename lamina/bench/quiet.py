@@ -44,7 +44,7 @@ from ..turns import clean_text
 from .agent import SHIPPED, AgentQuestion, found_in, load_question_set
 from .common import emit, shared_data_dir
 
-__all__ = ["PROMPT_SETS", "load_prompts", "quiet_bench", "run_quiet_bench"]
+__all__ = ["PROMPT_SETS", "load_ontopic", "load_prompts", "quiet_bench", "run_quiet_bench"]
 
 PROMPT_SETS = {
     "offtopic-dev": "offtopic_prompts_dev.json",
@@ -62,6 +62,16 @@ _BUDGET = 1024
 def load_prompts(source: str | None = None) -> list[str]:
     """A shipped prompt set (None or a name of `PROMPT_SETS`), or a file in the same shape:
     {"prompts": ["...", ...]}."""
+    return [p for _file, p in _load(source, "prompts")]
+
+
+def load_ontopic(source: str | None = None) -> list[tuple[str, str]]:
+    """The (session file, prompt) pairs of a prompt set's "ontopic" list (none when it has
+    none): prompts about one session, without answers marked, that must still get memories."""
+    return [(f or "", p) for f, p in _load(source, "ontopic")]
+
+
+def _load(source: str | None, key: str) -> list[tuple[str | None, str]]:
     name = "offtopic-dev" if source is None else source
     try:
         if name in PROMPT_SETS:
@@ -74,9 +84,18 @@ def load_prompts(source: str | None = None) -> list[str]:
             f"{name}: cannot read the prompts ({e.strerror}); shipped: {known}"
         ) from None
     try:
-        prompts = json.loads(raw)["prompts"]
-        if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
-            raise TypeError("prompts is not a list of strings")
+        document = json.loads(raw)
+        listed = document["prompts"] if key == "prompts" else document.get(key, [])
+        if not isinstance(listed, list):
+            raise TypeError(f"{key} is not a list")
+        prompts: list[tuple[str | None, str]] = []
+        for item in listed:
+            if isinstance(item, str):
+                prompts.append((None, item))
+            elif isinstance(item, dict) and isinstance(item.get("prompt"), str):
+                prompts.append((str(item.get("file", "")), item["prompt"]))
+            else:
+                raise TypeError(f"{key}: an entry is neither a prompt nor {{file, prompt}}")
     except (ValueError, KeyError, TypeError) as e:
         raise InputError(f"{name}: not a prompt set ({type(e).__name__}: {e})") from None
     return prompts
@@ -226,10 +245,13 @@ def run_quiet_bench(
     floor: Floor,
     embedder: Embedder | None = None,
     per_session: bool = False,
+    ontopic_prompts: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """Retain the questions' sessions from `folder` into one bank (with `per_session`, each
     session into a bank of its own, asked its own questions and every prompt) and recall every
-    prompt and question with the floor off and on, with the dense channel and without."""
+    prompt and question with the floor off and on, with the dense channel and without.
+    `ontopic_prompts` ((session file, prompt) pairs) are asked, with the dense channel, of
+    the bank holding their session, and must still get memories."""
     files = sorted({q.file for q in questions})
     missing = [f for f in files if not (folder / f).is_file()]
     if missing:
@@ -238,6 +260,7 @@ def run_quiet_bench(
         raise InputError("the floor to measure is off (a threshold of 0)")
     groups = [[f] for f in files] if per_session else [files]
     full = lexical = _Run([], [])
+    developer: list[tuple[str, _Asked]] = []
     memories: list[int] = []
     with tempfile.TemporaryDirectory(prefix="lamina-quiet-") as tmp:
         store = SQLiteStore(Path(tmp) / "lamina.db")
@@ -262,6 +285,13 @@ def run_quiet_bench(
                             full = full + run
                         else:
                             lexical = lexical + run
+                    for file, prompt in ontopic_prompts:
+                        if file in group:
+                            off, on = _ask(mb, bank, prompt, floor, True)
+                            assert on.floor is not None
+                            developer.append(
+                                (prompt, _Asked(bool(off.hits), bool(on.hits), on.floor))
+                            )
         finally:
             mb.close()
     return {
@@ -270,6 +300,18 @@ def run_quiet_bench(
         "memories": memories,
         "dense": _report(full, grid=True),
         "lexical_only": _report(lexical, grid=False),
+        **(
+            {
+                "ontopic_prompts": {
+                    "prompts": len(developer),
+                    "injected_floor_off": _share([a.injected for _p, a in developer]),
+                    "injected_floor_on": _share([a.kept for _p, a in developer]),
+                    "quieted": [p[:100] for p, a in developer if a.injected and not a.kept],
+                }
+            }
+            if developer
+            else {}
+        ),
     }
 
 
@@ -351,7 +393,15 @@ def quiet_bench(
             folder = found
         sets[name] = {
             "data": str(folder),
-            **run_quiet_bench(folder, qset.questions, prompts, floor, embedder, per_session),
+            **run_quiet_bench(
+                folder,
+                qset.questions,
+                prompts,
+                floor,
+                embedder,
+                per_session,
+                load_ontopic(prompts_source),
+            ),
         }
     emit(
         {
