@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -1012,30 +1012,37 @@ class PostgresSearch:
             bank_id = info[0]
             filter_sql, filter_params = self._filter_sql(bank_id, where)
             extra = f" AND {filter_sql}" if filter_sql else ""
-            # Materialised, so the date range (an index range) is read first and only then
-            # ordered: ordering by seq first would walk the whole bank to fill a late range.
+            # Unordered, so that at most depth + 1 rows of the range are read however many it
+            # holds (ordered by seq, a month of a million memories was read whole).
             inside = conn.execute(
-                "WITH r AS MATERIALIZED (SELECT m.seq, m.t FROM memories m"
-                f" WHERE m.bank_id = %s AND m.t >= %s AND m.t < %s{extra})"
-                " SELECT seq, extract(epoch FROM t) FROM r ORDER BY seq LIMIT %s",
+                "SELECT m.seq, extract(epoch FROM m.t) FROM memories m"
+                f" WHERE m.bank_id = %s AND m.t >= %s AND m.t < %s{extra} LIMIT %s",
                 [bank_id, start, end, *filter_params, depth + 1],
             ).fetchall()
             if len(inside) > depth:
                 return []  # more than it can propose: which of them matter, the others say
-            out = [(int(s), float(t)) for s, t in inside]
-            if len(out) < depth and reach > 0:
+            out = sorted((int(s), float(t)) for s, t in inside)
+            need = depth - len(out)
+            if need > 0 and reach > 0:
+                # The nearest on each side (an index range read from the range's edge), `need`
+                # of each at most, then the nearest of both.
+                before, after = start - timedelta(seconds=reach), end + timedelta(seconds=reach)
                 near = conn.execute(
-                    "WITH r AS MATERIALIZED (SELECT m.seq, m.t FROM memories m"
-                    " WHERE m.bank_id = %s"
-                    " AND ((m.t < %s AND m.t >= %s - make_interval(secs => %s))"
-                    f" OR (m.t >= %s AND m.t < %s + make_interval(secs => %s))){extra})"
-                    " SELECT seq, extract(epoch FROM t) FROM r ORDER BY"
-                    " greatest(extract(epoch FROM %s - t), extract(epoch FROM t - %s)), seq"
-                    " LIMIT %s",
-                    [bank_id, start, start, reach, end, end, reach, *filter_params, start,
-                     end, depth - len(out)],
-                ).fetchall()  # fmt: skip
-                out += [(int(s), float(t)) for s, t in near]
+                    "SELECT m.seq, extract(epoch FROM m.t) FROM memories m"
+                    f" WHERE m.bank_id = %s AND m.t < %s AND m.t >= %s{extra}"
+                    " ORDER BY m.t DESC, m.seq LIMIT %s",
+                    [bank_id, start, before, *filter_params, need],
+                ).fetchall()
+                near += conn.execute(
+                    "SELECT m.seq, extract(epoch FROM m.t) FROM memories m"
+                    f" WHERE m.bank_id = %s AND m.t >= %s AND m.t < %s{extra}"
+                    " ORDER BY m.t, m.seq LIMIT %s",
+                    [bank_id, end, after, *filter_params, need],
+                ).fetchall()
+                low, high = start.timestamp(), end.timestamp()
+                timed = [(int(s), float(t)) for s, t in near]
+                timed.sort(key=lambda st: (max(low - st[1], st[1] - high), st[0]))
+                out += timed[:need]
         return out
 
     # -- fetching --------------------------------------------------------------------------

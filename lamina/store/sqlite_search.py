@@ -529,14 +529,16 @@ class SQLiteSearch:
         if info is None or depth <= 0:
             return []
         condition, params = self._restriction(conn, info.id, where, "m.seq")
+        # Unordered, so that at most depth + 1 rows of the range are read however many it
+        # holds (ordered by seq, a month of a large bank was read whole to keep depth + 1).
         inside = conn.execute(
             "SELECT m.seq, m.t FROM memories m WHERE m.bank_id = ? AND m.t >= ? AND m.t < ?"
-            f"{condition} ORDER BY m.seq LIMIT ?",
+            f"{condition} LIMIT ?",
             [info.id, _iso(start), _iso(end), *params, depth + 1],
         ).fetchall()
         if len(inside) > depth:
             return []  # more than it can propose: which of them matter, the other channels say
-        out = [(int(seq), _epoch(t)) for seq, t in inside]
+        out = sorted((int(seq), _epoch(t)) for seq, t in inside)
         need = depth - len(out)
         if need <= 0 or reach <= 0:
             return out
