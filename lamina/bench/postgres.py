@@ -88,7 +88,7 @@ def postgres_latency(
             # A bulk load: without the HNSW index (which retains would otherwise build once
             # the bank passes EXACT_LIMIT, and then update row by row), built in one go after.
             started = time.perf_counter()
-            with store.bulk_load(name, build_memory="2GB"):
+            with store.bulk_load(name):
                 build(bank, name, n, texts, vectors)
                 build_s = round(time.perf_counter() - started, 1)
                 started = time.perf_counter()
