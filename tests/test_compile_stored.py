@@ -221,3 +221,19 @@ def test_each_compile_records_where_it_broke_the_cached_prefix(store: Store) -> 
             broke += 1
             assert isinstance(entry["prefix_break"], int) and not repeats, entry
     assert kept and broke  # this session at 4,000 tokens both extends and folds
+
+
+@pytest.mark.parametrize("name", ["../..", "a/b", " padded"])
+def test_a_log_cannot_create_a_bank_with_a_name_no_bank_may_have(tmp_path: Path, name: str) -> None:
+    env = {**os.environ, "LAMINA_HOME": str(tmp_path)}
+    env.pop("LAMINA_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "lamina", "compile", str(EXAMPLE), "--budget", "4000",
+         "--bank", name],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "bank name" in done.stderr and "Traceback" not in done.stderr
+    store = open_store(tmp_path / "lamina.db")
+    assert store.list_banks() == []
+    store.close()

@@ -29,11 +29,10 @@ from ..embed import (
     derived_window_vector,
     shared_embedder,
 )
-from ..errors import InputError
 from ..messages import Message
 from ..store import open_store
 from ..store.base import Store
-from ..store.lookup import require_bank, require_document
+from ..store.lookup import check_bank_name, require_bank, require_document
 from ..store.search import SearchStore
 from .entities import extract_entities
 from .fusion import model_for
@@ -49,25 +48,6 @@ if TYPE_CHECKING:
     from .retain import ProgressSink, Retainer, RetainOptions, RetainReport
 
 __all__ = ["MemoryBank"]
-
-_BANK_NAME_LIMIT = 200
-
-
-def check_bank_name(name: str) -> str:
-    """`name` when it can name a new bank: 1 to 200 characters, no control characters, no
-    slash or backslash (a bank's name is a path segment in the HTTP API), not only dots, no
-    space at either end."""
-    if (
-        not name
-        or len(name) > _BANK_NAME_LIMIT
-        or any(ord(c) < 32 or c in "/\\\x7f" for c in name)
-        or not name.strip(".")
-        or name != name.strip()
-    ):
-        shown = name if len(name) <= 40 else name[:40] + "…"
-        raise InputError(f"not a valid bank name: {shown!r} (1-200 characters, no / or \\)")
-    return name
-
 
 _REINDEX_WRITE = 4096
 """Vectors `MemoryBank.reindex` writes at a time (each write makes readers refresh their

@@ -25,7 +25,7 @@ from ..errors import InputError
 from ..messages import Message, message_from_json, message_to_json
 from ..private import hide_private, strip_private
 from ..store.base import RetainBatch, Store, StoredPin, StoredSummary
-from .bank import check_bank_name
+from ..store.lookup import check_bank_name
 from .entities import extract_entities
 from .model import Cursor, Memory
 from .redact import Redactor, redact_json, redact_message

@@ -28,6 +28,7 @@ from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..private import hide_private, strip_private
 from ..store.base import Store, StoredPin, StoredSummary
+from ..store.lookup import check_bank_name
 from ..tokens import TokenCounter, default_counter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
@@ -133,6 +134,8 @@ class StoredLog:
         self.bank = bank
         self.id = log_id
         self.redactor = redactor or Redactor()
+        if store.get_bank(bank) is None:
+            check_bank_name(bank)  # opening a log creates its bank
         store.append_log_messages(bank, log_id, [])  # the log exists from here on
         counter = counter or default_counter()
         counted = store.load_log_counts(bank, log_id, counts_key(counter))

@@ -56,8 +56,9 @@ def index_build_memory(vectors: int, dim: int) -> str:
     """`maintenance_work_mem` for building the HNSW index of `vectors` vectors of `dim`
     dimensions in memory: the vectors (4 bytes a dimension) and their graph (2 * m neighbours
     of about 8 bytes each at the lowest layer, and headers), plus a quarter for the build's
-    own bookkeeping; at least 64 MB, at most BUILD_MEMORY_CAP. Measured here: 1M vectors of 384 dimensions make a 2.05 GB index,
-    which the 1 GB `lamina copy` used to ask for built spilling."""
+    own bookkeeping; at least 64 MB, at most BUILD_MEMORY_CAP. Measured here: 1M vectors of
+    384 dimensions make a 2.05 GB index, which the 1 GB `lamina copy` used to ask for built
+    spilling."""
     need = int(vectors * (dim * 4 + 2 * HNSW_M * 8 + 128) * 1.25)
     return f"{max(64 << 20, min(need, BUILD_MEMORY_CAP)) >> 20}MB"
 
