@@ -127,7 +127,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # A real prompt hook run, as Claude Code starts it, so the hook page shows a real log line.
     event = {
         "hook_event_name": "UserPromptSubmit",
-        "session_id": SESSION_ID,
+        # A later session of the project: the asking session's own memories are not
+        # recalled, and the other one retained here does not answer this prompt.
+        "session_id": "a-later-session",
         "prompt": "How do we test the oracle against screenshots?",
         "cwd": str(home),
     }
