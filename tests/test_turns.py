@@ -223,6 +223,10 @@ def test_turns_are_numbered_and_cover_until_the_next_start(cc: CC, tmp_path: Pat
 def test_rules_hold_on_every_shared_transcript(path: Path) -> None:
     messages = read_transcript(str(path)).messages
     starting = [m for m in messages if is_turn_start(m)]
+    if "acompact-" in path.name:
+        # A compaction agent's transcript: the host asks for a summary; nobody types.
+        assert not starting
+        return
     assert starting, "every shared session has at least one typed prompt"
     for message in starting:
         assert message.role is Role.USER and message.kind is Kind.PROMPT
