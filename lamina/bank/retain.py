@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ..embed import Embedder, derived_window_vector
-from ..errors import InputError, ReadWarning, StoreError
+from ..errors import InputError, ReadError, ReadWarning, StoreError
 from ..llm import LLMError
 from ..messages import Message
 from ..private import hide_private_all
-from ..readers import detect_format, get_reader
+from ..readers import Reader, detect_format, get_reader
 from ..readers.base import WarningSink, first_json_lines, open_source, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
 from ..store.base import RetainBatch, Store
@@ -136,15 +136,32 @@ def _whole_file_hash(path: str) -> str:
 
 
 def default_document_id(path: str, format: str) -> str:
-    """Claude Code transcripts: their session id (subagents: session/agent); else the file
-    name without extension."""
+    """Claude Code transcripts: their session id (subagents: session/agent); other agents'
+    sessions (Codex, Gemini CLI, Copilot CLI): their session id; else the file name without
+    extension."""
     if format == "claude-code":
         for value in first_json_lines(read_head(path), limit=50):
             if isinstance(value, Mapping) and isinstance(value.get("sessionId"), str):
                 agent = value.get("agentId")
                 session = str(value["sessionId"])
                 return f"{session}/{agent}" if isinstance(agent, str) and agent else session
-    return Path(path).stem
+        return Path(path).stem
+    described = source_metadata(get_reader(format, path), path).get("session_id")
+    return described if isinstance(described, str) and described else Path(path).stem
+
+
+def source_metadata(reader: Reader, path: str) -> dict[str, Any]:
+    """What a reader says about the source as a whole (`document_metadata`: the agent that
+    wrote a session, its id and version), stored with the document; {} when it says
+    nothing."""
+    describe = getattr(reader, "document_metadata", None)
+    if not callable(describe):
+        return {}
+    try:
+        found = describe(path)
+    except (OSError, ReadError):
+        return {}
+    return dict(found) if isinstance(found, Mapping) else {}
 
 
 class Retainer:
@@ -184,6 +201,9 @@ class Retainer:
             raise InputError(f"{path}: no such file")
         reader = get_reader(format, path) if format else detect_format(path)
         doc = document or default_document_id(path, reader.name)
+        described = source_metadata(reader, path)
+        if described:
+            metadata = {**described, **(metadata or {})}
         started = time.perf_counter()
         for attempt in range(1, _ATTEMPTS + 1):
             if reader.name == "claude-code":

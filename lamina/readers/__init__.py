@@ -1,6 +1,7 @@
 """Readers turn transcript files into `Message`s; `detect_format` picks one by content.
 
-Built-in formats: `claude-code` (JSONL session transcripts), `anthropic` and `openai` (message
+Built-in formats: `claude-code` (JSONL session transcripts), `codex` (Codex CLI rollouts),
+`gemini` (Gemini CLI chats), `copilot` (Copilot CLI events), `anthropic` and `openai` (message
 lists as JSON or JSONL), `locomo` (LoCoMo conversations). Add a format with `register_reader`.
 A message list held in memory (a Python list, or SDK objects) is read with
 `read_message_list`, no file needed.

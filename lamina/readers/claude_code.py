@@ -433,6 +433,18 @@ class ClaudeCodeReader:
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_claude_code(path, warn)
 
+    def document_metadata(self, path: str) -> dict[str, Any]:
+        """The agent and session a transcript is from (stored with its document)."""
+        meta: dict[str, Any] = {"agent": "claude-code"}
+        for value in first_json_lines(read_head(path), limit=50):
+            if isinstance(value, Mapping) and isinstance(value.get("sessionId"), str):
+                meta["session_id"] = value["sessionId"]
+                version = value.get("version")
+                if isinstance(version, str) and version:
+                    meta["agent_version"] = version
+                break
+        return meta
+
 
 # -- sessions and their subagents -------------------------------------------------------------
 
