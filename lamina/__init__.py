@@ -2,6 +2,14 @@
 
     import lamina
 
+    with lamina.open() as store:                     # the data directory's SQLite database
+        bank = store.bank("notes")
+        bank.retain_text("We chose SQLite for the embedded default.", document="decisions")
+        for hit in bank.recall("which database?", budget=500):
+            print(hit.score, hit.text)                 # relevance 0..1, best first
+
+The full API, for everything else:
+
     bank = lamina.MemoryBank.open()                    # the data directory's SQLite database
     transcript = lamina.read_message_list(messages)    # an OpenAI or Anthropic message list
     bank.retain_messages(transcript.messages, "my-project", "session-1")
@@ -21,6 +29,7 @@ What is here, by stage:
   `Role`, `Kind`, the blocks);
 - turns and recall queries: `iter_turns`, `last_turns`, `conversational_text`,
   `compose_recall_query`; memory blocks: `format_memory_block`, `strip_tagged_blocks`;
+- the short API: `open` gives a `MemoryStore`, whose `bank(name)` is a `BankHandle`;
 - memory banks: `MemoryBank` with `RetainOptions`/`RetainReport`, `RecallOptions`/`RecallResult`/
   `RecallHit`, and the records it returns (`Bank`, `BankStats`, `Document`, `Memory`);
 - the context compiler: `Compiler`, `CompileOptions`, `CompileResult`, `ContextLog`, `StoredLog`,
@@ -92,6 +101,7 @@ if TYPE_CHECKING:
         read_transcript,
         register_reader,
     )
+    from .simple import BankHandle, MemoryStore, open
     from .tags import (
         format_memory_block,
         inject_memory_block,
@@ -155,6 +165,9 @@ _EXPORTS: dict[str, str] = {
     "ToolResultBlock": ".messages",
     "ToolUseBlock": ".messages",
     "UnknownBlock": ".messages",
+    "BankHandle": ".simple",
+    "MemoryStore": ".simple",
+    "open": ".simple",
     "Reader": ".readers",
     "Transcript": ".readers",
     "detect_format": ".readers",
@@ -198,6 +211,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AccessError",
     "Bank",
+    "BankHandle",
     "BankStats",
     "Block",
     "ChannelTool",
@@ -215,6 +229,7 @@ __all__ = [
     "LaminaError",
     "Memory",
     "MemoryBank",
+    "MemoryStore",
     "Message",
     "NotFoundError",
     "OverBudgetError",
@@ -254,6 +269,7 @@ __all__ = [
     "is_turn_start",
     "iter_turns",
     "last_turns",
+    "open",
     "read_message_list",
     "read_messages",
     "read_transcript",

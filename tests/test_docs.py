@@ -155,9 +155,14 @@ def test_each_documented_setting_is_read_where_the_table_says(
         assert by_file == by_variable, f"{setting.key} is not read as {setting.variable} is"
 
 
+def python_block(page: str, heading: str) -> str:
+    """The first Python block under `heading` (a `## ` heading) of `page`."""
+    section = page.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.+?)\n```", section, re.S)[0]
+
+
 def test_the_python_example_runs(tmp_path: Path) -> None:
-    section = (DOCS / "python.md").read_text(encoding="utf-8")
-    code = re.findall(r"```python\n(.+?)\n```", section, re.S)[0]
+    code = python_block((DOCS / "python.md").read_text(encoding="utf-8"), "Retain, recall, compile")
     env = {**os.environ, "LAMINA_HOME": str(tmp_path / "home")}
     for key in ("LAMINA_DATABASE_URL", "LAMINA_CONFIG", "LAMINA_SUMMARISER"):
         env.pop(key, None)

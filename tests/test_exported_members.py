@@ -10,6 +10,7 @@ import lamina
 PUBLIC = [
     "AccessError",
     "Bank",
+    "BankHandle",
     "BankStats",
     "Block",
     "ChannelTool",
@@ -27,6 +28,7 @@ PUBLIC = [
     "LaminaError",
     "Memory",
     "MemoryBank",
+    "MemoryStore",
     "Message",
     "NotFoundError",
     "OverBudgetError",
@@ -66,6 +68,7 @@ PUBLIC = [
     "is_turn_start",
     "iter_turns",
     "last_turns",
+    "open",
     "read_message_list",
     "read_messages",
     "read_transcript",
@@ -120,7 +123,7 @@ def test_import_lamina_loads_none_of_the_api_until_asked() -> None:
 
 
 def test_the_front_classes_document_their_use() -> None:
-    for cls in (lamina.MemoryBank, lamina.Compiler):
+    for cls in (lamina.MemoryBank, lamina.Compiler, lamina.MemoryStore, lamina.BankHandle):
         assert cls.__doc__ and ">>>" not in cls.__doc__ and "(" in cls.__doc__, cls
         for name, member in vars(cls).items():
             if name.startswith("_"):

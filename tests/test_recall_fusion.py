@@ -183,9 +183,9 @@ def test_the_fit_sees_each_candidate_as_recall_ranks_it(
         # The same memories with the same scores (the store's vector scan and the fit's
         # in-memory index may differ in the last float digits, so near-ties can swap).
         fitted = {turns[j]: float(scores[j]) for j in range(len(turns))}
-        got = [(fitted.get(h.memory.record_ids), h.score) for h in hits]
+        got = [(fitted.get(h.memory.record_ids), h.fused) for h in hits]
         assert [a for a, _b in got] == pytest.approx([b for _a, b in got], abs=1e-5), q.question
-        assert [h.score for h in hits] == pytest.approx(list(scores[best]), abs=1e-5), q.question
+        assert [h.fused for h in hits] == pytest.approx(list(scores[best]), abs=1e-5), q.question
 
 
 @needs_locomo
@@ -203,7 +203,7 @@ def test_an_embedder_without_a_fitted_model_gets_the_bundled_ones_and_says_so_on
     said = [r.getMessage() for r in caplog.records if r.name == "lamina.bank.fusion"]
     assert len(said) == 1 and embedder.name in said[0] and "lamina bench fusion" in said[0]
     bundled = bank.recall(question, "c", RecallOptions(model=default_model())).hits
-    assert [(h.memory.id, h.score) for h in first] == [(h.memory.id, h.score) for h in bundled]
+    assert [(h.memory.id, h.fused) for h in first] == [(h.memory.id, h.fused) for h in bundled]
     assert [h.memory.id for h in again] == [h.memory.id for h in first]
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from ..config import database_target, embedder_choice
@@ -145,6 +146,18 @@ class MemoryBank:
         """Close the store (a database connection); the bank is not usable afterwards."""
         self.store.close()
 
+    def __enter__(self) -> MemoryBank:
+        """`with MemoryBank.open() as bank:` closes the store at the end of the block."""
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
     # -- retain ----------------------------------------------------------------------------
     @property
     def retain_options(self) -> RetainOptions:
@@ -219,23 +232,64 @@ class MemoryBank:
 
     def retain_messages(
         self,
-        messages: Sequence[Message],
+        messages: Sequence[Message] | Sequence[Any] | Any,
         bank: str,
         document: str,
         *,
+        format: str | None = None,
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
     ) -> RetainReport:
         """Retain messages held in memory as the document `document` of `bank`.
 
-            transcript = read_message_list(openai_messages, format="openai")
+            bank.retain_messages(openai_messages, "my-project", "chat-42")  # plain dicts
             bank.retain_messages(transcript.messages, "my-project", "chat-42")
 
-        Pass the whole conversation each time: messages already retained (by id) cost only a
-        lookup, so a growing conversation is retained by calling this after every turn."""
-        self.prepare(check_bank_name(bank))
-        return self._retainer(check_bank_name(bank)).retain_messages(
-            messages, check_bank_name(bank), document, tags=tags, metadata=self._clean(metadata)
+        `messages` are Lamina `Message`s, or anything `lamina.read_message_list` reads (plain
+        dicts in the OpenAI or Anthropic shape, SDK objects, Claude Code records; `format`
+        detected when None): a message without an id then gets one from its content, scoped by
+        the document, and the report's warnings say what could not be read (`InputError` when
+        nothing could). Pass the whole conversation each time: messages already retained cost
+        only a lookup, so a growing conversation is retained by calling this after every
+        turn."""
+        from .sent import is_messages, message_list
+
+        check_bank_name(bank)
+        transcript = None if is_messages(messages) else message_list(messages, document, format)
+        read = transcript.messages if transcript is not None else list(messages)
+        self.prepare(bank)
+        report = self._retainer(bank).retain_messages(
+            read, bank, document, tags=tags, metadata=self._clean(metadata)
+        )
+        if transcript is not None:
+            report.warnings[:0] = transcript.warnings
+        return report
+
+    def retain_text(
+        self,
+        text: str,
+        bank: str,
+        document: str = "notes",
+        *,
+        speaker: str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> RetainReport:
+        """Retain a note (a decision, a preference, a fact) as a message of `document`.
+
+            bank.retain_text("We chose SQLite for the embedded default.", "my-project")
+
+        The same text retained into the same document again is stored once (its id comes
+        from the two); it is dated now, and `speaker` says who said or decided it.
+        `InputError` for a text of only whitespace. HTTP's and MCP's `retain_text` call this."""
+        from .sent import note
+
+        return self.retain_messages(
+            [note(text, document, speaker=speaker)],
+            bank,
+            document,
+            tags=tags,
+            metadata=metadata,
         )
 
     def _clean(self, metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -22,7 +22,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -54,6 +54,7 @@ from .fusion import (
 )
 from .lexical import idf, tokenize
 from .model import Memory, memory_tokens
+from .relevance import ceiling, ranked, relevance
 from .shorten import piece_estimator, shorten
 from .units import SUMMARY
 from .when import TimeRange, resolve_time_expressions
@@ -230,12 +231,20 @@ class RecallOptions:
 
 @dataclass(frozen=True, slots=True)
 class RecallHit:
+    """One recalled memory: its text (`text`, or shortened to fit: `shortened`), its relevance
+    (`score`), and per search channel its rank and raw score (`channels`)."""
+
     memory: Memory
     score: float
+    """Relevance from 0 to 1, higher is better, never higher than the result's above it
+    (lamina.bank.relevance): what every surface shows."""
     channels: Mapping[str, Mapping[str, float]]
     tokens: int
     shortened: bool = False
     """The memory's text was cut to its best part around the query to fit the budget."""
+    fused: float = 0.0
+    """The fused score recall ranked by (with the learned fusion, the model's log-odds),
+    before it became `score`."""
 
     @property
     def text(self) -> str:
@@ -270,6 +279,9 @@ class RecallHit:
 
 @dataclass(frozen=True, slots=True)
 class RecallResult:
+    """What a recall found: its hits, best first (iterating the result gives them), how many
+    memories it considered, their tokens together, and `block()` for a prompt."""
+
     query: str
     hits: list[RecallHit]
     considered: int
@@ -278,6 +290,10 @@ class RecallResult:
     """What a query expander added to the query (`MemoryBank.recall(..., expander=...)`)."""
     floor: FloorCheck | None = None
     """How the memories measured against `RecallOptions.floor`, when one was set."""
+
+    def __iter__(self) -> Iterator[RecallHit]:
+        """The hits, best first: `for hit in bank.recall(...)`."""
+        return iter(self.hits)
 
     def block(self, now: datetime | None = None) -> str:
         """The hits as a `<lamina_memories>` block for a prompt."""
@@ -813,7 +829,7 @@ def _fill(
                     "rank": ranks[name][slot] + 1,
                     "score": round(float(scores[slot]), 6),
                 }
-        hits.append(RecallHit(memory, fused[slot], detail, tokens, shortened))
+        hits.append(RecallHit(memory, 0.0, detail, tokens, shortened, fused[slot]))
         taken.append(slot)
         if memory.kind != "activity":
             # What tools did and printed stands beside what was said: it hides no statement.
@@ -822,6 +838,7 @@ def _fill(
         if memory.kind not in _PIECES:
             covered_whole |= records
         used += tokens + frame
+    hits = _with_relevance(hits, options, channels)
     floor = options.floor
     if floor is None or floor.off:
         return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits))
@@ -833,6 +850,19 @@ def _fill(
     if not check.passed:
         hits = []
     return RecallResult(query, hits, considered, sum(hit.tokens for hit in hits), floor=check)
+
+
+def _with_relevance(
+    hits: Sequence[RecallHit],
+    options: RecallOptions,
+    channels: Mapping[str, tuple[list[int], npt.NDArray[np.float32]]],
+) -> list[RecallHit]:
+    """`hits` with their `score` set: relevance in 0..1 from their fused scores, never rising
+    down the list (lamina.bank.relevance)."""
+    found = [name for name, (ranking, _scores) in channels.items() if len(ranking)]
+    top = ceiling(options.fusion, options.channel_weights, found, options.rrf_k)
+    shown = ranked(relevance(hit.fused, options.fusion, top) for hit in hits)
+    return [replace(hit, score=value) for hit, value in zip(hits, shown, strict=True)]
 
 
 Counts = Callable[[Sequence[str]], tuple[int, Mapping[str, int]]]

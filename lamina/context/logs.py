@@ -27,11 +27,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-
 from ..errors import InputError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
-from ..readers.values import plain_values, read_message_values
+from ..readers.values import plain_values, read_message_values, with_content_ids
 from ..store.base import ContextLogInfo, Store
 from ..store.lookup import require_bank
 from ..tokens import default_counter
@@ -238,22 +236,6 @@ def log_summariser(store: Store | None = None, env: Mapping[str, str] | None = N
     return summariser_from_config(summariser_settings(env), ledger=ledger)
 
 
-def _with_ids(scope: str, messages: Sequence[Any]) -> list[Any]:
-    """Messages without an id get one from their content (see the module's doc)."""
-    seen: Counter[str] = Counter()
-    out: list[Any] = []
-    for message in messages:
-        if not isinstance(message, dict) or message.get("id") or message.get("uuid"):
-            out.append(message)
-            continue
-        body = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
-        digest = hashlib.sha1(scope.encode() + b"\x00" + body).hexdigest()[:24]
-        seen[digest] += 1
-        repeat = seen[digest]
-        out.append({**message, "id": f"m_{digest}" + (f".{repeat}" if repeat > 1 else "")})
-    return out
-
-
 def with_system(messages: list[Message], system: Any, scope: str = "") -> list[Message]:
     """`messages` led by a system prompt sent apart from them (Anthropic's `system` field: a
     string or a list of text blocks), as the system message the readers would make of it; its
@@ -290,7 +272,7 @@ def read_message_list(
         return []
     values = plain_values(list(messages))
     if ids_from is not None and format != "claude-code":
-        values = _with_ids(ids_from, values)
+        values = with_content_ids(ids_from, values)
     return read_message_values(values, format=format)[1]
 
 

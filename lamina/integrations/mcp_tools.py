@@ -10,11 +10,10 @@ with their time and document, and their scores, source spans and a ready prompt 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC
 from functools import wraps
 from typing import Annotated, Any, Literal, ParamSpec
 
@@ -32,10 +31,9 @@ from ..context.logs import ContextLogs, check_budget, read_message_list, with_sy
 from ..context.pins import Pin
 from ..context.render import RequestFormat
 from ..errors import InputError, LaminaError
-from ..messages import Kind, Message, Role, TextBlock
+from ..messages import Message
 from ..readers import read_transcript
 from ..store.lookup import missing_bank
-from ..turns import classify
 
 __all__ = ["MessageItem", "Tools", "compact_recall", "for_model", "register"]
 
@@ -260,20 +258,8 @@ class Tools:
         speaker: Annotated[str | None, Field(description="Who said or decided it.")] = None,
         ctx: Context | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        if not text.strip():
-            raise InputError("text is empty")
-        digest = hashlib.sha1(f"{document}\x00{text}".encode()).hexdigest()[:20]
-        message = Message(
-            id=f"note:{digest}",
-            role=Role.USER,
-            blocks=(TextBlock(text),),
-            kind=Kind.PROMPT,
-            timestamp=datetime.now(UTC),
-            speaker=speaker,
-        )
-        message = replace(message, kind=classify(message))
-        report = self.memory.retain_messages([message], self.pick(bank, ctx), document)
-        return report.as_dict()
+        name = self.pick(bank, ctx)
+        return self.memory.retain_text(text, name, document, speaker=speaker).as_dict()
 
     @_tool_errors
     def retain_transcript(

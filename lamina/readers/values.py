@@ -19,8 +19,12 @@ file reader (e.g. a third-party one) is an error: nothing is written to disk for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+
+import orjson
 
 from ..errors import InputError, UnknownFormatError
 from ..messages import Message
@@ -28,7 +32,7 @@ from .anthropic import MessageRecord, RecordContext, expand_container, is_contai
 from .anthropic import message_from_record as anthropic_message
 from .base import HEAD_BYTES, MAX_DEPTH, Line, WarningSink, get_reader, json_text
 
-__all__ = ["DEFAULT_SOURCE", "plain_values", "read_message_values"]
+__all__ = ["DEFAULT_SOURCE", "plain_values", "read_message_values", "with_content_ids"]
 
 DEFAULT_SOURCE = "messages"
 """What messages read from memory name as their source (and the stem of the ids they get)."""
@@ -71,6 +75,27 @@ def plain_values(data: Any) -> list[Any]:
         data = dump(mode="json", exclude_none=True)
     values = data if isinstance(data, list | tuple) else [data]
     return [_plain(v) for v in values]
+
+
+def with_content_ids(scope: str, values: Sequence[Any]) -> list[Any]:
+    """`values` (plain messages, as `plain_values` gives them) with an `id` for each message
+    that has none (no `id`, no Claude Code `uuid`), made from its content: `scope` (a document
+    or a context log), the message as sent, and how often the same message came earlier in the
+    list. Sending the whole conversation again, or only what is new, gives every message the id
+    it had, so each is stored once; the same message sent again in a *later* list (a second
+    plain "ok") is the one thing content cannot tell apart: give such messages ids."""
+    seen: Counter[str] = Counter()
+    out: list[Any] = []
+    for message in values:
+        if not isinstance(message, dict) or message.get("id") or message.get("uuid"):
+            out.append(message)
+            continue
+        body = orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
+        digest = hashlib.sha1(scope.encode() + b"\x00" + body).hexdigest()[:24]
+        seen[digest] += 1
+        repeat = seen[digest]
+        out.append({**message, "id": f"m_{digest}" + (f".{repeat}" if repeat > 1 else "")})
+    return out
 
 
 def _head(values: list[Any]) -> bytes:

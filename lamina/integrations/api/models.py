@@ -181,7 +181,8 @@ class SourceSpan(Answer):
 class RecallHit(Answer):
     id: str
     text: str
-    score: float
+    score: float = Field(ge=0.0, le=1.0)
+    """Relevance from 0 to 1, higher is better; never higher than the result's above it."""
     time: datetime | None
     """When it was said."""
     document: str
@@ -192,7 +193,7 @@ class RecallHit(Answer):
     shortened: bool
     """Cut to fit the budget."""
     channels: dict[str, dict[str, float]]
-    """Per search channel (dense, lexical, time, entity): its rank and score."""
+    """Per search channel (dense, lexical, time, entity): its rank and raw score."""
 
 
 class RecallAnswer(Answer):

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import uuid
 from typing import Any
 
-import orjson
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from ...bank.bank import MemoryBank
 from ...bank.recall import RecallOptions
 from ...errors import InputError, LaminaError
-from ...readers import read_message_list
-from ...readers.base import bound_depth
 from .deps import Auth, Memory, bank_for
 from .errors import errors
 from .models import OperationStarted, RecallAnswer, RecallBody, RetainBody, RetainReport
@@ -40,33 +36,21 @@ def recall(bank: str, body: RecallBody, auth: Auth, memory: Memory) -> dict[str,
     return {"bank": name, **memory.recall(body.query, name, options).as_dict()}
 
 
-def _with_id(document: str, message: Any) -> Any:
-    """Messages without an id get one from their content, so a client may send the whole
-    conversation every time or only what is new: either way each message is stored once."""
-    if not isinstance(message, dict) or message.get("id"):
-        return message
-    digest = hashlib.sha1(
-        document.encode() + b"\x00" + orjson.dumps(message, option=orjson.OPT_SORT_KEYS)
-    )
-    return {**message, "id": f"m_{digest.hexdigest()[:24]}"}
-
-
 def retain_body(memory: MemoryBank, bank: str, body: RetainBody) -> dict[str, Any]:
-    """Retain what a request sent, read in memory (no file), and report."""
+    """Retain what a request sent, read in memory (no file), and report. Messages without an
+    id get one from their content, so a client may send the whole conversation every time or
+    only what is new: either way each message is stored once (`MemoryBank.retain_messages`)."""
     if body.text is not None:
-        messages: list[Any] = [{"role": "user", "content": body.text}]
-        fmt = "anthropic"
+        report = memory.retain_text(
+            body.text, bank, body.document, tags=body.tags, metadata=body.metadata
+        )
     elif body.messages:
-        messages, fmt = [bound_depth(m) for m in body.messages], body.format or ""
+        report = memory.retain_messages(
+            body.messages, bank, body.document, format=body.format,
+            tags=body.tags, metadata=body.metadata,
+        )  # fmt: skip
     else:
         raise InputError("give 'messages' or 'text'")
-    if fmt != "claude-code":
-        messages = [_with_id(body.document, m) for m in messages]
-    transcript = read_message_list(messages, format=fmt or None)
-    report = memory.retain_messages(
-        transcript.messages, bank, body.document, tags=body.tags, metadata=body.metadata
-    )
-    report.warnings[:0] = transcript.warnings
     return report.as_dict()
 
 

@@ -400,7 +400,7 @@ function drawRecall(target, data) {
   const list = data.results.length
     ? el("ol", { class: "hits", id: "hits" }, data.results.map((hit, i) => el("li", { class: "memory" },
         el("header", {},
-          el("strong", { text: `#${i + 1}` }), el("span", { text: `fused ${hit.score}` }),
+          el("strong", { text: `#${i + 1}` }), el("span", { class: "relevance", title: "relevance, 0 to 1", text: `relevance ${Number(hit.score).toFixed(3)}` }),
           el("span", { text: hit.kind }), el("span", { text: when(hit.time) }),
           el("span", { class: "mono", text: hit.document }), el("span", { text: `${hit.tokens} tokens${hit.shortened ? " (shortened)" : ""}` })),
         el("div", { class: "text", text: hit.text.length > 400 ? hit.text.slice(0, 400) + "…" : hit.text }),
