@@ -23,9 +23,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .bank.bank import MemoryBank, check_bank_name
+from .bank.bank import MemoryBank
 from .bank.recall import RecallOptions, RecallResult
 from .errors import InputError, NotFoundError
+from .store.lookup import check_bank_name
 
 if TYPE_CHECKING:
     from .bank.model import BankStats, Document
