@@ -335,3 +335,12 @@ def test_progress_never_runs_into_a_result_and_ends_at_its_total(tmp_path: Path)
     if drawn:  # drawn only when the work outlasts the bar's delay: then it ends at 100%
         assert "(100%)" in drawn[-1]
         assert all("embedding b:" not in line for line in lines[result:])
+
+
+def test_compile_report_is_words_not_python(tmp_path: Path) -> None:
+    out = lamina(tmp_path, "compile", str(EXAMPLE), "--budget", "3000", "--report")
+    assert out.returncode == 0, out.stderr
+    report = out.stderr.splitlines()
+    assert not any(c in out.stderr for c in "{}[]'")  # no dict, list or string literal
+    assert any(re.fullmatch(r"budget +3,000", line) for line in report)
+    assert any(re.fullmatch(r"summaries by level +level 1: \d+.*", line) for line in report)

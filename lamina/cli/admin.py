@@ -570,5 +570,26 @@ def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report:
         return
     click.echo(orjson.dumps(result.request, option=orjson.OPT_INDENT_2).decode())
     if report:
+        width = max(map(len, result.report), default=0)
         for key, value in result.report.items():
-            click.echo(f"{key}: {value}", err=True)
+            click.echo(f"{key.replace('_', ' '):<{width}}  {_plain(value)}", err=True)
+
+
+def _plain(value: object) -> str:
+    """A report value in words: `a 1, b 2` for a mapping, a comma list for a list, yes/no for
+    a flag; never a Python literal."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, dict):
+        parts = [
+            f"level {k}: {_plain(v)}" if str(k).isdigit() else f"{k.replace('_', ' ')} {_plain(v)}"
+            for k, v in ((str(k), v) for k, v in value.items())
+        ]
+        return ", ".join(parts) if parts else "none"
+    if isinstance(value, list | tuple):
+        return "; ".join(_plain(v) for v in value) if value else "none"
+    return str(value)
