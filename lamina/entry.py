@@ -58,7 +58,12 @@ def main() -> None:
         from .integrations.mcp_stdio import is_stdio_mcp, relay
 
         if is_stdio_mcp(sys.argv[1:]):
-            sys.exit(relay(sys.argv[1:]))
+            code = relay(sys.argv[1:])
+            # Not sys.exit: the relay's reader thread may sit in a read of stdin, and an
+            # interpreter shutting down under it aborts (SIGABRT) instead of exiting.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     from .cli import main as cli_main
 
     cli_main()

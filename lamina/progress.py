@@ -1,6 +1,9 @@
 """Progress for long work: count, rate and time left, on stderr, only when stderr is a terminal.
 
-Machines reading `--json` output never see it; people watching a 500 MB ingest do.
+Machines reading `--json` output never see it; people watching a 500 MB ingest do. One line is
+drawn at a time, in place; `clear_line()` wipes it before anything else is printed, so a result
+never runs into a progress line (the bar comes back at its next update). A bar that reaches its
+total always draws it, so the last thing it shows is 100%, not the last throttled update.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import time
 from types import TracebackType
 from typing import TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "clear_line"]
 
 
 def _human(n: float, unit: str) -> str:
@@ -22,8 +25,26 @@ def _human(n: float, unit: str) -> str:
     return f"{n:,.0f} {unit}".rstrip()
 
 
+_shown: Progress | None = None
+"""The bar whose line is on the terminal now, if any."""
+
+
+def clear_line() -> None:
+    """Wipe the progress line, if one is drawn, so that what is printed next starts a clean
+    line; the bar draws again at its next update."""
+    global _shown
+    bar, _shown = _shown, None
+    if bar is not None and bar._drawn:
+        bar.stream.write("\r\x1b[2K")
+        bar.stream.flush()
+        bar._drawn = False
+        bar._last_draw = 0.0
+
+
 class Progress:
-    """A one-line progress display. Quiet unless the stream is a terminal (or `force`)."""
+    """A one-line progress display. Quiet unless the stream is a terminal (or `force`). With
+    `leave`, closing it leaves its last line (its total, when reached) on the terminal;
+    otherwise the line is wiped."""
 
     def __init__(
         self,
@@ -35,6 +56,7 @@ class Progress:
         interval: float = 0.2,
         delay: float = 0.5,
         force: bool = False,
+        leave: bool = False,
     ) -> None:
         self.label = label
         self.total = total
@@ -47,6 +69,8 @@ class Progress:
         self.started = time.monotonic()
         self._last_draw = 0.0
         self._drawn = False
+        self._ever_drawn = False
+        self.leave = leave
 
     def __enter__(self) -> Progress:
         return self
@@ -65,7 +89,10 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self.started < self.delay or now - self._last_draw < self.interval:
+        finished = bool(self.total) and done >= (self.total or 0)
+        if now - self.started < self.delay:
+            return
+        if now - self._last_draw < self.interval and not finished:
             return
         self._last_draw = now
         self._draw(now)
@@ -88,12 +115,24 @@ class Progress:
         return text
 
     def _draw(self, now: float) -> None:
+        global _shown
+        if _shown is not None and _shown is not self:
+            _shown._drawn = False  # its line is overwritten by this one
         self.stream.write("\r\x1b[2K" + self.line(now))
         self.stream.flush()
-        self._drawn = True
+        self._drawn = self._ever_drawn = True
+        _shown = self
 
     def close(self) -> None:
-        if self._drawn:
+        global _shown
+        if self.leave and self._ever_drawn:
+            self._draw(time.monotonic())  # the final count, whatever the throttle skipped
+            self.stream.write("\n")
+        elif self._drawn:
             self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-            self._drawn = False
+        else:
+            return
+        self.stream.flush()
+        self._drawn = False
+        if _shown is self:
+            _shown = None

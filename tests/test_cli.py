@@ -133,28 +133,43 @@ def test_bench_turns_reports_naive_against_lamina() -> None:
     assert ours["context_chars"] > naive["context_chars"]
 
 
-def test_help_lists_every_command_as_the_commands_themselves_would() -> None:
-    """`lamina --help` lists commands from a table, without importing them; the listing is the
-    one click makes from the commands' own help, at any terminal width, hidden ones left out."""
+def test_help_groups_every_command_with_its_whole_summary() -> None:
+    """`lamina --help` lists commands from a table, without importing them, grouped in
+    sections; each summary is whole (never cut by "...") on one line at 80 columns, and it is
+    the command's own short help, so the docs' table says the same."""
+    import os
+    import re
+
     import click
 
-    from lamina.cli.main import COMMANDS, SUMMARIES, cli
+    from lamina.cli.main import COMMANDS, SECTIONS, SUMMARIES, cli
 
     ctx = click.Context(cli)
     loaded = {name: cli.get_command(ctx, name) for name in COMMANDS}
     assert all(command is not None for command in loaded.values())
-    eager = click.Group("lamina", commands={n: c for n, c in loaded.items() if c is not None})
     visible = {n for n, c in loaded.items() if c is not None and not c.hidden}
     assert set(SUMMARIES) == visible and "hook-worker" not in visible
-    for width in (50, 80, 120, 200):
-        lazy_rows, eager_rows = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
-        cli.format_commands(ctx, lazy_rows)
-        eager.format_commands(click.Context(eager), eager_rows)
-        assert lazy_rows.getvalue() == eager_rows.getvalue()
-    listed = lamina("--help")
+    sectioned = [name for names in SECTIONS.values() for name in names]
+    assert sorted(sectioned) == sorted(visible)  # every command in exactly one section
+    for name, command in loaded.items():
+        if name in SUMMARIES and command is not None and command.name == name:
+            assert command.get_short_help_str(limit=200) == SUMMARIES[name]
+    listed = subprocess.run(
+        [sys.executable, "-m", "lamina", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        timeout=120,
+    )
     assert listed.returncode == 0
-    for name in visible:
-        assert f"\n  {name} " in listed.stdout
+    for title, names in SECTIONS.items():
+        section = listed.stdout.split(f"\n{title}:\n", 1)[1].split("\n\n", 1)[0]
+        assert [line.split()[0] for line in section.splitlines()] == list(names)
+    for name, summary in SUMMARIES.items():
+        assert re.search(rf"\n  {re.escape(name)} +{re.escape(summary)}\n", listed.stdout), name
+    commands = listed.stdout.split("\nMemory:\n", 1)[1]
+    assert "…" not in commands and "..." not in commands
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80
 
 
 @pytest.mark.parametrize("name", ["doctor", "keys", "bench", "recall-query", "hook-worker"])
@@ -164,8 +179,11 @@ def test_every_kind_of_command_answers_its_help(name: str) -> None:
     assert f"Usage: lamina {name}" in result.stdout
 
 
-def test_an_unknown_command_is_one_line() -> None:
+def test_an_unknown_command_is_one_line_with_the_nearest_names() -> None:
     result = lamina("recal", "x")
     assert result.returncode == 2
-    assert "No such command 'recal'" in result.stderr
+    assert "No such command 'recal'. Did you mean 'recall'" in result.stderr
     assert "Traceback" not in result.stderr
+    far = lamina("zzzzqqq")
+    assert far.returncode == 2
+    assert "No such command 'zzzzqqq'." in far.stderr and "Did you mean" not in far.stderr

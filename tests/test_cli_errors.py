@@ -92,6 +92,16 @@ MATRIX = [
         NO_BANK + "; add --new-bank to make a key for a bank a client will create",
     ),
     (["documents", "--home", "{home}", "--bank", "nope"], NO_BANK),
+    (["recall", "q", "--bank", "nope", "--json"], NO_BANK),
+    (
+        ["forget", "--memory", "nope", "--bank", "proj", "--json"],
+        "error: no memory 'nope' in bank 'proj'",
+    ),
+    (["logs", "show", "nolog", "--bank", "proj", "--json"], NO_LOG),
+    (
+        ["keys", "revoke", "nope", "--json"],
+        "error: no API key named 'nope' (see `lamina keys list`)",
+    ),
 ]
 
 
@@ -100,7 +110,11 @@ def test_a_wrong_name_is_one_line_and_exit_2(home: Path, args: list[str], messag
     result = lamina(home, *(a.format(home=home) for a in args))
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [message]
-    assert result.stdout == ""
+    if "--json" in args:  # the same error, as one JSON object, as the HTTP API gives it
+        error = json.loads(result.stdout)["error"]
+        assert message == f"error: {error['message']}" and error["type"]
+    else:
+        assert result.stdout == ""
     # Nothing was written on the way: no export file, no new database.
     assert not (home.parent / "out.jsonl").exists()
     assert not (home.parent / "copy.db").exists()
@@ -158,14 +172,26 @@ def test_forget_all_of_bank_asks_first(tmp_path: Path) -> None:
 
     declined = lamina(home, "forget", "--all-of-bank", "--bank", "proj", stdin="n\n")
     assert declined.returncode == 130
-    assert "delete bank 'proj' (1 documents, 1 memories)?" in declined.stderr
+    assert "delete bank 'proj' (1 document, 1 memory)?" in declined.stderr
     assert declined.stderr.rstrip().endswith("error: aborted")
     assert lamina(home, "documents", "--bank", "proj").returncode == 0  # still there
 
-    agreed = lamina(home, "forget", "--all-of-bank", "--bank", "proj", stdin="y\n")
+    agreed = lamina(home, "forget", "--all-of-bank", "proj", stdin="y\n")
     assert agreed.returncode == 0, agreed.stderr
-    assert "deleted_bank: True" in agreed.stdout
+    assert agreed.stdout == "deleted bank proj (1 document, 1 memory)\n"
     assert lamina(home, "documents", "--bank", "proj").returncode == 2  # gone
+
+
+def test_forget_all_of_bank_names_one_bank(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    seed(home, "Keep me.")
+    two = lamina(home, "forget", "--all-of-bank", "proj", "--bank", "other", "--yes")
+    assert two.returncode == 2
+    assert "--all-of-bank proj and --bank other name two banks" in two.stderr
+    missing = lamina(home, "forget", "--all-of-bank", "nope", "--yes", "--json")
+    assert missing.returncode == 2
+    assert json.loads(missing.stdout)["error"]["type"] == "not_found"
+    assert lamina(home, "documents", "--bank", "proj").returncode == 0  # untouched
 
 
 def test_forget_with_yes_does_not_ask(tmp_path: Path) -> None:
@@ -175,9 +201,9 @@ def test_forget_with_yes_does_not_ask(tmp_path: Path) -> None:
     one = lamina(home, "forget", "--memory", memory, "--bank", "proj", "--json")
     assert one.returncode == 0, one.stderr
     assert json.loads(one.stdout) == {"bank": "proj", "memory": memory, "forgotten": True}
-    doc = lamina(home, "forget", "chat", "--bank", "proj", "--json")
+    doc = lamina(home, "forget", "chat", "--bank", "proj")
     assert doc.returncode == 0, doc.stderr
-    assert json.loads(doc.stdout)["document"] == "chat"
+    assert doc.stdout == "forgot chat from bank proj: 0 memories\n"
     whole = lamina(home, "forget", "--all-of-bank", "--bank", "proj", "--yes", "--json")
     assert whole.returncode == 0, whole.stderr
     assert json.loads(whole.stdout) == {"bank": "proj", "deleted_bank": True}

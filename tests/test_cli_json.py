@@ -51,7 +51,8 @@ def test_export_json_says_what_it_wrote(tmp_path: Path) -> None:
     assert report == {"bank": "proj", "output": "proj.jsonl",
                       "lines": written.count(b"\n"), "bytes": len(written)}  # fmt: skip
     to_stdout = lamina(tmp_path, "export", "--bank", "proj", "--json")
-    assert to_stdout.returncode == 2 and to_stdout.stdout == ""
+    assert to_stdout.returncode == 2
+    assert json.loads(to_stdout.stdout)["error"]["message"].startswith("--json needs -o FILE")
     assert to_stdout.stderr.splitlines() == [
         "error: --json needs -o FILE (the export itself goes to stdout otherwise)"
     ]
@@ -79,7 +80,10 @@ def test_keys_revoke_json_and_a_missing_key(tmp_path: Path) -> None:
     assert revoked.returncode == 0, revoked.stderr
     assert json.loads(revoked.stdout) == {"name": "ci", "revoked": True}
     missing = lamina(tmp_path, "keys", "revoke", "ci", "--json")
-    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.returncode == 2
+    assert json.loads(missing.stdout) == {
+        "error": {"type": "not_found", "message": "no API key named 'ci' (see `lamina keys list`)"}
+    }
     assert missing.stderr.splitlines() == ["error: no API key named 'ci' (see `lamina keys list`)"]
 
 

@@ -532,7 +532,7 @@ def test_the_openai_validator_catches_each_broken_rule(
 def test_compile_command_prints_one_openai_json_document() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "lamina", "compile", str(EXAMPLE), "--budget", "8000",
-         "--format", "openai", "--json"],
+         "--to", "openai", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -549,7 +549,7 @@ def test_compile_command_prints_one_openai_json_document() -> None:
 
 def test_compile_command_refuses_an_unknown_format() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "lamina", "compile", str(EXAMPLE), "--format", "gemini"],
+        [sys.executable, "-m", "lamina", "compile", str(EXAMPLE), "--to", "gemini"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -11,7 +11,7 @@ import click
 import orjson
 
 from ..errors import InputError, NotFoundError
-from .common import emit_json, json_option, open_bank, server_token
+from .common import document_label, emit_json, json_option, open_bank, server_token, when
 
 if TYPE_CHECKING:
     from ..context import CompileResult, RequestFormat
@@ -115,7 +115,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     for kind in ("banks", "sessions"):
         for name, info in paused[kind].items():
             what = "project bank" if kind == "banks" else "session"
-            click.echo(f"paused      {what} {name} since {info.get('since', '?')}")
+            click.echo(f"paused      {what} {name} since {_human_stamp(info.get('since', '?'))}")
     for scope, info in report["hooks"].items():
         state = "installed" if info["installed"] else "not installed"
         click.echo(f"hooks       {scope}: {state} ({info['settings']})")
@@ -135,24 +135,39 @@ def status(ctx: click.Context, as_json: bool) -> None:
         )
         for doc in bank["recent_documents"][:5]:
             pending = doc["bytes_not_retained"]
-            note = f", {pending} bytes not retained yet" if pending else ""
-            click.echo(f"              {doc['document']}  last retain {doc['last_retain']}{note}")
+            note = f", {pending:,} bytes not retained yet" if pending else ""
+            label = document_label(doc["document"], doc["source"])
+            retained = _human_stamp(doc["last_retain"], age=True)
+            click.echo(f"              {label}  last retain {retained}{note}")
     warm = report["warm_server"]
-    click.echo(
-        f"warm server running (pid {warm['pid']}, {warm['requests']} recalls)"
-        if warm["running"]
-        else f"warm server none ({warm['reason']})"
-    )
+    if warm["running"]:
+        click.echo(f"warm server running (pid {warm['pid']}, {warm['requests']} recalls)")
+    elif warm["reason"] == "no warm server":
+        click.echo("warm server not running (optional: `lamina warm start`)")
+    else:
+        click.echo(f"warm server not answering: {warm['reason']}")
     if report["prompt_timings"]:
         click.echo("prompts     the last UserPromptSubmit hooks, stage times in ms:")
         for entry in report["prompt_timings"]:
-            click.echo(f"  {entry['time']}  {_prompt_timing(entry)}")
+            click.echo(f"  {_human_stamp(entry['time'])}  {_prompt_timing(entry)}")
     if report["hook_log_tail"]:
         from ..integrations.claude_code.hook import TIMINGS_MARK
 
         click.echo(f"hook log    {report['hook_log']}")
         for line in report["hook_log_tail"]:
-            click.echo(f"  {line.split(TIMINGS_MARK, 1)[0]}")
+            stamp, _, rest = line.split(TIMINGS_MARK, 1)[0].partition(" ")
+            click.echo(f"  {_human_stamp(stamp)} {rest}")
+
+
+def _human_stamp(stamp: str, *, age: bool = False) -> str:
+    """An ISO 8601 time as `when` shows it (local, to the minute); anything else as it is."""
+    from datetime import datetime
+
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    return when(moment, age=age)
 
 
 def _prompt_timing(entry: dict[str, Any]) -> str:
@@ -215,12 +230,14 @@ def mcp(
     without one every request needs the local token (Authorization: Bearer, from the file
     named at start), and tools take file paths only inside the directories of --allow-dir.
 
+    No --json: stdout is the MCP protocol itself (on stdio), or nothing (over HTTP).
+
     Example: claude mcp add lamina -- lamina mcp
     """
     try:
         from ..integrations.mcp import build_server, http_app
     except ImportError:
-        raise InputError("the MCP server needs: pip install 'lamina[mcp]'") from None
+        raise InputError("`lamina mcp` needs the `mcp` extra: pip install 'lamina[mcp]'") from None
     home = (ctx.obj or {}).get("home")
     database_url = (ctx.obj or {}).get("database_url")
     if transport == "stdio":
@@ -271,6 +288,8 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
     Loopback only until an API key exists (`lamina keys create`), and every request needs
     the local token meanwhile (Authorization: Bearer, from the file named at start); with
     keys, every request needs one, and a key only sees the banks it is scoped to.
+
+    No --json: the server answers in JSON over HTTP; the address it listens on goes to stderr.
 
     Example: lamina serve --port 8420
     """
@@ -415,12 +434,27 @@ def keys_revoke(ctx: click.Context, name: str, as_json: bool) -> None:
     help="Tokens of newest messages a fold leaves raw (default: 5% of the budget).",
 )
 @click.option(
-    "--format",
+    "--from",
+    "from_fmt",
+    default=None,
+    metavar="NAME",
+    help="Transcript format, as `--format` of the other commands (default: detected).",
+)
+@click.option(
+    "--to",
     "fmt",
     type=click.Choice(["anthropic", "openai"]),
-    default="anthropic",
-    show_default=True,
-    help="Request format: an Anthropic Messages or an OpenAI Chat Completions request.",
+    default=None,
+    help="Request format: an Anthropic Messages or an OpenAI Chat Completions request "
+    "[default: anthropic].",
+)
+@click.option(
+    "--format",
+    "old_fmt",
+    type=click.Choice(["anthropic", "openai"]),
+    default=None,
+    hidden=True,
+    help="The old name of --to (deprecated: every other command's --format is the input's).",
 )
 @click.option("--report", "show_report", is_flag=True, help="Print the report (text mode).")
 @click.option(
@@ -450,7 +484,9 @@ def compile_command(
     reserve: int | None,
     head_tokens: int | None,
     recent_tokens: int | None,
-    fmt: RequestFormat,
+    from_fmt: str | None,
+    fmt: RequestFormat | None,
+    old_fmt: RequestFormat | None,
     show_report: bool,
     bank: str | None,
     log_id: str | None,
@@ -463,16 +499,27 @@ def compile_command(
     log is kept in the database, so the next compile of the grown transcript summarises only
     what is new and keeps the request's prefix.
 
-    Example: lamina compile examples/session.jsonl --budget 8000 --format openai --report
+    `--to` names the request's format; `--from` the transcript's, like `--format` of every
+    other command (`--format` here is the old name of `--to`, still accepted, deprecated).
+
+    Example: lamina compile examples/session.jsonl --budget 8000 --to openai --report
     """
     from ..config import summariser_settings
     from ..context import CompileOptions, Compiler, ContextLog, StoredLog
     from ..context.summarise import summariser_from_config
-    from ..readers import read_transcript
+    from ..readers import read_transcript, reader_for
 
+    if old_fmt is not None:
+        if fmt is not None and fmt != old_fmt:
+            raise InputError(f"--to {fmt} and --format {old_fmt} disagree; give --to only")
+        click.echo(
+            "warning: compile --format is deprecated: use --to (the request's format)", err=True
+        )
+        fmt = old_fmt
+    fmt = fmt or "anthropic"
     if (log_id is not None or ahead) and bank is None:
         raise InputError("--log and --ahead need --bank")
-    transcript = read_transcript(file)
+    transcript = read_transcript(file, format=reader_for(file, from_fmt, option="--from").name)
     for warning in transcript.warnings[:20]:
         click.echo(f"warning: {warning}", err=True)
     options = CompileOptions(
@@ -523,5 +570,26 @@ def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report:
         return
     click.echo(orjson.dumps(result.request, option=orjson.OPT_INDENT_2).decode())
     if report:
+        width = max(map(len, result.report), default=0)
         for key, value in result.report.items():
-            click.echo(f"{key}: {value}", err=True)
+            click.echo(f"{key.replace('_', ' '):<{width}}  {_plain(value)}", err=True)
+
+
+def _plain(value: object) -> str:
+    """A report value in words: `a 1, b 2` for a mapping, a comma list for a list, yes/no for
+    a flag; never a Python literal."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, dict):
+        parts = [
+            f"level {k}: {_plain(v)}" if str(k).isdigit() else f"{k.replace('_', ' ')} {_plain(v)}"
+            for k, v in ((str(k), v) for k, v in value.items())
+        ]
+        return ", ".join(parts) if parts else "none"
+    if isinstance(value, list | tuple):
+        return "; ".join(_plain(v) for v in value) if value else "none"
+    return str(value)

@@ -7,6 +7,7 @@ uses there.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..config import default_bank
 from ..errors import InputError, NotFoundError
-from ..progress import Progress
+from ..progress import Progress, clear_line
 
 if TYPE_CHECKING:
     from ..bank.expand import QueryExpander
@@ -27,11 +28,14 @@ if TYPE_CHECKING:
 from .common import (
     bank_option,
     confirm_or_yes,
+    document_label,
+    document_names,
     emit_json,
     json_option,
     open_bank,
     require_bank,
     require_documents,
+    when,
 )
 
 __all__ = [
@@ -88,6 +92,13 @@ def _expander(memory_bank: MemoryBank, spec: str) -> QueryExpander:
     return QueryExpander(get_llm(spec), caps=_caps(memory_bank))
 
 
+SHOWN = 5
+"""Memories `lamina recall` shows without `--full`."""
+
+LINES = 3
+"""Lines of each memory `lamina recall` shows without `--full`."""
+
+
 def _date(value: str | None, name: str) -> datetime | None:
     if value is None:
         return None
@@ -137,15 +148,25 @@ def retain(
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json"))
+            found = sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json"))
+            if not found and len(paths) == 1:
+                raise InputError(f"{raw}: nothing to retain (no *.jsonl or *.json files in it)")
+            if not found:
+                click.echo(f"warning: {raw}: no *.jsonl or *.json files in it", err=True)
+            files += found
         else:
             files.append(path)
+    if not files:
+        raise InputError(f"{', '.join(paths)}: nothing to retain (no *.jsonl or *.json files)")
     if document_id and len(files) > 1:
         raise InputError("--document-id names one document; give one file with it")
+    from ..readers import reader_for
+
     name = bank or default_bank()
     memory_bank = _open(ctx, embed=not no_embed, facts_model=facts_model)
     reports = []
-    failures = []
+    failures: list[dict[str, str]] = []
+    first_error: InputError | None = None
     stages: dict[str, Progress] = {}
 
     def tell(stage: str, done: int, total: int) -> None:
@@ -162,13 +183,18 @@ def retain(
     with Progress("retaining", total=len(files), unit="files") as progress:
         for number, path in enumerate(files, 1):
             try:
+                # A format the file plainly is not fails here, before a document is made.
+                checked = reader_for(str(path), fmt).name if fmt and path.is_file() else fmt
                 report = memory_bank.retain_file(
-                    path, name, document=document_id, format=fmt, tags=tags
+                    path, name, document=document_id, format=checked, tags=tags
                 )
             except InputError as exc:
+                clear_line()
                 click.echo(f"error: {exc}", err=True)
                 failures.append({"path": str(path), "error": str(exc)})
+                first_error = first_error or exc
                 continue
+            clear_line()  # the file's result starts a line of its own
             for warning in report.warnings[:20]:
                 click.echo(f"warning: {warning}", err=True)
             reports.append({"path": str(path), **report.as_dict()})
@@ -188,7 +214,18 @@ def retain(
     if expired and not as_json:
         click.echo(f"{name}: forgot {expired} memories older than retain_days")
     if as_json:
-        emit_json({"bank": name, "files": reports, "failed": failures, "expired": expired})
+        result: dict[str, Any] = {
+            "bank": name,
+            "files": reports,
+            "failed": failures,
+            "expired": expired,
+        }
+        if first_error is not None and not reports:  # nothing retained: an error, as any other
+            from .main import error_type
+
+            message = str(first_error) if len(failures) == 1 else "no file could be retained"
+            result["error"] = {"type": error_type(first_error), "message": message}
+        emit_json(result)
     if failures and not reports:
         sys.exit(2)
 
@@ -203,7 +240,13 @@ def retain(
     show_default=True,
     help="Tokens the memories may take.",
 )
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Most memories to return (the budget may allow fewer).",
+)
 @click.option(
     "--document",
     "documents",
@@ -214,6 +257,11 @@ def retain(
 @click.option("--since", default=None, help="Only memories from this date on (ISO 8601).")
 @click.option("--until", default=None, help="Only memories up to this date (ISO 8601).")
 @click.option("--block", is_flag=True, help="Print the <lamina_memories> block for a prompt.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help=f"Every memory found, whole (default: the best {SHOWN}, a few lines of each).",
+)
 @click.option(
     "--expand-with",
     "expand_model",
@@ -235,10 +283,14 @@ def recall(
     since: str | None,
     until: str | None,
     block: bool,
+    full: bool,
     expand_model: str | None,
     as_json: bool,
 ) -> None:
     """The memories that best answer QUERY, within a token budget.
+
+    Shows the best few, each cut to a few lines, with the file each comes from; `--full`
+    shows every memory found, whole, and `--json` gives them all with every field.
 
     Example: lamina recall "which database did we pick?" --bank my-project
     """
@@ -271,12 +323,26 @@ def recall(
     if not result.hits:
         click.echo("no memories found", err=True)
         return
-    for rank, hit in enumerate(result.hits, 1):
-        when = f"{hit.time:%Y-%m-%d %H:%M}" if hit.time else "undated"
+    hits = result.hits if full else result.hits[:SHOWN]
+    names = document_names(memory_bank, name, (h.memory.document for h in hits), short=not full)
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100) - 4
+    for rank, hit in enumerate(hits, 1):
+        said = when(hit.time) if hit.time else "undated"
+        head = f"[{rank}] {names[hit.memory.document]}  {said}  score {hit.score:.3f}"
+        if not full:
+            click.echo(head)
+            for line in [line for line in hit.text.splitlines() if line.strip()][:LINES]:
+                click.echo(f"    {line if len(line) <= width else line[: width - 1] + '…'}")
+            continue
         why = ", ".join(f"{k} #{int(v['rank'])}" for k, v in hit.channels.items())
-        click.echo(f"[{rank}] {when}  {hit.memory.document}  score {hit.score:.4f} ({why})")
+        click.echo(f"{head} ({why})")
         for line in hit.text.splitlines():
             click.echo(f"    {line}")
+    if len(hits) < len(result.hits):
+        click.echo(
+            f"{len(hits)} of {len(result.hits)} memories shown; --full shows them all, whole",
+            err=True,
+        )
 
 
 @click.command()
@@ -347,8 +413,11 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
             }
         )
         return
+    if not docs:
+        click.echo(f"no documents in bank {name}", err=True)
     for d in docs:
-        click.echo(f"{d.id}  {d.updated_at:%Y-%m-%d %H:%M}  {d.source or ''}")
+        where = f"  {d.source}" if d.source else ""
+        click.echo(f"{document_label(d.id, d.source)}  retained {when(d.updated_at)}{where}")
 
 
 def _expire(memory_bank: MemoryBank, bank: str) -> int:
@@ -397,7 +466,15 @@ def older_than(value: str, now: datetime | None = None) -> datetime:
     help="Forget every memory of the bank older than this: 30d, 12w, 36h, or a date "
     "(2026-01-31). Memories without a time stay.",
 )
-@click.option("--all-of-bank", is_flag=True, help="Delete the whole bank (asks first).")
+@click.option(
+    "--all-of-bank",
+    "all_of_bank",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[NAME]",
+    help="Delete the whole bank, NAME or --bank's (asks first).",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (--all-of-bank).")
 @json_option
 @click.pass_context
@@ -407,7 +484,7 @@ def forget(
     bank: str | None,
     memory_id: str | None,
     age: str | None,
-    all_of_bank: bool,
+    all_of_bank: str | None,
     yes: bool,
     as_json: bool,
 ) -> None:
@@ -421,47 +498,66 @@ def forget(
     Example: lamina forget 7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17 --bank my-project
 
     Example: lamina forget --older-than 90d --bank my-project
+
+    Example: lamina forget --all-of-bank my-project
     """
-    chosen = sum([document is not None, memory_id is not None, age is not None, all_of_bank])
+    chosen = sum(
+        [document is not None, memory_id is not None, age is not None, all_of_bank is not None]
+    )
     if chosen != 1:
         raise InputError(
-            "give exactly one of: DOCUMENT, --memory ID, --older-than AGE, --all-of-bank"
+            "give exactly one of: DOCUMENT, --memory ID, --older-than AGE, --all-of-bank [NAME]"
         )
+    if all_of_bank and bank and all_of_bank != bank:
+        raise InputError(f"--all-of-bank {all_of_bank} and --bank {bank} name two banks")
     cutoff = older_than(age) if age is not None else None
-    name = bank or default_bank()
+    name = all_of_bank or bank or default_bank()
     memory_bank = _open(ctx)
     require_bank(memory_bank, name)
-    if all_of_bank:
+    if all_of_bank is not None:
         stats = memory_bank.stats(name)
-        confirm_or_yes(
-            f"delete bank {name!r} ({stats.documents:,} documents, {stats.memories:,} memories)?",
-            yes=yes,
-            as_json=as_json,
+        sizes = (
+            f"{_count(stats.documents, 'document', 'documents')}, "
+            f"{_count(stats.memories, 'memory', 'memories')}"
         )
+        confirm_or_yes(f"delete bank {name!r} ({sizes})?", yes=yes, as_json=as_json)
         result: dict[str, Any] = {"bank": name, "deleted_bank": memory_bank.delete_bank(name)}
+        said = f"deleted bank {name} ({sizes})"
     elif memory_id is not None:
         if not memory_bank.forget_memory(name, memory_id):
             raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
         result = {"bank": name, "memory": memory_id, "forgotten": True}
+        said = f"forgot memory {memory_id} of bank {name}"
     elif cutoff is not None:
-        result = {
-            "bank": name,
-            "older_than": cutoff.astimezone(UTC).isoformat(timespec="seconds"),
-            "memories_forgotten": memory_bank.forget_before(name, cutoff),
-        }
+        moment = cutoff.astimezone(UTC).isoformat(timespec="seconds")
+        gone = memory_bank.forget_before(name, cutoff)
+        result = {"bank": name, "older_than": moment, "memories_forgotten": gone}
+        said = (
+            f"forgot {_count(gone, 'memory', 'memories')} of bank {name} from before {when(cutoff)}"
+        )
     else:
         assert document is not None
         ids = require_documents(memory_bank, name, [document])
+        names = document_names(memory_bank, name, ids)
+        gone = sum(memory_bank.forget_document(name, i) for i in ids)
         result = {
             "bank": name,
             "document": ids[0] if len(ids) == 1 else document,
             "documents": ids,
-            "memories_forgotten": sum(memory_bank.forget_document(name, i) for i in ids),
+            "memories_forgotten": gone,
         }
+        said = (
+            f"forgot {', '.join(names[i] for i in ids)} from bank {name}: "
+            f"{_count(gone, 'memory', 'memories')}"
+        )
     if as_json:
         emit_json(result)
     else:
-        click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
+        click.echo(said)
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
 
 
 @click.command()
@@ -502,7 +598,7 @@ def reindex(
     model = memory_bank.embedder.name
     results: list[dict[str, object]] = []
     for name in names:
-        with Progress(f"embedding {name}", unit="memories") as bar:
+        with Progress(f"embedding {name}", unit="memories", leave=True) as bar:
 
             def tell(_stage: str, done: int, total: int, bar: Progress = bar) -> None:
                 bar.total = total
@@ -607,6 +703,8 @@ def hook_command(ctx: click.Context) -> None:
 
     Install it as the command of every Lamina hook in Claude Code's settings. It fails open:
     errors print one line on stderr, exit 0 and are logged under the data directory.
+
+    No --json: stdout is what Claude Code reads from a hook, in the shape it expects.
 
     Example: echo '{"hook_event_name": "SessionStart"}' | lamina hook
     """

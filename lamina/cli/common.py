@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 __all__ = [
     "bank_option",
     "confirm_or_yes",
+    "document_label",
+    "document_names",
     "emit_json",
     "json_option",
     "open_bank",
@@ -28,6 +31,7 @@ __all__ = [
     "require_bank",
     "require_documents",
     "server_token",
+    "when",
 ]
 
 
@@ -142,3 +146,50 @@ def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
     )(f)
+
+
+def when(moment: datetime, *, age: bool = False, now: datetime | None = None) -> str:
+    """A time for people: local, to the minute (`2026-03-14 09:15`), with how long ago when
+    `age` (`2026-03-14 09:15, 3 hours ago`)."""
+    local = moment.astimezone() if moment.tzinfo is not None else moment
+    text = f"{local:%Y-%m-%d %H:%M}"
+    if not age:
+        return text
+    then = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    seconds = ((now or datetime.now(UTC)) - then).total_seconds()
+    if seconds < 60:
+        return f"{text}, just now"
+    for size, unit in ((86400.0, "day"), (3600.0, "hour"), (60.0, "minute")):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{text}, {n} {unit}{'' if n == 1 else 's'} ago"
+    return text
+
+
+def document_label(document: str, source: str | None, *, short: bool = False) -> str:
+    """How people see a document: the name of the file it was retained from, its id beside it
+    (`session.jsonl (7c1e4b2a-...)`; the first 8 characters when `short`), or the id alone
+    when no file is known or the file is named by the id already."""
+    if not source:
+        return document
+    from pathlib import PurePath
+
+    name = PurePath(source).name or source
+    if document in (name, PurePath(name).stem):
+        return name
+    return f"{name} ({document[:8] if short and len(document) > 12 else document})"
+
+
+def document_names(
+    bank: MemoryBank, name: str, documents: Iterable[str], *, short: bool = False
+) -> dict[str, str]:
+    """`document_label` of each of `documents` of bank `name`, looked up one by one (a recall
+    shows a handful of documents: the bank's list is not read for them)."""
+    labels: dict[str, str] = {}
+    for document in documents:
+        if document not in labels:
+            found = bank.store.get_document(name, document)
+            labels[document] = document_label(
+                document, found.source if found else None, short=short
+            )
+    return labels

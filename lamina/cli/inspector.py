@@ -62,6 +62,8 @@ def inspect(ctx: click.Context, port: int, no_browser: bool) -> None:
     cannot get in. With API keys, the page asks for one and shows only that key's banks.
     Stop it with Ctrl-C.
 
+    No --json: it serves a browser until stopped; the address it prints is its only output.
+
     Example: lamina inspect --no-browser
     """
     try:

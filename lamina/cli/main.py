@@ -1,10 +1,12 @@
 """The `lamina` command line: each command a thin call into the library.
 
 With `--json`, stdout holds exactly one JSON document; warnings, progress and logs go to stderr.
-Errors a user can fix print one line (`error: ...`) and exit non-zero, never a traceback.
+Errors a user can fix print one line (`error: ...`) and exit non-zero, never a traceback; with
+`--json` the same error is also one JSON object on stdout, `{"error": {"type", "message"}}`.
 
 Commands are loaded by name, when they run: `lamina recall` imports the recall command's module
-and no other, and `lamina --help` lists every command from `SUMMARIES` without importing any.
+and no other, and `lamina --help` lists every command from `SUMMARIES`, grouped by `SECTIONS`,
+without importing any.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import click
 
 from ..errors import LaminaError, NotFoundError
 
-__all__ = ["COMMANDS", "SUMMARIES", "cli", "main"]
+__all__ = ["COMMANDS", "SECTIONS", "SUMMARIES", "cli", "error_type", "fail", "main", "wants_json"]
 
 COMMANDS: dict[str, str] = {
     "banks": "cli.bank:banks",
@@ -55,54 +57,57 @@ COMMANDS: dict[str, str] = {
 
 SUMMARIES: dict[str, str] = {
     "banks": "The banks in the data directory, with their sizes.",
-    "bench": "Benchmarks: JSON on stdout, a baseline measured in the same run.",
-    "compile": (
-        "Compile a transcript into a request that fits a token budget, old stretches "
-        "folded into summaries shown as recall pairs, written by the configured "
-        "summariser (`summariser` in the config file or LAMINA_SUMMARISER; the offline "
-        "extractive one by default)."
-    ),
-    "copy": "Copy banks between databases (SQLite <-> PostgreSQL), without loss, resumable.",
-    "doctor": "Where the data lives, installed hooks, banks, last retains, the hook log's tail.",
-    "documents": "The documents retained in a bank.",
-    "export": "Write a bank as JSON Lines: documents, cursors, records, memories (and vectors).",
-    "forget": (
-        "Forget a document (its memories and records), one memory, old memories, or a whole bank."
-    ),
-    "hook": "Serve a Claude Code hook: reads the event's JSON on stdin (any event).",
-    "import": "Load a bank written by `lamina export` (merging by id; safe to repeat).",
-    "inspect": (
-        "Look inside the memory banks in a browser: banks, memories, recall, context logs, hooks."
-    ),
-    "install": "Add Lamina's hooks to Claude Code's settings, keeping everything else there.",
-    "keys": "API keys for `lamina serve` (stored hashed, scoped to banks).",
-    "logs": "Context logs kept in a bank: list them, show one, delete one.",
-    "mcp": "Serve the memory banks over MCP, on stdio or streamable HTTP (needs the `mcp` extra).",
-    "migrate": "Bring the database's schema up to date (first use does this too).",
-    "pause": (
-        "Pause memory for this project (its bank) or one session: the hooks neither recall "
-        "nor retain for it, and what is said meanwhile is never retained, not even after "
-        "`lamina resume`."
-    ),
-    "pin": (
-        "Pin a message range or a document of a context log: keep it raw (--raw), at an "
-        "exact summary level (--level N) or at most a level (--max-level N)."
-    ),
+    "bench": "Benchmarks that print JSON, with a baseline from the same run.",
+    "compile": "Fit a transcript into a token budget, summarising old parts.",
+    "copy": "Copy banks between databases (SQLite <-> PostgreSQL).",
+    "doctor": "The same as `lamina status`.",
+    "documents": "The documents retained in a bank, by file name.",
+    "export": "Write a bank as JSON Lines (to move or back it up).",
+    "forget": "Forget a document, a memory, old memories or a whole bank.",
+    "hook": "Serve a Claude Code hook: the event's JSON on stdin.",
+    "import": "Load a bank written by `lamina export` (safe to repeat).",
+    "inspect": "Look inside the memory banks in a browser.",
+    "install": "Add Lamina's hooks to Claude Code's settings.",
+    "keys": "API keys for `lamina serve` and `lamina mcp` over HTTP.",
+    "logs": "Context logs kept in a bank: list, show, delete.",
+    "mcp": "Serve the memory banks over MCP (needs the `mcp` extra).",
+    "migrate": "Bring the database's schema up to date.",
+    "pause": "Pause memory for this project (its bank) or one session.",
+    "pin": "Keep a stretch of a context log raw or at a summary level.",
     "recall": "The memories that best answer QUERY, within a token budget.",
-    "recall-query": "The query recall would search memory with before the next prompt.",
-    "reindex": "Embed again the memories whose vectors are missing or from another model.",
-    "resume": "Resume memory paused by `lamina pause` for this project (its bank) or one session.",
+    "recall-query": "The query recall would search with before the next prompt.",
+    "reindex": "Embed again memories with missing or other-model vectors.",
+    "resume": "Resume memory paused by `lamina pause`.",
     "retain": "Add transcripts, or what is new in them, to a bank.",
     "serve": "Serve the memory banks over HTTP (needs the `server` extra).",
-    "show": "What a transcript holds: records by type and kind, turns, tokens, time span, tools.",
-    "status": "Where the data lives, installed hooks, banks, last retains, the hook log's tail.",
-    "turns": "The conversational turns of a transcript: where each starts and what was said.",
-    "uninstall": "Remove Lamina's hooks from Claude Code's settings (nothing else is touched).",
-    "unpin": "Remove a pin from a context log, by name (see `lamina pin LOG` for the names).",
-    "warm": "The warm server: holds the memory bank open and answers the prompt hook's recalls.",
+    "show": "What a transcript holds: records, turns, tokens, tools.",
+    "status": "Where the data lives, hooks, banks, last retains, hook log.",
+    "turns": "The conversational turns of a transcript.",
+    "uninstall": "Remove Lamina's hooks from Claude Code's settings.",
+    "unpin": "Remove a pin from a context log, by name.",
+    "warm": "The warm server that answers the prompt hook's recalls.",
 }
-"""The first sentence of each listed command's help, shown by `lamina --help` (a test keeps it
-equal to the command's own). A command missing here is hidden (`hook-worker`)."""
+"""Each listed command's one-line summary: `lamina --help` shows it (whole, on one line at 80
+columns; a test keeps it so) and so does the command's `short_help`, so the docs' table agrees.
+A command missing here is hidden (`hook-worker`)."""
+
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "Memory": ("retain", "recall", "documents", "banks", "forget", "pause", "resume"),
+    "Transcripts and context": (
+        "show",
+        "turns",
+        "recall-query",
+        "compile",
+        "logs",
+        "pin",
+        "unpin",
+    ),
+    "Agents": ("install", "uninstall", "hook", "warm"),
+    "Servers": ("serve", "mcp", "inspect", "keys"),
+    "Maintenance": ("status", "doctor", "reindex", "migrate", "export", "import", "copy", "bench"),
+}
+"""How `lamina --help` groups the listed commands, in this order; a listed command no section
+names is shown under "Other commands"."""
 
 
 class _LazyGroup(click.Group):
@@ -120,20 +125,37 @@ class _LazyGroup(click.Group):
         # `python -X importtime`, which the tests and profiles read.
         command = getattr(__import__(f"lamina.{module}", fromlist=[attr]), attr)
         assert isinstance(command, click.Command)
+        if cmd_name in SUMMARIES and command.name == cmd_name:  # not under an alias's name
+            command.short_help = SUMMARIES[cmd_name]
         _accept_data_options_anywhere(command)
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click resolves a command, with the nearest names suggested for a mistyped one
+        (as click already does for options)."""
+        name = args[0] if args else ""
+        if name in COMMANDS or name.startswith("-"):
+            return super().resolve_command(ctx, args)
+        import difflib
+
+        near = difflib.get_close_matches(name, [c for c in COMMANDS if c in SUMMARIES], n=3)
+        if not near:
+            return super().resolve_command(ctx, args)
+        guesses = " or ".join(f"'{n}'" for n in near)
+        raise click.UsageError(f"No such command '{name}'. Did you mean {guesses}?", ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The command list from `SUMMARIES`, shortened as click shortens a command's help."""
-        if not SUMMARIES:
-            return
-        limit = formatter.width - 6 - max(map(len, SUMMARIES))
-        rows = [
-            (name, click.Command(name, help=text).get_short_help_str(limit))
-            for name, text in sorted(SUMMARIES.items())
-        ]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        """The listed commands from `SUMMARIES`, grouped by `SECTIONS`, each summary whole."""
+        placed = [name for names in SECTIONS.values() for name in names if name in SUMMARIES]
+        others = tuple(sorted(set(SUMMARIES) - set(placed)))
+        for title, names in (*SECTIONS.items(), ("Other commands", others)):
+            width = max(map(len, SUMMARIES))  # one column for every section
+            rows = [(name.ljust(width), SUMMARIES[name]) for name in names if name in SUMMARIES]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows, col_max=width)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -201,33 +223,90 @@ _SEE = {"bank": "lamina banks", "document": "lamina documents", "pin": "lamina p
 """The command that lists what a `NotFoundError` says is missing (by its `what`)."""
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
+def error_type(exc: BaseException) -> str:
+    """The one place the command line names its errors for `--json`: the HTTP API's error
+    types where they mean the same (`lamina.integrations.api.errors`), a few of its own."""
+    from ..errors import (
+        AccessError,
+        ConfigError,
+        InputError,
+        ReadError,
+        StoreError,
+        UnknownFormatError,
+    )
+
+    kinds: list[tuple[type[BaseException], str]] = [(NotFoundError, "not_found")]
+    if isinstance(exc, LaminaError) and type(exc).__module__.startswith("lamina.context"):
+        from ..context.frontier import OverBudgetError
+        from ..context.pins import PinConflictError
+
+        kinds += [(PinConflictError, "conflict"), (OverBudgetError, "over_budget")]
+    kinds += [
+        (UnknownFormatError, "unsupported_format"),
+        (ReadError, "unreadable_input"),
+        (InputError, "invalid_request"),
+        (AccessError, "unauthorized"),
+        (ConfigError, "config"),
+        (StoreError, "store_unavailable"),
+        (click.UsageError, "usage"),
+        (click.ClickException, "invalid_request"),
+        (ImportError, "missing_dependency"),
+        (OSError, "os_error"),
+        (click.exceptions.Abort, "aborted"),
+        (KeyboardInterrupt, "interrupted"),
+    ]
+    return next((kind for cls, kind in kinds if isinstance(exc, cls)), "error")
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for `--json` (before a `--` that ends the options)."""
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
+
+
+def fail(message: str, code: int = 2, *, error: BaseException | None = None) -> NoReturn:
+    """One line on stderr and exit `code`; with `--json` on the command line, also one JSON
+    object on stdout, `{"error": {"type", "message"}}`, as the HTTP API answers."""
     click.echo(f"error: {message}", err=True)
+    if error is not None and wants_json(sys.argv[1:] if _ARGS is None else _ARGS):
+        from .common import emit_json
+
+        emit_json({"error": {"type": error_type(error), "message": message}})
     sys.exit(code)
+
+
+_ARGS: list[str] | None = None
+"""The arguments `main` was given (None: the process's own)."""
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: runs the CLI and turns Lamina's errors into one-line messages."""
+    global _ARGS
+    _ARGS = list(argv) if argv is not None else sys.argv[1:]
     try:
         code = cli.main(args=argv, prog_name="lamina", standalone_mode=False)
-    except click.exceptions.Abort:
-        fail("aborted", 130)
+    except click.exceptions.Abort as exc:
+        fail("aborted", 130, error=exc)
     except click.ClickException as exc:
+        if wants_json(_ARGS):
+            from .common import emit_json
+
+            message = exc.format_message()
+            emit_json({"error": {"type": error_type(exc), "message": message}})
         exc.show()
         sys.exit(exc.exit_code)
     except NotFoundError as exc:
         see = _SEE.get(exc.what, "").format(log=exc.log)
-        fail(f"{exc} (see `{see}`)" if see else str(exc), exc.exit_code)
+        fail(f"{exc} (see `{see}`)" if see else str(exc), exc.exit_code, error=exc)
     except LaminaError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, error=exc)
     except BrokenPipeError:
         sys.exit(0)
     except ImportError as exc:
-        fail(f"a dependency is missing or broken ({exc}); reinstall lamina", 1)
-    except KeyboardInterrupt:
-        fail("interrupted", 130)
+        fail(f"a dependency is missing or broken ({exc}); reinstall lamina", 1, error=exc)
+    except KeyboardInterrupt as exc:
+        fail("interrupted", 130, error=exc)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        fail(f"{where}{exc.strerror or exc}", 1)
+        fail(f"{where}{exc.strerror or exc}", 1, error=exc)
     if isinstance(code, int) and code:
         sys.exit(code)

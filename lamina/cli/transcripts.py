@@ -11,8 +11,8 @@ import click
 from ..bank.query import QueryOptions, recall_query_for_file
 from ..errors import ReadWarning
 from ..messages import Message
-from ..progress import Progress
-from ..readers import detect_format, get_reader, read_messages
+from ..progress import Progress, clear_line
+from ..readers import read_messages, reader_for
 from ..stats import transcript_stats
 from ..turns import iter_turns
 from .common import emit_json, json_option
@@ -32,6 +32,7 @@ class WarningPrinter:
     def __call__(self, warning: ReadWarning) -> None:
         self.count += 1
         if self.count <= self.limit:
+            clear_line()
             click.echo(f"warning: {warning}", err=True)
 
     def summary(self) -> None:
@@ -56,7 +57,7 @@ def _file_argument(f: Callable[..., Any]) -> Callable[..., Any]:
 def _messages_with_progress(
     path: str, fmt: str | None, warn: WarningPrinter, label: str
 ) -> Iterator[Message]:
-    reader = get_reader(fmt, path) if fmt else detect_format(path)
+    reader = reader_for(path, fmt)
     size = Path(path).stat().st_size
     with Progress(label, total=size, unit="B") as progress:
         for message in read_messages(path, format=reader.name, warn=warn):
@@ -75,7 +76,7 @@ def show(file: str, fmt: str | None, as_json: bool) -> None:
     Example: lamina show examples/session.jsonl
     """
     warn = WarningPrinter()
-    fmt_name = get_reader(fmt, file).name if fmt else detect_format(file).name
+    fmt_name = reader_for(file, fmt).name
     stats = transcript_stats(_messages_with_progress(file, fmt_name, warn, "reading"))
     warn.summary()
     data = {"file": file, "format": fmt_name, **stats.as_dict(), "warnings": warn.count}
@@ -199,6 +200,7 @@ def recall_query(
     """
     warn = WarningPrinter()
     options = QueryOptions(context_turns=context_turns, max_chars=max_chars)
+    fmt = reader_for(file, fmt).name
     result = recall_query_for_file(file, prompt, options, format=fmt, warn=warn)
     warn.summary()
     if as_json:

@@ -31,6 +31,7 @@ __all__ = [
     "initialize_result",
     "is_stdio_mcp",
     "relay",
+    "sdk_missing",
 ]
 
 DIRECT_VARIABLE = "LAMINA_MCP_DIRECT"
@@ -116,8 +117,27 @@ def _is_answer_to(line: bytes, ident: Any) -> bool:
     )
 
 
+MISSING_SDK = "error: `lamina mcp` needs the `mcp` extra: pip install 'lamina[mcp]'"
+"""What the relay says, on stderr, when the MCP SDK is not installed."""
+
+
+def sdk_missing() -> bool:
+    """Whether the MCP SDK cannot be found (looked up, not imported: that takes a second)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("mcp") is None
+    except (ImportError, ValueError):
+        return True
+
+
 def relay(args: Sequence[str]) -> int:
-    """Serve `lamina mcp` on stdio through the relay; returns the exit code."""
+    """Serve `lamina mcp` on stdio through the relay; returns the exit code. Without the MCP
+    SDK it says so in one line and returns 2 before reading a request: a client is never told
+    the server started when it cannot."""
+    if sdk_missing():
+        sys.stderr.write(MISSING_SDK + "\n")
+        return 2
     env = {**os.environ, DIRECT_VARIABLE: "1"}
     # `-P`: the working directory (the user's project, which names the default bank) stays
     # off sys.path, so a `lamina` package shipped by the project is never imported.

@@ -33,6 +33,7 @@ __all__ = [
     "read_message_list",
     "read_messages",
     "read_transcript",
+    "reader_for",
     "register_reader",
     "registered_readers",
 ]
@@ -95,6 +96,29 @@ def detect_format(path: str) -> Reader:
             path, f"not a transcript format Lamina knows (pass --format; known: {known})"
         )
     return found
+
+
+def reader_for(path: str, format: str | None = None, *, option: str = "--format") -> Reader:
+    """The reader for this file: the one named `format`, else the detected one
+    (`detect_format`). A named format the file plainly is not (its reader does not recognise
+    the file and another reader does) is an `UnknownFormatError` naming the file, the format
+    and the one the file looks like, before anything is read or written: a Claude Code session
+    read as OpenAI messages would only give warnings and no messages. A file that no reader
+    recognises is left to the named one: that is what `--format` is for. `option` is how the
+    error names the caller's way to name a format."""
+    if format is None:
+        return detect_format(path)
+    reader = get_reader(format, path)
+    head = read_head(path)
+    if not head.strip() or _looks_binary(head) or reader.sniff(head, path) > 0:
+        return reader
+    found = best_reader(head, path)
+    if found is None or found.name == reader.name:
+        return reader
+    raise UnknownFormatError(
+        path,
+        f"not in the {format} format (it looks like {found.name}; leave out {option} to detect it)",
+    )
 
 
 def _collect(sink: list[ReadWarning]) -> WarningSink:
