@@ -392,7 +392,8 @@ class MemoryBank:
         injects it); `unmark` undoes it. `NotFoundError` for a bank or memory that is absent."""
         from .corrections import mark_memory
 
-        return mark_memory(self.store, require_bank(self.store, bank), memory_id, "wrong", note=note)
+        bank = require_bank(self.store, bank)
+        return mark_memory(self.store, bank, memory_id, "wrong", note=note)
 
     def supersede(self, bank: str, old: str, new: str, note: str = "") -> Correction:
         """Mark memory `old` superseded by memory `new`: where recall would return `old`, it

@@ -8,7 +8,7 @@ uses there.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -215,6 +215,11 @@ def retain(
 @click.option("--until", default=None, help="Only memories up to this date (ISO 8601).")
 @click.option("--block", is_flag=True, help="Print the <lamina_memories> block for a prompt.")
 @click.option(
+    "--show-wrong",
+    is_flag=True,
+    help="Also show memories marked wrong (`lamina memory wrong`), last, with their mark.",
+)
+@click.option(
     "--expand-with",
     "expand_model",
     default=None,
@@ -235,10 +240,14 @@ def recall(
     since: str | None,
     until: str | None,
     block: bool,
+    show_wrong: bool,
     expand_model: str | None,
     as_json: bool,
 ) -> None:
     """The memories that best answer QUERY, within a token budget.
+
+    A memory marked wrong is not shown (--show-wrong: shown last, marked); one superseded by
+    a newer memory yields to it (`lamina memory`).
 
     Example: lamina recall "which database did we pick?" --bank my-project
     """
@@ -254,6 +263,7 @@ def recall(
         since=since_date,
         until=until_date,
         framed=block,
+        show_wrong=show_wrong,
     )
     expander = _expander(memory_bank, expand_model) if expand_model else None
     result = memory_bank.recall(query, name, options, expander=expander)
@@ -275,6 +285,8 @@ def recall(
         when = f"{hit.time:%Y-%m-%d %H:%M}" if hit.time else "undated"
         why = ", ".join(f"{k} #{int(v['rank'])}" for k, v in hit.channels.items())
         click.echo(f"[{rank}] {when}  {hit.memory.document}  score {hit.score:.4f} ({why})")
+        if hit.correction:
+            click.echo(f"    ({_correction_note(hit.correction)})")
         for line in hit.text.splitlines():
             click.echo(f"    {line}")
 
@@ -638,3 +650,10 @@ def hook_worker_command(
     home = (ctx.obj or {}).get("home")
     code = run_worker(transcript, session, bank, home=home, event=event, parent=parent, skip=skip)
     sys.exit(code)
+
+
+def _correction_note(note: Mapping[str, Any]) -> str:
+    if note.get("state") == "wrong":
+        why = f": {note['note']}" if note.get("note") else ""
+        return f"marked wrong{why}"
+    return f"replaces {', '.join(note.get('replaces') or [])}"

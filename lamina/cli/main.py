@@ -30,11 +30,13 @@ COMMANDS: dict[str, str] = {
     "hook": "cli.bank:hook_command",
     "hook-worker": "cli.bank:hook_worker_command",
     "import": "cli.bank:import_command",
+    "injections": "cli.audit:injections",
     "inspect": "cli.inspector:inspect",
     "install": "cli.admin:install",
     "keys": "cli.admin:keys",
     "logs": "cli.logs:logs",
     "mcp": "cli.admin:mcp",
+    "memory": "cli.audit:memory",
     "migrate": "cli.store:migrate",
     "pause": "cli.privacy:pause_command",
     "pin": "cli.pins:pin",
@@ -71,12 +73,14 @@ SUMMARIES: dict[str, str] = {
     ),
     "hook": "Serve a Claude Code hook: reads the event's JSON on stdin (any event).",
     "import": "Load a bank written by `lamina export` (merging by id; safe to repeat).",
+    "injections": "What the prompt hook injected on each prompt, and why nothing when nothing was.",
     "inspect": (
         "Look inside the memory banks in a browser: banks, memories, recall, context logs, hooks."
     ),
     "install": "Add Lamina's hooks to Claude Code's settings, keeping everything else there.",
     "keys": "API keys for `lamina serve` (stored hashed, scoped to banks).",
     "logs": "Context logs kept in a bank: list them, show one, delete one.",
+    "memory": "Correct a memory: mark it wrong, or superseded by a newer one; unmark to undo.",
     "mcp": "Serve the memory banks over MCP, on stdio or streamable HTTP (needs the `mcp` extra).",
     "migrate": "Bring the database's schema up to date (first use does this too).",
     "pause": (
