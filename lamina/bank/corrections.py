@@ -134,6 +134,10 @@ def mark_memory(
             raise InputError("a memory cannot supersede itself")
     elif replacement:
         raise InputError("only a superseded memory has a replacement")
+    if note.strip():
+        from .redact import Redactor
+
+        note = Redactor().redact(note.strip())[0]  # nothing secret is stored (invariant 9)
     correction = Correction(memory_id, state, replacement, note.strip()[:2000])
     store.save_correction(bank, correction)
     return store.load_corrections(bank, [memory_id])[memory_id]
