@@ -490,3 +490,40 @@ def test_a_stored_log_keeps_its_prefix_and_summarises_once(log_server: tuple[Ser
     )
     openai = server.call("POST", f"{path}/compile", json={**options, "request_format": "openai"})
     assert openai.status_code == 200 and openai.json()["report"]["summaries_written"] == 0
+
+
+def test_a_memory_superseded_over_http_yields_to_its_replacement_until_unmarked(
+    server: Server,
+) -> None:
+    notes = [
+        {"role": "user", "content": "Which queue does the mailer use?"},
+        {"role": "assistant", "content": "The mailer reads the redis queue named outbox-7."},
+    ]
+    server.call("POST", "/v1/banks/alpha/retain", json={"document": "mailer", "messages": notes})
+    server.call("POST", "/v1/banks/alpha/retain", json={"document": "mailer-fix", "text":
+                "Correction: the mailer reads the SQS queue outbox-8 since the move."})  # fmt: skip
+    query = {"query": "which queue does the mailer read?"}
+    before = [r["id"] for r in server.call("POST", "/v1/banks/alpha/recall", json=query).json()
+              ["results"]]  # fmt: skip
+    old = before[0]
+    docs = {"query": "SQS queue outbox-8", "documents": ["mailer-fix"]}
+    new = server.call("POST", "/v1/banks/alpha/recall", json=docs).json()["results"][0]["id"]
+    # Key b may not mark alpha's memories, nor learn the bank exists.
+    assert server.call("PUT", f"/v1/banks/alpha/marks/{old}", key="b",
+                       json={"state": "wrong"}).status_code == 404  # fmt: skip
+    body = {"state": "superseded", "replacement": new, "note": "moved"}
+    marked = server.call("PUT", f"/v1/banks/alpha/marks/{old}", json=body)
+    assert marked.status_code == 200, marked.text
+    assert marked.json()["mark"]["replacement"] == new
+    after = server.call("POST", "/v1/banks/alpha/recall", json=query).json()["results"]
+    ids = [r["id"] for r in after]
+    assert old not in ids and ids[0] == new and after[0]["correction"] == {"replaces": [old]}
+    listed = server.call("GET", "/v1/banks/alpha/marks").json()["marks"]
+    assert [m["memory"] for m in listed] == [old]
+    assert server.call("DELETE", f"/v1/banks/alpha/marks/{old}").status_code == 200
+    assert server.call("DELETE", f"/v1/banks/alpha/marks/{old}").status_code == 404
+    missing = server.call("PUT", "/v1/banks/alpha/marks/nope", json={"state": "wrong"})
+    assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
+    again = [r["id"] for r in server.call("POST", "/v1/banks/alpha/recall", json=query).json()
+             ["results"]]  # fmt: skip
+    assert again == before

@@ -373,3 +373,42 @@ def test_memory_filters_run_in_the_store(database: str, tmp_path: Path) -> None:
     page = store.page_memories("f", MemoryFilter(document="d1"), 1, 1, oldest_first=True)
     assert ([m.id for m in page.memories], page.total) == (["m1"], 2)
     memory.close()
+
+
+def test_injections_list_their_memories_and_cards_carry_marks(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    from lamina.integrations.claude_code.injections import record
+
+    alpha = [m.id for m in bank.memories("alpha", with_embeddings=False)][:2]
+    beta = next(iter(bank.memories("beta", with_embeddings=False))).id
+    record(tmp_path, {"session": SESSION_ID, "bank": "alpha", "prompt": "which plan?",
+                      "injected": True, "memories": [{"id": i, "kind": "turn", "score": 0.5,
+                      "tokens": 10} for i in alpha], "tokens": 20, "ms": 120.0, "path": "cold",
+                      "reason": None})  # fmt: skip
+    record(tmp_path, {"session": "s-2", "bank": "beta", "prompt": "a haiku", "injected": False,
+                      "memories": [], "tokens": 0, "ms": 90.0, "path": "cold",
+                      "reason": "nothing reaches the floor"})  # fmt: skip
+    bank.mark_wrong("alpha", alpha[0], "a guess")
+    api = client(bank, tmp_path)
+    listed = api.get("/v1/injections").json()
+    assert listed["log"] == str(tmp_path / "logs" / "injections.jsonl")
+    newest, oldest = listed["injections"]
+    assert newest["bank"] == "beta" and newest["reason"] == "nothing reaches the floor"
+    assert [m["id"] for m in oldest["memories"]] == alpha
+    assert all(m["text"] for m in oldest["memories"])
+    assert oldest["memories"][0]["mark"]["state"] == "wrong"
+    assert oldest["memories"][1]["mark"] is None
+    card = api.get(f"/v1/banks/alpha/memories/{alpha[0]}").json()
+    assert card["mark"]["note"] == "a guess"
+    page = api.get("/v1/banks/alpha/memories", params={"limit": 500}).json()["items"]
+    assert [m["id"] for m in page if m["mark"]] == [alpha[0]]
+    # The card's button: PUT then DELETE on the API's marks route, from the inspector's page.
+    assert api.delete(f"/v1/banks/alpha/marks/{alpha[0]}").status_code == 200
+    assert api.put(f"/v1/banks/alpha/marks/{beta}", json={"state": "wrong"}).status_code == 404
+    # A key sees the prompts of its banks only, and not the log's path.
+    key = "lam_test_alpha_only"
+    bank.store.create_api_key("alpha-only", hash_key(key), ["alpha"])
+    keyed = client(bank, tmp_path, Gate.at_start(bank.store, "127.0.0.1"))
+    seen = keyed.get("/v1/injections", headers={"Authorization": f"Bearer {key}"}).json()
+    assert seen["log"] is None and [e["bank"] for e in seen["injections"]] == ["alpha"]

@@ -74,6 +74,21 @@ async def session_run(home: Path) -> dict[str, Any]:
         out["staging"] = payload(
             await session.call_tool("recall", {"query": "staging server name"})
         )
+        first = out["recall"]["memories"][0]["id"]
+        out["marked"] = payload(
+            await session.call_tool("correct_memory", {"memory": first, "mark": "wrong"})
+        )
+        out["after_wrong"] = payload(
+            await session.call_tool(
+                "recall", {"query": "which environment variable holds the database path?"}
+            )
+        )
+        out["unmarked"] = payload(
+            await session.call_tool("correct_memory", {"memory": first, "mark": "unmark"})
+        )
+        out["mark_missing"] = await session.call_tool(
+            "correct_memory", {"memory": "nope", "mark": "wrong"}
+        )
         out["bad"] = await session.call_tool("recall", {"query": "x", "bank": "missing"})
         out["bad_file"] = await session.call_tool("retain_transcript", {"path": "/nope.jsonl"})
         out["not_transcript"] = await session.call_tool(
@@ -160,7 +175,7 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
     assert any("INKWELL_DB_PATH" in m["text"] for m in out["recall"]["memories"][:2])
     # By default a memory is its text, time and document; the rest only with `detail`.
     for memory in out["recall"]["memories"]:
-        assert set(memory) == {"time", "document", "text"}
+        assert set(memory) == {"id", "time", "document", "text"}
         assert memory["document"] and memory["time"]
     assert "block" not in out["recall"] and "results" not in out["recall"]
     detail = out["recall_detail"]
@@ -172,6 +187,12 @@ def test_mcp_client_lists_tools_retains_and_recalls(tmp_path: Path) -> None:
     assert count_text(out["recall_text"]) * 2 < count_text(out["detail_text"])
     assert "\n" not in out["recall_text"], "compact JSON, no indentation"
     assert "ash" in out["staging"]["memories"][0]["text"]
+    # A memory marked wrong is recalled no more, until unmarked; an unknown id is one line.
+    first = out["recall"]["memories"][0]["id"]
+    assert out["marked"]["mark"]["state"] == "wrong"
+    assert first not in [m["id"] for m in out["after_wrong"]["memories"]]
+    assert out["unmarked"]["unmarked"]["memory"] == first
+    assert out["mark_missing"].is_error and "nope" in out["mark_missing"].content[0].text
     assert out["bad"].is_error and "no bank named 'missing'" in out["bad"].content[0].text
     assert out["bad_file"].is_error and "no such file" in out["bad_file"].content[0].text
     # Errors are worded for the model calling the tool: its parameters, no command-line flags.

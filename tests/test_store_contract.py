@@ -539,3 +539,33 @@ def test_forgetting_memories_older_than_a_time_keeps_counts_and_search_right(
     assert store.forget_before("no-such-bank", cutoff) == 0
     # A time without a zone is taken as UTC.
     assert store.forget_before("b", (cutoff + timedelta(hours=5)).replace(tzinfo=None)) == 1
+
+
+def test_corrections_are_kept_by_memory_id_and_outlive_a_rewrite(store: Store) -> None:
+    from lamina.bank.model import Correction
+
+    store.apply_retain(batch(0, ["r1"], [memory("m1"), memory("m2"), memory("m3")]))
+    with pytest.raises(StoreError):
+        store.save_correction("absent", Correction("m1", "wrong"))
+    assert store.load_corrections("b") == {}
+    store.save_correction("b", Correction("m1", "wrong", note="a guess"))
+    store.save_correction("b", Correction("m2", "superseded", "m3"))
+    marks = store.load_corrections("b")
+    assert set(marks) == {"m1", "m2"}
+    assert marks["m1"].state == "wrong" and marks["m1"].note == "a guess"
+    assert marks["m2"].replacement == "m3" and marks["m2"].at is not None
+    assert set(store.load_corrections("b", ["m2", "m3"])) == {"m2"}
+    assert store.load_corrections("b", []) == {}
+    # A retain that rewrites the memory keeps its mark; a new mark replaces the old one.
+    store.apply_retain(batch(1, ["r2"], [memory("m1", text="rewritten")]))
+    store.save_correction("b", Correction("m2", "wrong"))
+    marks = store.load_corrections("b")
+    assert marks["m1"].state == "wrong" and marks["m2"] == replace(marks["m2"], state="wrong")
+    assert marks["m2"].replacement is None
+    # Undone one at a time; gone with the bank; other banks untouched.
+    assert store.delete_correction("b", "m1") and not store.delete_correction("b", "m1")
+    store.ensure_bank("other")
+    store.save_correction("other", Correction("m9", "wrong"))
+    assert set(store.load_corrections("b")) == {"m2"}
+    store.delete_bank("b")
+    assert store.load_corrections("b") == {} and set(store.load_corrections("other")) == {"m9"}

@@ -134,6 +134,10 @@ def test_the_hook_is_answered_by_the_warm_server(home: Path, tmp_path: Path) -> 
     timings = last_timings(home)
     assert timings["path"] == "warm" and timings["memories"] > 0
     assert {"query", "search"} <= set(timings["server_ms"])
+    # The server records the injection as the hook process would have, with the same ids.
+    entry = json.loads((home / "logs" / "injections.jsonl").read_text().splitlines()[-1])
+    assert entry["path"] == "warm" and entry["injected"]
+    assert [m["id"] for m in entry["memories"]] == timings["ids"]
     # Answered by the server, the hook process loaded neither numpy nor the model.
     imported = set(re.findall(r"^import time:.*\|\s*(\S+)$", result.stderr, re.M))
     assert "lamina.integrations.claude_code.warm_client" in imported

@@ -37,7 +37,7 @@ from ..store.lookup import check_bank_name, require_bank, require_document
 from ..store.search import SearchStore
 from .entities import extract_entities
 from .fusion import model_for
-from .model import Bank, BankStats, Document, Memory
+from .model import Bank, BankStats, Correction, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
 
 if TYPE_CHECKING:
@@ -346,6 +346,10 @@ class MemoryBank:
             framed = replace(options, time_text=own)
             result = self.recall(f"{query}\n{expansion.text}", bank, framed, dense=dense)
             return replace(result, query=query, expansion=expansion)
+        if options.corrections is None:
+            from .corrections import Corrections
+
+            options = replace(options, corrections=Corrections.load(self.store, bank))
         model = self.embedder_for(bank)
         if options.model is None and options.fusion == "learned":
             # The dense channel only reads vectors this embedder made: its scores have that
@@ -415,6 +419,35 @@ class MemoryBank:
     def forget_memory(self, bank: str, memory_id: str) -> bool:
         """Remove one memory by id; False when there was none."""
         return self.store.delete_memory(bank, memory_id)
+
+    # -- corrections (lamina.bank.corrections) ------------------------------------------------
+    def mark_wrong(self, bank: str, memory_id: str, note: str = "") -> Correction:
+        """Mark a memory wrong: recall leaves it out from now on (the prompt hook never
+        injects it); `unmark` undoes it. `NotFoundError` for a bank or memory that is absent."""
+        from .corrections import mark_memory
+
+        bank = require_bank(self.store, bank)
+        return mark_memory(self.store, bank, memory_id, "wrong", note=note)
+
+    def supersede(self, bank: str, old: str, new: str, note: str = "") -> Correction:
+        """Mark memory `old` superseded by memory `new`: where recall would return `old`, it
+        returns `new` (once), noting that it replaces `old`; `unmark` undoes it."""
+        from .corrections import mark_memory
+
+        return mark_memory(
+            self.store, require_bank(self.store, bank), old, "superseded", replacement=new,
+            note=note,
+        )  # fmt: skip
+
+    def unmark(self, bank: str, memory_id: str) -> Correction:
+        """Remove a memory's mark (returned); `NotFoundError` when it has none."""
+        from .corrections import unmark_memory
+
+        return unmark_memory(self.store, require_bank(self.store, bank), memory_id)
+
+    def corrections(self, bank: str) -> list[Correction]:
+        """The bank's marks, oldest first (empty for a bank that does not exist)."""
+        return list(self.store.load_corrections(bank).values())
 
     def forget_before(self, bank: str, before: datetime) -> int:
         """Forget the memories of `bank` that happened before `before` (memories without a

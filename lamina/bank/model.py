@@ -13,7 +13,16 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["Bank", "BankStats", "Cursor", "Document", "Memory", "Vector", "memory_tokens"]
+__all__ = [
+    "Bank",
+    "BankStats",
+    "Correction",
+    "Cursor",
+    "Document",
+    "Memory",
+    "Vector",
+    "memory_tokens",
+]
 
 Vector: TypeAlias = "npt.NDArray[np.float32]"
 
@@ -100,6 +109,34 @@ class Memory:
     @property
     def last_record(self) -> str | None:
         return self.record_ids[-1] if self.record_ids else None
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """A user's mark on a memory that turned out wrong (`state` "wrong") or that a newer one
+    replaces (`state` "superseded", `replacement` the newer memory's id). Kept by memory id,
+    beside the memory rather than in it: a retain that rewrites the memory, a reindex, or a
+    forget and a retain again keep the mark; `lamina memory unmark` removes it."""
+
+    memory: str
+    state: str
+    """`wrong` or `superseded`."""
+    replacement: str | None = None
+    note: str = ""
+    at: datetime | None = None
+    """When it was marked (set by the store)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "memory": self.memory,
+            "state": self.state,
+            "replacement": self.replacement,
+            "note": self.note,
+            "at": self.at.isoformat() if self.at else None,
+        }
+
+
+CORRECTION_STATES = ("wrong", "superseded")
 
 
 @dataclass(frozen=True, slots=True)

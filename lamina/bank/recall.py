@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from .corrections import Corrections
     from .expand import Expansion
     from .index import BankIndex
 else:
@@ -227,6 +228,11 @@ class RecallOptions:
     """Return nothing unless some memory reaches this floor (see `Floor`; the result's
     `floor` says how they measured). None: off, the best memories return however weak they
     are. The prompt hook sets it (lamina.integrations.claude_code: `[hook] floor`)."""
+    corrections: Corrections | None = None
+    """The bank's marks (lamina.bank.corrections): a memory marked wrong is left out, one
+    superseded yields to its replacement. `MemoryBank.recall` reads them when this is None."""
+    show_wrong: bool = False
+    """Return the memories marked wrong too, after every other result, each with its mark."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +251,8 @@ class RecallHit:
     fused: float = 0.0
     """The fused score recall ranked by (with the learned fusion, the model's log-odds),
     before it became `score`."""
+    correction: Mapping[str, Any] | None = None
+    """Its mark (`state` wrong, with `show_wrong`), or the memories it `replaces`."""
 
     @property
     def text(self) -> str:
@@ -274,6 +282,7 @@ class RecallHit:
             "tokens": self.tokens,
             "shortened": self.shortened,
             "channels": {k: dict(v) for k, v in self.channels.items()},
+            **({"correction": dict(self.correction)} if self.correction else {}),
         }
 
 
@@ -772,6 +781,8 @@ def _fill(
     framing = framing_tokens if options.framed else (lambda _text: 0)
     queue = list(order)
     put_back: set[int] = set()
+    taken_ids: set[str] = set()
+    replaced: dict[int, int] = {}  # slot -> tokens of the replacement shown in its place
     held = _originals(order, memory_at)
     for slot in queue:  # restatements put back are appended: they come after the rest
         if len(hits) >= options.limit:
@@ -779,6 +790,19 @@ def _fill(
         memory = memory_at(slot)
         if memory is None:
             continue  # replaced or forgotten by a retain since the search ranked it
+        note: Mapping[str, Any] | None = None
+        if options.corrections is not None:
+            # Marked wrong: left out, or put back after the rest; superseded: its replacement.
+            original = memory
+            memory, note = options.corrections.resolve(memory, options)
+            if memory is None or memory.id in taken_ids:
+                continue
+            if note and note.get("state") == "wrong" and slot not in put_back:
+                put_back.add(slot)
+                queue.append(slot)
+                continue
+            if memory is not original:
+                replaced[slot] = memory_tokens(memory)
         if _restates(memory) and slot not in put_back and held(memory):
             put_back.add(slot)  # its originals are among the candidates: they come first
             queue.append(slot)
@@ -792,7 +816,7 @@ def _fill(
         whole = memory.kind != "activity"
         if options.collapse and whole and records and len(records & seen) * 2 > len(records):
             continue
-        tokens = tokens_at(slot)
+        tokens = replaced[slot] if slot in replaced else tokens_at(slot)
         shortened = False
         if options.collapse and all(line in shown for line in memory.text.split("\n")):
             continue  # said word for word by a result above (a prompt sent twice)
@@ -829,8 +853,9 @@ def _fill(
                     "rank": ranks[name][slot] + 1,
                     "score": round(float(scores[slot]), 6),
                 }
-        hits.append(RecallHit(memory, 0.0, detail, tokens, shortened, fused[slot]))
+        hits.append(RecallHit(memory, 0.0, detail, tokens, shortened, fused[slot], note))
         taken.append(slot)
+        taken_ids.add(memory.id)
         if memory.kind != "activity":
             # What tools did and printed stands beside what was said: it hides no statement.
             covered |= records

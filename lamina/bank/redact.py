@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from ..messages import (
@@ -378,7 +378,9 @@ def _allow(entries: Sequence[Mapping[str, Any]]) -> tuple[_Allow, list[str]]:
 @cache
 def gitleaks_rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
     """gitleaks' rules, and its global allowlist as a rule with no pattern."""
-    text = resources.files("lamina").joinpath("data/gitleaks.toml").read_text("utf-8")
+    # Read beside the package, not through importlib.resources: the prompt hook redacts the
+    # prompt it logs (lamina.integrations.claude_code.injections) and must not load it.
+    text = (Path(__file__).resolve().parent.parent / "data" / "gitleaks.toml").read_text("utf-8")
     config = tomllib.loads(text)
     rules: list[Rule] = []
     for item in config.get("rules", ()):

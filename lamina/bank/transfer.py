@@ -3,7 +3,8 @@
 One object a line, each with a `type`: `lamina-export` (format version and bank name) first,
 then per document a `document` (metadata, tags, source, cursor, retained record ids) followed by
 its `memory` lines, then per context log a `log` (id, created and updated times) followed by
-its `log_message`, `summary`, `frontier` and `pin` lines. Vectors are included as base64
+its `log_message`, `summary`, `frontier` and `pin` lines, then a `correction` line per memory
+marked wrong or superseded (lamina.bank.corrections). Vectors are included as base64
 float32 with the embedder's name, or left out (`--no-embeddings`), in which case import stores
 the memories without vectors and they are embedded again (`lamina reindex`). Importing is
 idempotent: records, memories, log messages and summaries merge by id.
@@ -27,7 +28,7 @@ from ..private import hide_private, strip_private
 from ..store.base import RetainBatch, Store, StoredPin, StoredSummary
 from ..store.lookup import check_bank_name
 from .entities import extract_entities
-from .model import Cursor, Memory
+from .model import CORRECTION_STATES, Correction, Cursor, Memory
 from .redact import Redactor, redact_json, redact_message
 
 __all__ = ["FORMAT_VERSION", "export_bank", "import_bank"]
@@ -93,6 +94,9 @@ def export_bank(store: Store, bank: str, *, with_embeddings: bool = True) -> Ite
         for memory in by_document.get(document.id, []):
             yield orjson.dumps(_memory_json(memory, with_embeddings, redactor)) + b"\n"
     yield from _export_logs(store, bank)
+    for mark in store.load_corrections(bank).values():
+        data = {"type": "correction", **mark.as_dict(), "note": redactor.redact(mark.note)[0]}
+        yield orjson.dumps(data) + b"\n"
 
 
 def _export_logs(store: Store, bank: str) -> Iterator[bytes]:
@@ -258,7 +262,22 @@ def _log_line(log: _Log, kind: str, data: Mapping[str, Any]) -> None:
         log.pins.append(StoredPin(**fields))
 
 
-Item = _Document | _Log
+def _correction(data: Mapping[str, Any]) -> Correction:
+    state = _text(data, "state")
+    if state not in CORRECTION_STATES:
+        raise ValueError(f"state {state!r} is not one of {', '.join(CORRECTION_STATES)}")
+    replacement = data.get("replacement")
+    if replacement is not None and not isinstance(replacement, str):
+        raise ValueError("replacement is not a string")
+    if (state == "superseded") != bool(replacement):
+        raise ValueError("a superseded memory, and only one, names its replacement")
+    note = data.get("note") or ""
+    if not isinstance(note, str):
+        raise ValueError("note is not a string")
+    return Correction(_text(data, "memory"), state, replacement, note, _dt(data.get("at"), "at"))
+
+
+Item = _Document | _Log | Correction
 
 
 def _items(lines: Iterable[bytes], source: str, bank: str | None) -> Iterator[str | Item]:
@@ -299,6 +318,11 @@ def _items(lines: Iterable[bytes], source: str, bank: str | None) -> Iterator[st
                         _dt(data.get("created_at"), "created_at"),
                         _dt(data.get("updated_at"), "updated_at"),
                     )
+            elif kind == "correction":
+                if current is not None:
+                    yield current
+                current = None
+                yield _correction(data)
             elif kind in ("log_message", "summary", "frontier", "pin"):
                 if not isinstance(current, _Log) or data.get("log") != current.name:
                     raise InputError(f"{where}: {kind} outside its log")
@@ -389,7 +413,7 @@ def import_bank(
     target = _check(store, read(), source, bank)
     store.ensure_bank(target)
     redactor = Redactor()
-    counts = {"documents": 0, "memories": 0, "records": 0, "logs": 0}
+    counts = {"documents": 0, "memories": 0, "records": 0, "logs": 0, "corrections": 0}
     for item in _items(read(), source, target):
         if isinstance(item, _Document):
             counts["records"] += _write_document(store, target, item, redactor)
@@ -398,6 +422,9 @@ def import_bank(
         elif isinstance(item, _Log):
             _write_log(store, target, item, redactor)
             counts["logs"] += 1
+        elif isinstance(item, Correction):
+            store.save_correction(target, replace(item, note=redactor.redact(item.note)[0]))
+            counts["corrections"] += 1
     return {"bank": target, **counts}
 
 

@@ -146,6 +146,18 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo("warm server not running (optional: `lamina warm start`)")
     else:
         click.echo(f"warm server not answering: {warm['reason']}")
+    audit = report["injections"]
+    if audit["prompts"]:
+        last = audit["last"]
+        said = (
+            f"{len(last.get('memories') or [])} memories"
+            if last.get("injected")
+            else f"nothing ({last.get('reason')})"
+        )
+        click.echo(
+            f"injections  {audit['injected']} of {audit['prompts']} prompts got memories; the "
+            f"last ({_human_stamp(str(last.get('at')), age=True)}): {said}; see `lamina injections`"
+        )
     if report["prompt_timings"]:
         click.echo("prompts     the last UserPromptSubmit hooks, stage times in ms:")
         for entry in report["prompt_timings"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -263,6 +263,11 @@ def retain(
     help=f"Every memory found, whole (default: the best {SHOWN}, a few lines of each).",
 )
 @click.option(
+    "--show-wrong",
+    is_flag=True,
+    help="Also show memories marked wrong (`lamina memory wrong`), last, with their mark.",
+)
+@click.option(
     "--expand-with",
     "expand_model",
     default=None,
@@ -284,13 +289,16 @@ def recall(
     until: str | None,
     block: bool,
     full: bool,
+    show_wrong: bool,
     expand_model: str | None,
     as_json: bool,
 ) -> None:
     """The memories that best answer QUERY, within a token budget.
 
     Shows the best few, each cut to a few lines, with the file each comes from; `--full`
-    shows every memory found, whole, and `--json` gives them all with every field.
+    shows every memory found, whole, and `--json` gives them all with every field. A memory
+    marked wrong is not shown (--show-wrong: shown last, marked); one superseded by a newer
+    memory yields to it (`lamina memory`).
 
     Example: lamina recall "which database did we pick?" --bank my-project
     """
@@ -306,6 +314,7 @@ def recall(
         since=since_date,
         until=until_date,
         framed=block,
+        show_wrong=show_wrong,
     )
     expander = _expander(memory_bank, expand_model) if expand_model else None
     result = memory_bank.recall(query, name, options, expander=expander)
@@ -331,11 +340,15 @@ def recall(
         head = f"[{rank}] {names[hit.memory.document]}  {said}  score {hit.score:.3f}"
         if not full:
             click.echo(head)
+            if hit.correction:
+                click.echo(f"    ({_correction_note(hit.correction)})")
             for line in [line for line in hit.text.splitlines() if line.strip()][:LINES]:
                 click.echo(f"    {line if len(line) <= width else line[: width - 1] + '…'}")
             continue
         why = ", ".join(f"{k} #{int(v['rank'])}" for k, v in hit.channels.items())
         click.echo(f"{head} ({why})")
+        if hit.correction:
+            click.echo(f"    ({_correction_note(hit.correction)})")
         for line in hit.text.splitlines():
             click.echo(f"    {line}")
     if len(hits) < len(result.hits):
@@ -736,3 +749,10 @@ def hook_worker_command(
     home = (ctx.obj or {}).get("home")
     code = run_worker(transcript, session, bank, home=home, event=event, parent=parent, skip=skip)
     sys.exit(code)
+
+
+def _correction_note(note: Mapping[str, Any]) -> str:
+    if note.get("state") == "wrong":
+        why = f": {note['note']}" if note.get("note") else ""
+        return f"marked wrong{why}"
+    return f"replaces {', '.join(note.get('replaces') or [])}"

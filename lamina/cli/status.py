@@ -105,6 +105,20 @@ def model_warnings(bank: str, embedders: dict[str, int], configured: str | None)
     return lines
 
 
+def injection_summary(base: Path) -> dict[str, Any]:
+    """The injection log summed up: prompts recorded, how many got memories, the last one."""
+    from ..integrations.claude_code.injections import injections_path, read_injections
+
+    entries = read_injections(base)
+    last = entries[-1] if entries else None
+    return {
+        "log": str(injections_path(base)),
+        "prompts": len(entries),
+        "injected": sum(1 for e in entries if e.get("injected")),
+        "last": last,
+    }
+
+
 def status_report(
     home: str | Path | None = None,
     directory: str | Path | None = None,
@@ -138,6 +152,7 @@ def status_report(
         "hook_log": str(base / "logs" / "hooks.log"),
         "hook_log_tail": _tail(base / "logs" / "hooks.log", LOG_TAIL),
         "prompt_timings": prompt_timings(base / "logs" / "hooks.log"),
+        "injections": injection_summary(base),
         "warm_server": warm_status(base, timeout=0.5),
     }
     if not exists:

@@ -90,7 +90,7 @@ from .. import __version__
 from ..access import Gate
 from ..bank.bank import MemoryBank
 from ..context.logs import ContextLogs, log_summariser
-from .api import banks, context, operations, recall_retain
+from .api import banks, context, marks, operations, recall_retain
 from .api.deps import Auth, access
 from .api.docs import reference_page
 from .api.errors import ERROR_TYPES, error_response, error_type, install, status_of
@@ -136,7 +136,13 @@ def create_app(
         """Liveness; needs no key."""
         return {"status": "ok", "version": __version__}
 
-    for router in (banks.router, recall_retain.router, context.router, operations.router):
+    for router in (
+        banks.router,
+        marks.router,
+        recall_retain.router,
+        context.router,
+        operations.router,
+    ):
         app.include_router(router)
     from .http_inspect import include_inspector  # the web inspector's pages and reads
 

@@ -21,6 +21,9 @@
                                                    where it would break the cached prefix
     GET  /v1/banks/{bank}/logs/{log}/summaries/{s} a summary with the messages it covers
     GET  /v1/hooks                                 the last hook runs (from the hook log)
+    GET  /v1/injections                            session, limit -> the last prompts' injections
+                                                   (from the injection log), each memory with
+                                                   its text and its mark, when it is still there
 
 Every endpoint asks the same gate as the API (`api.deps.Auth` and `bank_for`): a key sees only
 its banks, and another bank answers 404 as if it did not exist. Hook runs are shown for a key
@@ -49,7 +52,7 @@ from pydantic import Field
 
 from ..access import Access, Gate
 from ..bank.bank import MemoryBank
-from ..bank.model import Memory
+from ..bank.model import Correction, Memory
 from ..bank.query import QueryOptions, compose_recall_query
 from ..bank.recall import RecallOptions
 from ..context.frontier import CompileOptions
@@ -100,6 +103,8 @@ class MemoryOut(Answer):
     tags: list[str]
     tokens: int | None
     embedder: str | None
+    mark: dict[str, Any] | None = None
+    """Its correction (`lamina memory`): state wrong or superseded, replacement, note."""
 
 
 class MemoryPage(Answer):
@@ -270,7 +275,7 @@ def _bank(request: Request, auth: Access, bank: str) -> str:
     return bank_for(_memory_bank(request), auth, bank)
 
 
-def memory_out(memory: Memory, file: str | None) -> MemoryOut:
+def memory_out(memory: Memory, file: str | None, mark: Correction | None = None) -> MemoryOut:
     return MemoryOut(
         id=memory.id,
         document=memory.document,
@@ -291,6 +296,7 @@ def memory_out(memory: Memory, file: str | None) -> MemoryOut:
         tags=list(memory.tags),
         tokens=memory.tokens,
         embedder=memory.embedder,
+        mark=mark.as_dict() if mark is not None else None,
     )
 
 
@@ -363,9 +369,10 @@ def list_memories(
     )
     found = store.page_memories(name, where, limit, offset)
     sources = _sources(store, name, found.memories)
+    marks = store.load_corrections(name, [m.id for m in found.memories])
     return MemoryPage(
         bank=name,
-        items=[memory_out(m, sources.get(m.document)) for m in found.memories],
+        items=[memory_out(m, sources.get(m.document), marks.get(m.id)) for m in found.memories],
         total=found.total,
         limit=limit,
         offset=offset,
@@ -383,7 +390,8 @@ def show_memory(bank: str, memory_id: str, request: Request, auth: Auth) -> Memo
     if not found:
         raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
     document = store.get_document(name, found[0].document)
-    return memory_out(found[0], document.source if document else None)
+    mark = store.load_corrections(name, [memory_id]).get(memory_id)
+    return memory_out(found[0], document.source if document else None, mark)
 
 
 # -- recall playground -------------------------------------------------------------------------
@@ -680,6 +688,98 @@ def hook_runs(
             if len(runs) == limit:
                 break
     return HookRuns(log=str(path) if everything else None, runs=runs)
+
+
+class InjectedMemory(Answer):
+    id: str
+    kind: str | None = None
+    document: str | None = None
+    score: float | None = None
+    tokens: int | None = None
+    replaces: list[str] | None = None
+    text: str | None = None
+    """The memory's text, cut short (None: forgotten since)."""
+    mark: dict[str, Any] | None = None
+    """Its correction, if it has been marked since."""
+
+
+class Injection(Answer):
+    at: str
+    session: str | None
+    bank: str | None
+    prompt: str | None
+    """Redacted and cut short; None where memory was paused or the project excluded."""
+    injected: bool
+    memories: list[InjectedMemory]
+    tokens: int | None = None
+    ms: float | None = None
+    path: str | None = None
+    reason: str | None = None
+
+
+class Injections(Answer):
+    log: str | None
+    injections: list[Injection]
+
+
+@router.get("/v1/injections", response_model=Injections, responses=errors())
+def injections(
+    request: Request,
+    auth: Auth,
+    session: str | None = None,
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> Injections:
+    """What the prompt hook injected on the last prompts, newest first, each memory with its
+    text and mark. A key sees the prompts of its banks only."""
+    from .claude_code.injections import injections_path, read_injections
+
+    home: Path = request.app.state.inspector_home
+    everything = auth.banks is None or "*" in auth.banks
+    memory = _memory_bank(request)
+    store = memory.store
+    entries = [
+        e
+        for e in reversed(read_injections(home, session=session))
+        if everything or (isinstance(e.get("bank"), str) and auth.allows(e["bank"]))
+    ][:limit]
+    wanted: dict[str, set[str]] = {}
+    for entry in entries:
+        for item in entry.get("memories") or []:
+            if isinstance(entry.get("bank"), str) and isinstance(item, dict):
+                wanted.setdefault(entry["bank"], set()).add(str(item.get("id")))
+    texts: dict[tuple[str, str], str] = {}
+    marks: dict[tuple[str, str], Correction] = {}
+    for bank, ids in wanted.items():
+        if store.get_bank(bank) is None:
+            continue
+        for found in store.get_memories(bank, sorted(ids)):
+            texts[(bank, found.id)] = found.text[:400]
+        for memory_id, mark in store.load_corrections(bank, sorted(ids)).items():
+            marks[(bank, memory_id)] = mark
+    out: list[Injection] = []
+    for entry in entries:
+        named = entry.get("bank")
+        shown_bank = named if isinstance(named, str) else None
+        items = []
+        for item in entry.get("memories") or []:
+            if not isinstance(item, dict):
+                continue
+            key = (shown_bank or "", str(item.get("id")))
+            marked = marks.get(key)
+            fields: dict[str, Any] = {
+                k: item.get(k) for k in ("kind", "document", "score", "tokens", "replaces")
+            }
+            items.append(InjectedMemory(
+                id=key[1], **fields, text=texts.get(key),
+                mark=marked.as_dict() if marked is not None else None,
+            ))  # fmt: skip
+        out.append(Injection(
+            at=str(entry.get("at") or ""), session=entry.get("session"), bank=shown_bank,
+            prompt=entry.get("prompt"), injected=bool(entry.get("injected")), memories=items,
+            tokens=entry.get("tokens"), ms=entry.get("ms"), path=entry.get("path"),
+            reason=entry.get("reason"),
+        ))  # fmt: skip
+    return Injections(log=str(injections_path(home)) if everything else None, injections=out)
 
 
 # -- the pages ---------------------------------------------------------------------------------

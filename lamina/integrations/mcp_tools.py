@@ -163,7 +163,9 @@ def compact_recall(bank: str, result: RecallResult, detail: bool) -> dict[str, A
     memories = []
     for hit in result.hits:
         m = hit.memory
-        entry: dict[str, Any] = {"time": None, "document": m.document, "text": hit.text}
+        entry: dict[str, Any] = {
+            "id": m.id, "time": None, "document": m.document, "text": hit.text
+        }  # fmt: skip
         if m.time is not None:
             entry["time"] = m.time.astimezone(UTC).isoformat(timespec="minutes")
         memories.append(entry)
@@ -321,6 +323,33 @@ class Tools:
         forgotten = self.memory.forget_document(name, self.memory.require_document(name, document))
         return {"bank": name, "document": document, "memories_forgotten": forgotten}
 
+    @_tool_errors
+    def correct_memory(
+        self,
+        memory: Annotated[str, Field(min_length=1, max_length=500,
+                                     description="The memory's id (as recall gives it).")],
+        mark: Annotated[
+            Literal["wrong", "superseded", "unmark"],
+            Field(description="'wrong': never recalled again; 'superseded': `replacement` is "
+                  "recalled in its place; 'unmark': undo either."),
+        ],
+        replacement: Annotated[
+            str | None, Field(max_length=500, description="With 'superseded': the id of the "
+                              "newer memory that replaces it.")
+        ] = None,
+        note: Annotated[str, Field(max_length=2000, description="Why (kept with the mark).")] = "",
+        bank: Bank = None,
+        ctx: Context | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        name = self.pick(bank, ctx, must_exist=True)
+        if mark == "unmark":
+            return {"bank": name, "unmarked": self.memory.unmark(name, memory).as_dict()}
+        if mark == "wrong":
+            found = self.memory.mark_wrong(name, memory, note)
+        else:
+            found = self.memory.supersede(name, memory, replacement or "", note)
+        return {"bank": name, "mark": found.as_dict()}
+
     # -- compiling and context logs ------------------------------------------------------------
     @_tool_errors
     def compile_transcript(
@@ -458,6 +487,9 @@ TOOLS: dict[str, tuple[ToolAnnotations, str]] = {
     "list_documents": (READS, "List the documents (retained sources) of a bank."),
     "forget_document": (DELETES, "Forget a document: its memories and records are deleted "
                         "for good."),
+    "correct_memory": (WRITES, "Correct a memory that turned out wrong: mark it 'wrong' (never "
+                       "recalled again) or 'superseded' by a newer memory (recalled in its "
+                       "place); 'unmark' undoes it. Memory ids come from recall."),
     "compile_transcript": (READS, "Compile a transcript file into a request that fits a token "
                            "budget: old stretches folded into summaries, every provider rule "
                            "respected. Returns the request and a report of what was folded."),

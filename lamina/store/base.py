@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+from ..bank.model import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..messages import JSONValue, Message
 
 __all__ = [
@@ -261,6 +261,24 @@ class Store(Protocol):
 
     def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
         """Replace the entities of the given memories (by id); returns how many changed."""
+        ...
+
+    # corrections: a user's marks on memories (wrong, superseded), kept by memory id
+    def save_correction(self, bank: str, correction: Correction) -> None:
+        """Mark a memory (replacing the mark it had). `StoreError` when there is no such bank.
+        The mark is kept by id: it outlives a retain that rewrites the memory."""
+        ...
+
+    def delete_correction(self, bank: str, memory_id: str) -> bool:
+        """Remove a memory's mark; False when it had none."""
+        ...
+
+    def load_corrections(
+        self, bank: str, ids: Sequence[str] | None = None
+    ) -> dict[str, Correction]:
+        """The marks of the given memory ids (None: every mark of the bank), by memory id.
+        One probe of a table as large as the user's marks, whatever the bank's size: recall
+        reads it before every query."""
         ...
 
     # API keys (HTTP and MCP access) and asynchronous operations

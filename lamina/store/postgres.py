@@ -35,7 +35,7 @@ import orjson
 
 from ..bank.entities import entity_terms
 from ..bank.lexical import term_counts
-from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+from ..bank.model import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
 from ..tokens import count_text
@@ -762,6 +762,50 @@ class PostgresStore(PostgresSearch):
         for dim in {int(np.asarray(v).shape[0]) for v in vectors.values()}:
             self.ensure_vector_index(bank, dim)
         return changed
+
+    # -- corrections ------------------------------------------------------------------------
+    def save_correction(self, bank: str, correction: Correction) -> None:
+        with self._write() as conn:
+            row = conn.execute("SELECT id FROM banks WHERE name = %s", (bank,)).fetchone()
+            if row is None:
+                raise StoreError(f"no bank {bank!r}")
+            conn.execute(
+                "INSERT INTO corrections (bank_id, memory_id, state, replacement, note,"
+                " created_at) VALUES (%s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (bank_id, memory_id) DO UPDATE SET state = excluded.state,"
+                " replacement = excluded.replacement, note = excluded.note,"
+                " created_at = excluded.created_at",
+                (
+                    row[0], correction.memory, correction.state, correction.replacement,
+                    correction.note, correction.at or _now(),
+                ),
+            )  # fmt: skip
+
+    def delete_correction(self, bank: str, memory_id: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM corrections c USING banks b"
+                " WHERE c.bank_id = b.id AND b.name = %s AND c.memory_id = %s",
+                (bank, memory_id),
+            )
+        return cur.rowcount > 0
+
+    def load_corrections(
+        self, bank: str, ids: Sequence[str] | None = None
+    ) -> dict[str, Correction]:
+        sql = (
+            "SELECT c.memory_id, c.state, c.replacement, c.note, c.created_at"
+            " FROM corrections c JOIN banks b ON b.id = c.bank_id WHERE b.name = %s"
+        )
+        params: list[Any] = [bank]
+        if ids is not None:
+            if not ids:
+                return {}
+            sql += " AND c.memory_id = ANY(%s)"
+            params.append(list(ids))
+        with self._conn() as conn:
+            rows = conn.execute(sql + " ORDER BY c.created_at, c.memory_id", params).fetchall()
+        return {r[0]: Correction(r[0], r[1], r[2], r[3], r[4]) for r in rows}
 
     # -- API keys and operations ------------------------------------------------------------
     def create_api_key(self, name: str, key_hash: str, banks: Sequence[str]) -> None:

@@ -345,4 +345,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX memories_by_bank_kind ON memories (bank_id, kind);
         """,
     ),
+    (
+        "0010_corrections",
+        """
+        -- A user's marks on memories (lamina.bank.model.Correction): by memory id, not tied
+        -- to the memory's row, so a retain that rewrites the memory keeps its mark.
+        CREATE TABLE corrections (
+            bank_id bigint NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            memory_id text NOT NULL,
+            state text NOT NULL,
+            replacement text,
+            note text NOT NULL DEFAULT '',
+            created_at timestamptz NOT NULL,
+            PRIMARY KEY (bank_id, memory_id)
+        );
+        """,
+    ),
 ]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+from ..bank.model import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..errors import StoreError
 from ..messages import JSONValue, Message, message_from_json, message_to_json
 from ..owned import private_dir
@@ -717,6 +717,48 @@ class SQLiteStore(SQLiteSearch):
                 (bank_id,),
             )
         return changed
+
+    # -- corrections ------------------------------------------------------------------------
+    def save_correction(self, bank: str, correction: Correction) -> None:
+        with self._write() as conn:
+            bank_id = self._bank_id(conn, bank)
+            if bank_id is None:
+                raise StoreError(f"no bank {bank!r}")
+            conn.execute(
+                "INSERT OR REPLACE INTO corrections (bank_id, memory_id, state, replacement,"
+                " note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    bank_id, correction.memory, correction.state, correction.replacement,
+                    correction.note, (correction.at or datetime.now(UTC)).isoformat(),
+                ),
+            )  # fmt: skip
+
+    def delete_correction(self, bank: str, memory_id: str) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "DELETE FROM corrections WHERE memory_id = ?"
+                " AND bank_id = (SELECT id FROM banks WHERE name = ?)",
+                (memory_id, bank),
+            )
+        return cur.rowcount > 0
+
+    def load_corrections(
+        self, bank: str, ids: Sequence[str] | None = None
+    ) -> dict[str, Correction]:
+        sql = (
+            "SELECT c.memory_id, c.state, c.replacement, c.note, c.created_at"
+            " FROM corrections c JOIN banks b ON b.id = c.bank_id WHERE b.name = ?"
+        )
+        params: list[Any] = [bank]
+        if ids is not None:
+            if not ids:
+                return {}
+            sql += " AND c.memory_id IN (SELECT value FROM json_each(?))"
+            params.append(orjson.dumps(list(ids)).decode())
+        rows = self.conn.execute(sql + " ORDER BY c.created_at, c.memory_id", params)
+        return {
+            r[0]: Correction(r[0], r[1], r[2], r[3], datetime.fromisoformat(r[4])) for r in rows
+        }
 
     # -- API keys and operations ------------------------------------------------------------
     def create_api_key(self, name: str, key_hash: str, banks: Sequence[str]) -> None:

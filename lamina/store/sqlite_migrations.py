@@ -357,3 +357,21 @@ MIGRATIONS.append(
         """,
     )
 )
+MIGRATIONS.append(
+    (
+        "0009_corrections",
+        """
+        -- A user's marks on memories (lamina.bank.model.Correction): by memory id, not tied
+        -- to the memory's row, so a retain that rewrites the memory keeps its mark.
+        CREATE TABLE corrections (
+            bank_id INTEGER NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
+            memory_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            replacement TEXT,
+            note TEXT NOT NULL DEFAULT '',
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (bank_id, memory_id)
+        ) WITHOUT ROWID;
+        """,
+    )
+)

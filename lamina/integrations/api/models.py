@@ -39,6 +39,10 @@ __all__ = [
     "LogDetail",
     "LogEntry",
     "LogList",
+    "Mark",
+    "MarkBody",
+    "MarkList",
+    "Marked",
     "Operation",
     "OperationStarted",
     "PinBody",
@@ -152,6 +156,33 @@ class ForgottenMemory(Answer):
     forgotten: Literal[True]
 
 
+class MarkBody(Body):
+    state: Literal["wrong", "superseded"]
+    """`wrong`: recall leaves the memory out; `superseded`: recall shows `replacement` instead."""
+    replacement: str | None = Field(default=None, max_length=500)
+    """The id of the memory that supersedes this one (with `superseded` only)."""
+    note: str = Field(default="", max_length=2000)
+    """Why (kept with the mark, secrets redacted)."""
+
+
+class Mark(Answer):
+    memory: str
+    state: str
+    replacement: str | None
+    note: str
+    at: datetime | None
+
+
+class Marked(Answer):
+    bank: str
+    mark: Mark
+
+
+class MarkList(Answer):
+    bank: str
+    marks: list[Mark]
+
+
 # -- recall and retain -------------------------------------------------------------------------
 class RecallBody(Body):
     query: str = Field(max_length=20_000)
@@ -168,6 +199,8 @@ class RecallBody(Body):
     """Only memories from this time on."""
     until: datetime | None = None
     """Only memories up to this time."""
+    show_wrong: bool = False
+    """Also return the memories marked wrong, after the others, each with its mark."""
 
 
 class SourceSpan(Answer):
@@ -194,6 +227,8 @@ class RecallHit(Answer):
     """Cut to fit the budget."""
     channels: dict[str, dict[str, float]]
     """Per search channel (dense, lexical, time, entity): its rank and raw score."""
+    correction: dict[str, Any] | None = None
+    """Its mark (`state` wrong, with `show_wrong`), or the ids of the memories it `replaces`."""
 
 
 class RecallAnswer(Answer):

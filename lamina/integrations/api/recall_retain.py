@@ -32,6 +32,7 @@ def recall(bank: str, body: RecallBody, auth: Auth, memory: Memory) -> dict[str,
         tags=frozenset(body.tags) if body.tags else None,
         since=body.since,
         until=body.until,
+        show_wrong=body.show_wrong,
     )
     return {"bank": name, **memory.recall(body.query, name, options).as_dict()}
 

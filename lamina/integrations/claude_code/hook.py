@@ -289,7 +289,9 @@ def run_hook(
 
         excluded = _excluded(payload, call)
         if excluded:
-            log.write(event, session, f"skipped: excluded by the config file's exclude {excluded}")
+            reason = f"excluded by the config file's exclude {excluded}"
+            log.write(event, session, f"skipped: {reason}")
+            _skipped(base, event, session, "", reason, started)
             return ""
         winner = stands_aside(session_directory(payload, base, call.env) or call.cwd, call.env)
         if winner:
@@ -344,8 +346,24 @@ def _paused(
         return ""
     log.write(event, session, f"skipped: {reason}")
     if event == "UserPromptSubmit":
+        _skipped(base, event, session, hook_bank(payload, base), reason, None)
         return with_system_message("", Notices(base).take(session, [f"Lamina: {reason}."]))
     return ""
+
+
+def _skipped(
+    home: Path, event: str, session: str, bank: str, reason: str, started: float | None
+) -> None:
+    """The injection log's entry for a prompt memory was kept away from (excluded, paused):
+    why, and not the prompt (what the user keeps out is not written here either)."""
+    if event != "UserPromptSubmit":
+        return
+    from .injections import record
+
+    ms = round((time.monotonic() - started) * 1000, 1) if started is not None else None
+    record(home, {"session": session, "bank": bank, "prompt": None, "injected": False,
+                  "memories": [], "tokens": 0, "chars": 0, "ms": ms, "path": None,
+                  "reason": reason})  # fmt: skip
 
 
 def _notice(home: Path, stdin: str, output: str, message: str) -> str:
@@ -415,9 +433,19 @@ def _prompt(
     """UserPromptSubmit: the warm server's answer, else this process's own within the limit."""
     session = str(payload.get("session_id") or "")
     prompt = str(payload.get("prompt") or "")
+    from .injections import preview_ahead
+    from .injections import record as record_injection
+
     if _is_trivial(prompt, cfg):
         log.write("UserPromptSubmit", session, "skipped (trivial prompt)")
+        trivial = "trivial prompt (too short, or a bare slash command)"
+        record_injection(home, {"session": session, "bank": None, "prompt": prompt.strip(),
+                                "prompt_chars": len(prompt), "injected": False, "memories": [],
+                                "tokens": 0, "chars": 0, "ms": None, "path": None,
+                                "reason": trivial})  # fmt: skip
         return ""
+    # The log's copy of the prompt is redacted on a thread of its own while recall runs.
+    shown_prompt = preview_ahead(prompt)
     stages: dict[str, float] = {"start": time.monotonic() - started}
     deadline = started + cfg.time_limit - 0.05
     request = PromptRequest(
@@ -479,6 +507,16 @@ def _prompt(
         notes.append(f"warm server {record['warm_started']} starting for the next prompt")
     timings = orjson.dumps(record).decode()
     log.write("UserPromptSubmit", session, f"{message} ({'; '.join(notes)}){TIMINGS_MARK}{timings}")
+    injected = answer is not None and bool(answer.context)
+    shown = list(answer.shown) if answer is not None and injected else []
+    record_injection(home, {
+        "session": session, "bank": request.bank, "prompt": shown_prompt(),
+        "prompt_chars": len(prompt), "injected": injected, "memories": shown,
+        "tokens": sum(int(m.get("tokens") or 0) for m in shown), "chars": record["chars"],
+        "ms": record["total_ms"],
+        "path": "lexical-only" if record["lexical_only"] else record["path"],
+        "reason": None if injected else message.removeprefix("no memories: "),
+    })  # fmt: skip
     if answer is None or not answer.context:
         return ""
     output = {
@@ -534,7 +572,7 @@ def _ask_warm(
             for k, v in server_stages.items()
             if isinstance(v, int | float)
         }
-    ids, floor = reply.get("ids"), reply.get("floor")
+    ids, floor, shown = reply.get("ids"), reply.get("floor"), reply.get("shown")
     return PromptAnswer(
         context,
         memories,
@@ -542,6 +580,7 @@ def _ask_warm(
         bank_found=reply.get("bank_found") is not False,
         ids=tuple(i for i in ids if isinstance(i, str)) if isinstance(ids, list) else (),
         floor=floor if isinstance(floor, dict) else None,
+        shown=tuple(m for m in shown if isinstance(m, dict)) if isinstance(shown, list) else (),
     )
 
 

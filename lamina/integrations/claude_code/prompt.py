@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ import orjson
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
     from ...bank.query import TailQueries
-    from ...bank.recall import Floor, RecallOptions
+    from ...bank.recall import Floor, RecallHit, RecallOptions
     from ...embed import Embedder, Vector
 
 __all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction", "prompt_options"]
@@ -121,6 +121,10 @@ class PromptAnswer:
     floor: dict[str, Any] | None = None
     """How the memories measured against the request's floor (`FloorCheck.as_dict`; None
     when it is off): its `reason` says why nothing was injected when they were held back."""
+    shown: tuple[dict[str, Any], ...] = ()
+    """Each injected memory's id, kind, document, score and tokens (and the memories it
+    `replaces`), best first: what the injection log keeps (lamina.integrations.claude_code.
+    injections)."""
 
 
 DENSE_QUERY_CHARS = 512
@@ -257,6 +261,20 @@ def prompt_options(
     )
 
 
+def _shown(hit: RecallHit) -> dict[str, Any]:
+    memory = hit.memory
+    out: dict[str, Any] = {
+        "id": memory.id,
+        "kind": memory.kind,
+        "document": memory.document,
+        "score": round(hit.score, 4),
+        "tokens": hit.tokens,
+    }
+    if hit.correction and hit.correction.get("replaces"):
+        out["replaces"] = list(hit.correction["replaces"])
+    return out
+
+
 def answer_prompt(
     memory_bank: MemoryBank,
     request: PromptRequest,
@@ -275,6 +293,7 @@ def answer_prompt(
     lexical one. A caller whose deadline passes meanwhile still has the early answer.
     `queries` (the warm server's) composes the query from what it kept of the transcript,
     reading only what was appended since; the same query either way."""
+    from ...bank.corrections import Corrections
     from ...bank.query import QueryOptions, recall_query_for_file
     from ...bank.recall import dense_query_from_store, recall_from_store
     from ...store.search import SearchStore
@@ -304,6 +323,10 @@ def answer_prompt(
     exclude = {request.session: compacted} if request.session else {}
     model = memory_bank.embedder_for(request.bank)
     recall_options = prompt_options(request, model.name, exclude, time_text)
+    # The bank's marks: a memory marked wrong is never injected (lamina.bank.corrections).
+    recall_options = replace(
+        recall_options, corrections=Corrections.load(memory_bank.store, request.bank)
+    )
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
@@ -331,7 +354,10 @@ def answer_prompt(
         block, shown = clamped(result)
         ids = tuple(hit.memory.id for hit in result.hits[:shown])
         floor = result.floor.as_dict() if result.floor is not None else None
-        return PromptAnswer(block, shown, lexical_only=not dense, ids=ids, floor=floor)
+        details = tuple(_shown(hit) for hit in result.hits[:shown])
+        return PromptAnswer(
+            block, shown, lexical_only=not dense, ids=ids, floor=floor, shown=details
+        )
 
     if dense_until is not None:
         # The text the dense channel will embed: the recall below is then handed its vector.

@@ -317,6 +317,7 @@ class WarmServer:
             "bank_found": answer.bank_found,
             "ids": list(answer.ids),
             "floor": answer.floor,
+            "shown": list(answer.shown),
             "stages": stages,
         }, True
 

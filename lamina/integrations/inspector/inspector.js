@@ -249,9 +249,26 @@ function memoryCard(m, bank, refresh, words) {
     const done = await api("DELETE", `${bankPath(bank)}/documents/${enc(m.document)}`);
     refresh(`Forgot document ${m.document} (${done.memories_forgotten} memories).`);
   };
-  return el("article", { class: "memory", "data-id": m.id },
+  const markWrong = async () => {
+    await api("PUT", `${bankPath(bank)}/marks/${enc(m.id)}`, { state: "wrong" });
+    refresh(`Marked memory ${m.id} wrong: recall leaves it out and the hook never injects it.`);
+  };
+  const supersede = async () => {
+    const newer = window.prompt("The id of the newer memory that replaces this one:");
+    if (!newer || !newer.trim()) return;
+    await api("PUT", `${bankPath(bank)}/marks/${enc(m.id)}`, { state: "superseded", replacement: newer.trim() });
+    refresh(`Memory ${m.id} is superseded by ${newer.trim()}.`);
+  };
+  const unmark = async () => {
+    await api("DELETE", `${bankPath(bank)}/marks/${enc(m.id)}`);
+    refresh(`Memory ${m.id} is no longer marked.`);
+  };
+  const mark = m.mark;
+  const markText = mark ? (mark.state === "wrong" ? "marked wrong" : `superseded by ${mark.replacement}`) + (mark.note ? `: ${mark.note}` : "") : null;
+  return el("article", { class: mark ? "memory marked" : "memory", "data-id": m.id },
     el("header", {},
       el("strong", { text: m.kind }),
+      markText ? el("span", { class: "chip mark", text: markText }) : null,
       el("span", { text: m.occurred_at ? `happened ${when(m.occurred_at)}` : "undated" }),
       said ? el("span", { text: said }) : null,
       el("span", { class: "mono", title: m.source.file || "", text: `${m.document} · ${lines}` }),
@@ -264,6 +281,9 @@ function memoryCard(m, bank, refresh, words) {
     ) : null,
     m.source.file ? el("p", { class: "muted mono", style: "margin:4px 0 0;font-size:0.8rem", text: `${m.source.file}${m.source.first_line ? ":" + m.source.first_line + "-" + m.source.last_line : ""}` }) : null,
     el("div", { class: "row", style: "margin-top:6px" },
+      mark ? el("button", { type: "button", onclick: unmark, text: "Unmark" })
+        : [el("button", { type: "button", onclick: markWrong, text: "Mark wrong" }),
+           el("button", { type: "button", onclick: supersede, text: "Superseded by…" })],
       el("button", { type: "button", class: "danger", onclick: forgetMemory, text: "Forget memory" }),
       el("button", { type: "button", class: "danger", onclick: forgetDocument, text: "Forget document" }),
     ),
@@ -536,12 +556,35 @@ async function showStretch(target, bank, s, x) {
 }
 
 // -- 5. hook activity --------------------------------------------------------------------------
+function injectionsSection(data) {
+  // What the prompt hook injected on each prompt, newest first, with the memories and why
+  // nothing when nothing was.
+  const head = el("h2", { text: "Injections" });
+  if (!data.injections.length) return [head, empty("No prompts recorded yet: the prompt hook adds one entry per prompt.")];
+  return [head, el("div", { class: "table-wrap" }, el("table", { class: "injections" },
+    el("thead", {}, el("tr", {}, ["time", "session", "prompt", "outcome", "memories"].map((h) => el("th", { text: h })))),
+    el("tbody", {}, data.injections.map((entry) => el("tr", {},
+      el("td", { text: when(entry.at) }),
+      el("td", { class: "mono", text: (entry.session || "—").slice(0, 8) }),
+      el("td", { text: entry.prompt === null ? "(not kept)" : entry.prompt }),
+      el("td", { text: entry.injected ? `${entry.memories.length} memories, ${entry.tokens} tokens, ${entry.path}, ${Math.round(entry.ms || 0)} ms` : `nothing: ${entry.reason || "no memories found"}` }),
+      el("td", {}, entry.memories.length ? el("ol", { class: "injected" }, entry.memories.map((m) => el("li", {},
+        el("a", { class: "mono", href: `#/memories?bank=${enc(entry.bank || "")}&id=${enc(m.id)}`, text: m.id }),
+        el("span", { class: "muted", text: ` ${m.kind || ""} · score ${m.score} · ${m.tokens} tokens` }),
+        m.mark ? el("span", { class: "chip mark", text: m.mark.state === "wrong" ? "marked wrong since" : `superseded by ${m.mark.replacement}` }) : null,
+        m.replaces ? el("span", { class: "muted", text: ` (replaces ${m.replaces.join(", ")})` }) : null,
+        m.text !== null ? el("div", { class: "muted", style: "font-size:0.85rem", text: m.text.slice(0, 200) }) : el("div", { class: "muted", text: "(forgotten since)" }),
+      ))) : "—"),
+    )))))];
+}
+
 async function pageHooks() {
   const data = await api("GET", "/v1/hooks?limit=300");
+  const injected = await api("GET", "/v1/injections?limit=100");
   const head = el("h2", { text: "Hook activity" });
   const where = data.log ? el("p", { class: "muted" }, "From ", el("code", { text: data.log })) : null;
   if (!data.runs.length) {
-    show(head, where, empty("No hook runs logged yet. They appear once Claude Code runs Lamina's hooks (lamina install)."));
+    show(...injectionsSection(injected), head, where, empty("No hook runs logged yet. They appear once Claude Code runs Lamina's hooks (lamina install)."));
     return;
   }
   const sessions = new Map();
@@ -574,7 +617,7 @@ async function pageHooks() {
           ] : "—"),
         );
       }))))));
-  show(head, where, sections);
+  show(...injectionsSection(injected), head, where, sections);
 }
 
 // -- start ---------------------------------------------------------------------------------------
