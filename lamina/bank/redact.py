@@ -39,7 +39,7 @@ import math
 import re
 import tomllib
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -65,14 +65,52 @@ __all__ = [
 ]
 
 
+class _Lazy:
+    """A pattern compiled on its first use: most rules never run on a short text (their
+    keywords are not in it), and compiling all of gitleaks' costs a short-lived process (the
+    prompt hook, which redacts the prompt it logs) about 40 ms of CPU."""
+
+    __slots__ = ("_compiled", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        """The pattern; one Python cannot compile matches nothing (the rule is skipped, as
+        gitleaks' RE2 syntax Python lacks would be)."""
+        if self._compiled is None:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)  # RE2 classes like [[...]
+                    self._compiled = re.compile(self.source)
+            except re.error:
+                self._compiled = re.compile("$^")
+        return self._compiled
+
+    @property
+    def groupindex(self) -> Mapping[str, int]:
+        return self.compiled().groupindex
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled().finditer(text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.compiled().search(text)
+
+
+Pattern = re.Pattern[str] | _Lazy
+"""A rule's pattern, compiled now or on first use."""
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     id: str
-    regex: re.Pattern[str]
+    regex: Pattern
     keywords: tuple[str, ...] = ()
     entropy: float = 0.0
     secret_group: int = 0
-    allow: tuple[tuple[re.Pattern[str], str], ...] = ()
+    allow: tuple[tuple[Pattern, str], ...] = ()
     """Allowlist patterns with their target: `secret`, `match` or `line`."""
     stopwords: tuple[str, ...] = ()
     generic: bool = False
@@ -356,7 +394,7 @@ def _match_start(rule: Rule, text: str, match: re.Match[str]) -> int:
     return start
 
 
-_Allow = list[tuple[re.Pattern[str], str]]
+_Allow = list[tuple[Pattern, str]]
 
 
 def _allow(entries: Sequence[Mapping[str, Any]]) -> tuple[_Allow, list[str]]:
@@ -367,10 +405,7 @@ def _allow(entries: Sequence[Mapping[str, Any]]) -> tuple[_Allow, list[str]]:
             continue  # about files and commits, which a transcript has none of
         target = str(entry.get("regexTarget", "secret"))
         for regex in entry.get("regexes", ()):
-            try:
-                allow.append((re.compile(go_to_python(regex)), target))
-            except re.error:
-                continue
+            allow.append((_Lazy(go_to_python(regex)), target))
         stopwords += [str(w).lower() for w in entry.get("stopwords", ())]
     return allow, stopwords
 
@@ -387,12 +422,7 @@ def gitleaks_rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...]]:
         if "regex" not in item:
             continue
         pattern, prefix = unprefixed(item["regex"].replace(_ENDS, _ENDS_AFTER_PUNCTUATION))
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)  # RE2 classes like [[...]
-                regex = re.compile(go_to_python(pattern))
-        except re.error:
-            continue
+        regex = _Lazy(go_to_python(pattern))
         allow, stopwords = _allow(item.get("allowlists", ()))
         rules.append(
             Rule(

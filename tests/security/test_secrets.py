@@ -193,3 +193,22 @@ def test_redact_message_walks_any_depth() -> None:
     for _ in range(5000):
         node = node["x"][0]
     assert node == {"password": "[REDACTED:assigned-secret]"} or secret not in str(node)
+
+
+def test_every_bundled_rule_compiles() -> None:
+    # Rules compile on first use (a short text runs few of them); one Python cannot compile
+    # would silently match nothing, so the bundled set is checked whole here.
+    import re
+    import warnings
+
+    from lamina.bank.redact import gitleaks_rules
+
+    rules, shared = gitleaks_rules()
+    patterns = [p for rule in (*rules, *shared) for p in (rule.regex, *(a for a, _t in rule.allow))]
+    assert len(rules) > 200
+    for pattern in patterns:
+        source = getattr(pattern, "source", None)
+        if source is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # RE2 classes like [[...]
+                re.compile(source)
