@@ -301,3 +301,16 @@ def test_unknown_codex_line_types_warn_once_and_are_kept(tmp_path: Path) -> None
     assert len(transcript.warnings) == 1 and "brand_new" in transcript.warnings[0].reason
     assert sum(m.kind is Kind.UNKNOWN for m in transcript.messages) == 3
     assert all(isinstance(b, TextBlock) for m in transcript.messages for b in m.blocks)
+
+
+@pytest.mark.skipif(not (SHARED / "codex").is_dir(), reason="../shared/data/codex absent")
+def test_codex_shell_calls_are_remembered_by_their_command() -> None:
+    # Codex gives a shell call's command as an argument list (`["bash", "-lc", "ls"]`); the
+    # activity a question finds names the command itself, not just the tool.
+    from lamina.bank.units import UnitOptions, build_units
+
+    path = SHARED / "codex" / "acidicsoil__rollout-2025-11-17T15-30-28-019a93b9.jsonl"
+    units, _segments = build_units(read_transcript(str(path)).messages, UnitOptions())
+    text = "\n".join(u.text for u in units)
+    assert "cat 'LM Studio configuration.md'" in text
+    assert '["bash"' not in text and "-lc" not in text

@@ -55,8 +55,28 @@ LINE_CHARS = 160
 
 Redact = Callable[[str], str]
 
-FILE_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "NotebookRead"})
+FILE_TOOLS = frozenset(
+    {
+        # Claude Code
+        *("Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "NotebookRead"),
+        # Codex, Gemini CLI, Copilot CLI
+        *("apply_patch", "read_file", "read_many_files", "write_file", "replace"),
+        *("view", "edit", "create", "str_replace_editor"),
+    }
+)
 """Tools whose result is a file's content or a confirmation: only their errors are kept."""
+
+
+def tool_command(data: Mapping[str, object]) -> str | None:
+    """The shell command a tool call ran: Claude Code's `command`, Codex's `command` as an
+    argument list (`["bash", "-lc", "make test"]` is `make test`) or its `cmd`."""
+    command = data.get("command", data.get("cmd"))
+    if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
+        shell = len(command) == 3 and command[1] in ("-c", "-lc") and command[0].endswith("sh")
+        return str(command[2]) if shell else " ".join(str(a) for a in command)
+    return command if isinstance(command, str) else None
+
+
 SEARCH_TOOLS = frozenset({"Grep", "Glob", "LS"})
 """Tools whose result is a list of matches: the first few are kept."""
 TALKING_TOOLS = frozenset(
@@ -168,7 +188,12 @@ def _clip(text: str, limit: int = LINE_CHARS) -> str:
 
 def _kind_of(name: str, data: Mapping[str, object]) -> str:
     """`file`, `search`, `talk` or `command` (any other tool: a shell, an MCP server)."""
-    if name in FILE_TOOLS or "file_path" in data or "notebook_path" in data:
+    if (
+        name in FILE_TOOLS
+        or "file_path" in data
+        or "notebook_path" in data
+        or ("absolute_path" in data)
+    ):
         return "file"
     if name in SEARCH_TOOLS:
         return "search"
@@ -284,8 +309,8 @@ def printed_lines(
     failed = result.is_error or bool(re.match(r"\s*Exit code [1-9]", raw_text))
     if kind in ("file", "talk") and not failed:
         return []
-    command = data.get("command")
-    command_text = " ".join(redact(command).split()) if isinstance(command, str) else ""
+    command = tool_command(data)
+    command_text = " ".join(redact(command).split()) if command is not None else ""
     lines, indexes = _chosen(clean_text(redact(raw_text), rules), command_text, kind, failed)
     label = "  error: " if failed else "  → "
     out: list[str] = []

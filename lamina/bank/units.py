@@ -49,7 +49,7 @@ from ..messages import SYNTHETIC_KINDS, Kind, Message, Role, ToolResultBlock, To
 from ..tokens import count_text
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 from .printed import MAX_LINES as PRINTED_LINES
-from .printed import printed_lines
+from .printed import printed_lines, tool_command
 from .said import plan_text, user_said
 
 __all__ = [
@@ -75,6 +75,8 @@ _TARGET_KEYS = (
     "file_path",
     "path",
     "notebook_path",
+    "absolute_path",
+    "dir_path",
     "command",
     "pattern",
     "url",
@@ -241,13 +243,13 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_PATH_KEYS = frozenset({"file_path", "path", "notebook_path"})
+_PATH_KEYS = frozenset({"file_path", "path", "notebook_path", "absolute_path", "dir_path"})
 
 
 def _target(block: ToolUseBlock, redact: Redact = _same) -> str:
     data = block.input if isinstance(block.input, Mapping) else {}
     for key in _TARGET_KEYS:
-        value = data.get(key)
+        value = tool_command(data) if key == "command" else data.get(key)
         if isinstance(value, str) and value.strip():
             line = " ".join(redact(value).split())
             if key in _PATH_KEYS and len(line) > 80:
@@ -366,10 +368,10 @@ def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
         return ""
     data = block.input if isinstance(block.input, Mapping) else {}
     name = _tool_name(block.name)
-    command = data.get("command")
+    command = tool_command(data)
     description = data.get("description")
     why = " ".join(redact(description).split()) if isinstance(description, str) else ""
-    if isinstance(command, str) and command.strip():
+    if command is not None and command.strip():
         # Redacted whole, as the actions line's target is (the redactor sees it once).
         command = redact(command)
         said = _stated_on_command_line(command)
