@@ -105,6 +105,12 @@ def model_warnings(bank: str, embedders: dict[str, int], configured: str | None)
     return lines
 
 
+def _codex(directory: str | Path | None) -> dict[str, Any]:
+    from .codex_setup import codex_status
+
+    return codex_status(directory)
+
+
 def status_report(
     home: str | Path | None = None,
     directory: str | Path | None = None,
@@ -131,6 +137,7 @@ def status_report(
             scope: {"installed": installed, "settings": str(settings_path(scope, directory))}
             for scope, installed in scopes.items()
         },
+        "codex_hooks": _codex(directory),
         "plugin": plugin,
         "mcp_servers": servers,
         "warnings": installation_warnings(plugin, scopes, servers),
@@ -140,6 +147,12 @@ def status_report(
         "prompt_timings": prompt_timings(base / "logs" / "hooks.log"),
         "warm_server": warm_status(base, timeout=0.5),
     }
+    for scope, info in report["codex_hooks"].items():
+        if info.get("trusted") is False:
+            report["warnings"].append(
+                f"Lamina's Codex hooks ({scope}) are not trusted, so Codex skips them: run "
+                f"`lamina install codex --{scope} --trust`, or trust them in Codex's /hooks screen"
+            )
     if not exists:
         return report
     model = configured_model()
