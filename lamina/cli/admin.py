@@ -27,21 +27,44 @@ def _scope(project: bool, user: bool) -> str:
 
 
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code"]))
-@click.option("--project", is_flag=True, help="This project's .claude/settings.json.")
-@click.option("--user", is_flag=True, help="Your ~/.claude/settings.json (the default).")
+@click.argument("target", type=click.Choice(["claude-code", "codex"]))
+@click.option(
+    "--project", is_flag=True, help="This project's .claude/settings.json (codex: .codex/)."
+)
+@click.option(
+    "--user", is_flag=True, help="Your ~/.claude/settings.json (codex: $CODEX_HOME); the default."
+)
+@click.option(
+    "--trust", is_flag=True, help="codex: also trust Lamina's hooks, through `codex app-server`."
+)
+@click.option("--codex", "codex_bin", default=None, help="codex: the Codex CLI to trust with.")
 @json_option
 @click.pass_context
-def install(ctx: click.Context, target: str, project: bool, user: bool, as_json: bool) -> None:
-    """Add Lamina's hooks to Claude Code's settings, keeping everything else there.
+def install(
+    ctx: click.Context,
+    target: str,
+    project: bool,
+    user: bool,
+    trust: bool,
+    codex_bin: str | None,
+    as_json: bool,
+) -> None:
+    """Add Lamina's hooks to Claude Code's settings (or Codex's hooks.json and MCP server to its
+    config.toml), keeping everything else there.
 
     Example: lamina install claude-code --user
+    Example: lamina install codex --trust
     """
     from ..integrations.claude_code.install import hook_command
     from ..integrations.claude_code.install import install as do_install
 
     home = (ctx.obj or {}).get("home")
     scope = _scope(project, user)
+    if target == "codex":
+        from .codex_setup import install_codex
+
+        install_codex(scope, home, trust, codex_bin, as_json)
+        return
     if scope == "project" and home:
         # The project's settings are shared: this machine's data directory stays out of them.
         click.echo("warning: --home is not written into a project's settings; set LAMINA_HOME "
@@ -64,18 +87,28 @@ def install(ctx: click.Context, target: str, project: bool, user: bool, as_json:
 
 
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code"]))
-@click.option("--project", is_flag=True, help="This project's .claude/settings.json.")
-@click.option("--user", is_flag=True, help="Your ~/.claude/settings.json (the default).")
+@click.argument("target", type=click.Choice(["claude-code", "codex"]))
+@click.option(
+    "--project", is_flag=True, help="This project's .claude/settings.json (codex: .codex/)."
+)
+@click.option(
+    "--user", is_flag=True, help="Your ~/.claude/settings.json (codex: $CODEX_HOME); the default."
+)
 @json_option
 def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
-    """Remove Lamina's hooks from Claude Code's settings (nothing else is touched).
+    """Remove Lamina's hooks from Claude Code's settings, or Lamina's hooks and MCP server from
+    Codex's (nothing else is touched).
 
     Example: lamina uninstall claude-code --user
     """
     from ..integrations.claude_code.install import uninstall as do_uninstall
 
     scope = _scope(project, user)
+    if target == "codex":
+        from .codex_setup import uninstall_codex
+
+        uninstall_codex(scope, as_json)
+        return
     path, changed = do_uninstall(scope)
     if as_json:
         emit_json({"target": target, "scope": scope, "settings": str(path), "removed": changed})
@@ -119,6 +152,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
     for scope, info in report["hooks"].items():
         state = "installed" if info["installed"] else "not installed"
         click.echo(f"hooks       {scope}: {state} ({info['settings']})")
+    for scope, info in report.get("codex_hooks", {}).items():
+        if info["installed"]:
+            trusted = info["trusted"]
+            said = "trusted" if trusted is True else "NOT trusted" if trusted is False else trusted
+            click.echo(f"codex       {scope}: installed, {said} ({info['hooks_file']})")
     plugin = report["plugin"]
     state = "enabled" if plugin["enabled"] else "installed, disabled" if plugin["installed"] else ""
     click.echo(f"plugin      {plugin['id']}: {state}" if state else "plugin      not installed")

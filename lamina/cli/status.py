@@ -119,6 +119,12 @@ def injection_summary(base: Path) -> dict[str, Any]:
     }
 
 
+def _codex(directory: str | Path | None) -> dict[str, Any]:
+    from .codex_setup import codex_status
+
+    return codex_status(directory)
+
+
 def status_report(
     home: str | Path | None = None,
     directory: str | Path | None = None,
@@ -145,6 +151,7 @@ def status_report(
             scope: {"installed": installed, "settings": str(settings_path(scope, directory))}
             for scope, installed in scopes.items()
         },
+        "codex_hooks": _codex(directory),
         "plugin": plugin,
         "mcp_servers": servers,
         "warnings": installation_warnings(plugin, scopes, servers),
@@ -155,6 +162,12 @@ def status_report(
         "injections": injection_summary(base),
         "warm_server": warm_status(base, timeout=0.5),
     }
+    for scope, info in report["codex_hooks"].items():
+        if info.get("trusted") is False:
+            report["warnings"].append(
+                f"Lamina's Codex hooks ({scope}) are not trusted, so Codex skips them: run "
+                f"`lamina install codex --{scope} --trust`, or trust them in Codex's /hooks screen"
+            )
     if not exists:
         return report
     model = configured_model()

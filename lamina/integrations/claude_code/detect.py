@@ -99,6 +99,10 @@ def stands_aside(
     origin = environ.get(ORIGIN_VARIABLE, "")
     if origin == "plugin":
         return None
+    if origin.startswith("codex-"):  # Codex's hooks: Claude Code's installations are not rivals
+        from ..codex.install import stands_aside as codex_stands_aside
+
+        return codex_stands_aside(directory, environ)
     if plugin_state(directory, environ)["enabled"]:
         return "the Lamina plugin"
     if origin == "user" and installed_scopes(directory, environ).get("project"):

@@ -689,6 +689,7 @@ def run_worker(
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
     lock_path, mark = locks / f"{safe}.lock", locks / f"{safe}.pending"
     from ...bank.bank import MemoryBank
+    from ..codex.transcript import transcript_format
 
     while True:
         with open(lock_path, "a", opener=private_opener) as handle:
@@ -716,9 +717,10 @@ def run_worker(
                         transcript,
                         bank,
                         document=session,
-                        # Always a Claude Code transcript: no detection, so a file caught
-                        # empty (just created, or being rewritten) is "nothing new", not an error.
-                        format="claude-code",
+                        # A Claude Code transcript or a Codex rollout, decided without
+                        # reading it whole, so a file caught empty (just created, or being
+                        # rewritten) is "nothing new", not an error.
+                        format=transcript_format(transcript),
                         tags=("subagent",) if parent else (),
                         metadata={"parent_session": parent} if parent else None,
                     )

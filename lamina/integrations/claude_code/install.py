@@ -69,10 +69,11 @@ MISSING_ADVICE = (
 )
 
 
-def hook_command(home: str | Path | None = None) -> str:
+def hook_command(home: str | Path | None = None, origin: str = "user") -> str:
     """The user-scope command: this installation's `lamina`, by absolute path when it can be
     found (Claude Code's PATH may not include a virtual environment), else this Python at
-    Lamina's module with `-P`, so the project a hook runs in is never on sys.path."""
+    Lamina's module with `-P`, so the project a hook runs in is never on sys.path. `origin`
+    goes into LAMINA_HOOK_ORIGIN (`codex-user` for Codex's hooks)."""
     import shlex
     import shutil
 
@@ -82,7 +83,7 @@ def hook_command(home: str | Path | None = None) -> str:
     base = [found] if found and absolute else [sys.executable, "-P", "-m", "lamina"]
     if home is not None:
         base += ["--home", str(home)]
-    return "LAMINA_HOOK_ORIGIN=user " + " ".join(shlex.quote(part) for part in [*base, "hook"])
+    return f"LAMINA_HOOK_ORIGIN={origin} " + " ".join(shlex.quote(part) for part in [*base, "hook"])
 
 
 def project_commands() -> dict[str, str]:

@@ -133,6 +133,8 @@ the prompt and the context just before it. The whole 800-character query costs t
 model about 15 ms of CPU to embed, this about 10; the earlier 3-layer model, which read only
 128 tokens from the start, often left the prompt itself out."""
 _BOUNDARY = b'"compact_boundary"'
+_CODEX_BOUNDARY = b'"type":"compacted"'
+"""A Codex rollout's compaction record (serde_json writes no spaces)."""
 _FINGERPRINT = 64
 """Bytes before a scanned end that must still be there for the scan to count."""
 
@@ -150,7 +152,8 @@ _scanned_lock = threading.Lock()
 
 
 def last_compaction(transcript: str) -> datetime | None:
-    """When the session was last compacted (the timestamp of its last compact_boundary),
+    """When the session was last compacted (the timestamp of its last compact_boundary, or of
+    a Codex rollout's last `compacted` record),
     found from the end of the file without reading it all; None when it never was. A file
     scanned before in this process (the warm server's case: once a prompt) and only appended
     to since is scanned from where that scan ended."""
@@ -169,8 +172,8 @@ def last_compaction(transcript: str) -> datetime | None:
                 if held is not None and only_appended(
                     handle, file, size, held.file, held.size, held.fingerprint
                 ):
-                    start = max(0, held.size - len(_BOUNDARY) + 1)
-                at = data.rfind(_BOUNDARY, start)
+                    start = max(0, held.size - len(_CODEX_BOUNDARY) + 1)
+                at = max(data.rfind(_BOUNDARY, start), data.rfind(_CODEX_BOUNDARY, start))
                 if at < 0:
                     found = held.found if start and held is not None else None
                 else:

@@ -1,0 +1,116 @@
+"""`lamina install codex`, `lamina uninstall codex` and the Codex part of `lamina status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import ConfigError
+from .common import emit_json
+
+__all__ = ["codex_status", "install_codex", "uninstall_codex"]
+
+TRUST_ADVICE = (
+    "Codex runs hooks only once you trust them, and skips untrusted ones without a word: "
+    "run `lamina install codex --trust`, or open `/hooks` in an interactive Codex session "
+    "and trust Lamina's four hooks"
+)
+PROJECT_ADVICE = (
+    "a project's hooks also need the project trusted by Codex (its first interactive run "
+    "asks, or `codex exec --trust`)"
+)
+
+
+def install_codex(
+    scope: str, home: str | None, trust: bool, codex: str | None, as_json: bool
+) -> None:
+    from ..integrations.codex.install import find_codex, install
+    from ..integrations.codex.install import trust as trust_hooks
+
+    files = install(scope, home=home if scope == "user" else None)
+    states: dict[str, str] | None = None
+    problem = None
+    if trust:
+        binary = codex or find_codex()
+        if not binary:
+            problem = (
+                "no Codex CLI found to trust the hooks with (--codex PATH or LAMINA_CODEX_BIN)"
+            )
+        else:
+            try:
+                states = trust_hooks(scope, binary)
+            except ConfigError as exc:
+                problem = str(exc)
+    trusted = states is not None and all(s == "trusted" for s in states.values())
+    advice = [] if trusted else [TRUST_ADVICE]
+    if scope == "project":
+        advice.append(PROJECT_ADVICE)
+    if as_json:
+        emit_json(
+            {
+                "target": "codex",
+                "scope": scope,
+                "hooks_file": str(files.hooks),
+                "config": str(files.config),
+                "installed": True,
+                "trust": states,
+                "trusted": trusted,
+                "problems": [problem] if problem else [],
+                "advice": advice,
+            }
+        )
+        return
+    click.echo(f"installed Lamina's hooks for codex in {files.hooks}")
+    click.echo(f"registered Lamina's MCP server as [mcp_servers.lamina] in {files.config}")
+    if states is not None:
+        click.echo("trust: " + ", ".join(f"{event} {state}" for event, state in states.items()))
+    if problem:
+        click.echo(f"warning: {problem}", err=True)
+    for line in advice:
+        click.echo(f"note: {line}", err=True)
+    if trusted:
+        click.echo("new Codex sessions now recall before each prompt and retain after each turn")
+
+
+def uninstall_codex(scope: str, as_json: bool) -> None:
+    from ..integrations.codex.install import uninstall
+
+    files, changed = uninstall(scope)
+    if as_json:
+        emit_json({"target": "codex", "scope": scope, "hooks_file": str(files.hooks),
+                   "config": str(files.config), "removed": changed})  # fmt: skip
+        return
+    if changed:
+        click.echo(f"removed Lamina's hooks and MCP server from {files.hooks.parent}")
+    else:
+        click.echo(f"no Lamina hooks or MCP server in {files.hooks.parent}")
+
+
+def codex_status(directory: str | Path | None = None) -> dict[str, Any]:
+    """Where Lamina's Codex hooks are installed and whether Codex trusts them (asked through
+    `codex app-server` when the Codex CLI is found; `unknown` otherwise)."""
+    from ..integrations.codex.install import (
+        codex_files,
+        find_codex,
+        hook_states,
+        installed_scopes,
+    )
+
+    binary = find_codex()
+    report: dict[str, Any] = {}
+    for scope, installed in installed_scopes(directory).items():
+        files = codex_files(scope, directory)
+        entry: dict[str, Any] = {"installed": installed, "hooks_file": str(files.hooks)}
+        if installed:
+            entry["trusted"] = "unknown (no Codex CLI found)"
+            if binary:
+                try:
+                    states = hook_states(scope, binary, directory=directory, timeout=10.0)
+                    entry["trust"] = states
+                    entry["trusted"] = all(s == "trusted" for s in states.values())
+                except ConfigError as exc:
+                    entry["trusted"] = f"unknown ({exc})"
+        report[scope] = entry
+    return report

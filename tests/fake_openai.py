@@ -1,0 +1,150 @@
+"""A scripted OpenAI Responses API on 127.0.0.1, for driving the real Codex CLI offline.
+
+Codex (0.171) speaks only the Responses wire API to a custom provider: it POSTs to
+`<base_url>/responses` with `"stream": true` and reads server-sent events. Every request body is
+kept (`ScriptedResponses.requests`), so a test sees exactly what the CLI sent, the developer
+messages its hooks added included. Replies come from a `Script`: a function from the request
+body to the reply's text. Anything else the CLI asks for (a model list) gets an empty answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Script", "ScriptedResponses", "input_messages", "last_user_text"]
+
+Script = Callable[[Mapping[str, Any]], str]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    texts = [p["text"] for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+    return "\n".join(texts)
+
+
+def input_messages(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The request's input messages as (role, text), in order."""
+    items = body.get("input")
+    return [
+        (str(item.get("role")), _text(item.get("content")))
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, Mapping) and item.get("type", "message") == "message"
+    ]
+
+
+def last_user_text(body: Mapping[str, Any]) -> str:
+    users = [text for role, text in input_messages(body) if role == "user"]
+    return users[-1] if users else ""
+
+
+def _say_ok(body: Mapping[str, Any]) -> str:
+    return "OK."
+
+
+class ScriptedResponses:
+    """`with ScriptedResponses(script) as api:` serves on `api.url` (ending in /v1)."""
+
+    def __init__(self, script: Script = _say_ok) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self.other: list[str] = []
+        """Requests other than POST /v1/responses ("METHOD path")."""
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                with api._lock:
+                    api.other.append(f"GET {self.path}")
+                self._send(200, "application/json", b'{"object":"list","data":[],"models":[]}')
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                if not self.path.split("?", 1)[0].endswith("/responses"):
+                    with api._lock:
+                        api.other.append(f"POST {self.path}")
+                    self._send(404, "application/json", b'{"error":{"message":"not here"}}')
+                    return
+                with api._lock:
+                    api.requests.append(body)
+                    number = next(api._ids)
+                try:
+                    text = api.script(body)
+                except Exception as exc:  # a broken script must show, not hang the CLI
+                    text = f"script failed: {exc!r}"
+                payload = b"".join(_events(f"resp_{number:04d}", body, text))
+                self._send(200, "text/event-stream", payload)
+
+            def _send(self, status: int, kind: str, payload: bytes) -> None:
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> ScriptedResponses:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def _events(ident: str, body: Mapping[str, Any], text: str) -> Iterator[bytes]:
+    def event(name: str, data: Mapping[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+    model = body.get("model") or "fake-model"
+    item = {
+        "type": "message",
+        "id": f"msg_{ident}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    response = {"id": ident, "object": "response", "model": model, "output": []}
+    yield event("response.created", {"response": {**response, "status": "in_progress"}})
+    yield event("response.output_item.added", {"output_index": 0, "item": {**item, "content": []}})
+    yield event(
+        "response.output_text.delta",
+        {"item_id": item["id"], "output_index": 0, "content_index": 0, "delta": text},
+    )
+    yield event("response.output_item.done", {"output_index": 0, "item": item})
+    usage = {
+        "input_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 15,
+    }
+    done = {**response, "status": "completed", "output": [item], "usage": usage}
+    yield event("response.completed", {"response": done})
