@@ -176,7 +176,8 @@ def test_forget_older_than_and_retain_days(tmp_path: Path) -> None:
     assert added > 0 and report["expired"] == 0
 
     bad = lamina(home, "forget", "--older-than", "banana", "--json", **none)
-    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.returncode == 2
+    assert json.loads(bad.stdout)["error"]["message"].startswith("--older-than: not an age")
     assert bad.stderr.strip().splitlines() == [
         "error: --older-than: not an age or a date: 'banana' (use 30d, 12w, 36h or 2026-01-31)"
     ]

@@ -314,3 +314,31 @@ def test_codex_shell_calls_are_remembered_by_their_command() -> None:
     text = "\n".join(u.text for u in units)
     assert "cat 'LM Studio configuration.md'" in text
     assert '["bash"' not in text and "-lc" not in text
+
+
+@pytest.mark.skipif(not (SHARED / "codex").is_dir(), reason="../shared/data/codex absent")
+def test_what_a_codex_session_said_while_paused_is_never_retained(tmp_path: Path) -> None:
+    # A rollout is read whole at every retain: the stretch said while memory was paused is
+    # noted at the pause, and a retain after `lamina resume` still leaves it out.
+    from lamina.bank.bank import MemoryBank
+    from lamina.embed import HashEmbedder
+    from lamina.store.sqlite import SQLiteStore
+    from lamina.turns import conversational_text
+
+    source = SHARED / "codex" / "kunalcode12__empire-of-bits__codex-session.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    rollout = tmp_path / "rollout-2026-01-01T00-00-00-session.jsonl"
+    half = len(lines) // 2
+    rollout.write_bytes(b"".join(lines[:half]))
+    bank = MemoryBank(SQLiteStore(tmp_path / "lamina.db"), HashEmbedder())
+    before = len(read_transcript(str(rollout)).messages)
+    bank.retain_file(rollout, "p", document="s", format="codex")
+    rollout.write_bytes(b"".join(lines))  # said while paused
+    assert bank.skip_file(rollout, "p", "s", "codex").status == "skipped"
+    paused = read_transcript(str(rollout)).messages[before:]
+    said = [t for m in paused if len(t := conversational_text(m).strip()) >= 40]
+    assert said, "the paused stretch says something"
+    bank.retain_file(rollout, "p", document="s", format="codex")  # after resume
+    kept = "\n".join(m.text for m in bank.memories("p"))
+    assert not [t for t in said if t[:40] in kept]
+    bank.close()

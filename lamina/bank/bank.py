@@ -225,10 +225,13 @@ class MemoryBank:
             metadata=self._clean(metadata),
         )
 
-    def skip_file(self, path: str | Path, bank: str, document: str) -> RetainReport:
-        """Move a Claude Code transcript's cursor to its end, keeping nothing of what it holds
-        past the cursor: what was said while memory was paused is never retained later."""
-        return self._retainer(check_bank_name(bank)).skip_file(str(path), bank, document)
+    def skip_file(
+        self, path: str | Path, bank: str, document: str, format: str | None = None
+    ) -> RetainReport:
+        """Move a transcript's cursor to its end, keeping nothing of what it holds past the
+        cursor: what was said while memory was paused is never retained later."""
+        retainer = self._retainer(check_bank_name(bank))
+        return retainer.skip_file(str(path), bank, document, format)
 
     def retain_messages(
         self,

@@ -255,12 +255,19 @@ class Retainer:
                 return report
         raise StoreError(f"{document}: retain kept losing to concurrent writers; try again")
 
-    def skip_file(self, path: str, bank: str, document: str) -> RetainReport:
+    def skip_file(
+        self, path: str, bank: str, document: str, format: str | None = None
+    ) -> RetainReport:
         """Move the document's cursor past every complete line of a Claude Code transcript
         without reading or keeping any of them (memory was paused): a later retain starts
-        there. Returns a report with status `skipped` and nothing added."""
+        there. Returns a report with status `skipped` and nothing added. Other formats are
+        read whole at every retain: their messages up to now are noted as paused instead
+        (`PAUSED_KEY` in the document's metadata) and never kept by a later retain."""
         started = time.perf_counter()
         rules = units_signature(self.options.units)
+        name = format or detect_format(path).name
+        if name != "claude-code":
+            return self._skip_whole(path, bank, document, name, started)
         for attempt in range(1, _ATTEMPTS + 1):
             cursor = self.store.get_cursor(bank, document)
             with Path(path).open("rb") as handle:
@@ -286,6 +293,42 @@ class Retainer:
                 memories=[],
                 source=path,
                 format="claude-code",
+            )
+            if self.store.apply_retain(batch).committed:
+                return RetainReport(
+                    bank, document, "skipped", seconds=_since(started), attempts=attempt
+                )
+        raise StoreError(f"{path}: skip kept losing to concurrent writers; try again")
+
+    def _skip_whole(
+        self, path: str, bank: str, document: str, format: str, started: float
+    ) -> RetainReport:
+        fingerprint = _signed(units_signature(self.options.units), _whole_file_hash(path))
+        for attempt in range(1, _ATTEMPTS + 1):
+            cursor = self.store.get_cursor(bank, document)
+            if cursor.version > 0 and cursor.fingerprint == fingerprint:
+                return RetainReport(bank, document, "unchanged", seconds=_since(started))
+            count = sum(1 for _ in get_reader(format, path).read(path, lambda _w: None))
+            paused = _paused(self.store, bank, document)
+            if count > cursor.offset:
+                paused.append([cursor.offset, count])
+            batch = RetainBatch(
+                bank=bank,
+                document=document,
+                expected_version=cursor.version,
+                cursor=Cursor(
+                    offset=count,
+                    open_offset=count,
+                    records=cursor.records,
+                    fingerprint=fingerprint,
+                    size=Path(path).stat().st_size,
+                    version=cursor.version,
+                ),
+                records=[],
+                memories=[],
+                metadata={PAUSED_KEY: paused},
+                source=path,
+                format=format,
             )
             if self.store.apply_retain(batch).committed:
                 return RetainReport(
@@ -376,7 +419,9 @@ class Retainer:
         warnings: list[ReadWarning] = []
         sink: WarningSink = warnings.append
         read = list(get_reader(format, path).read(path, sink))
-        messages = hide_private_all(read)
+        paused = _paused(self.store, bank, document)
+        said = [m for n, m in enumerate(read) if not any(a <= n < b for a, b in paused)]
+        messages = hide_private_all(said)
         new_cursor = Cursor(
             offset=len(read),
             open_offset=len(read),
@@ -622,6 +667,23 @@ class Retainer:
 
 def hash_text(message: Message) -> str:
     return hashlib.sha1(repr(message.blocks).encode()).hexdigest()[:12]
+
+
+PAUSED_KEY = "paused_messages"
+"""Document metadata: the [start, end) message positions said while memory was paused, in a
+transcript that is read whole (not Claude Code's, whose cursor simply moves past them)."""
+
+
+def _paused(store: Store, bank: str, document: str) -> list[list[int]]:
+    found = store.get_document(bank, document)
+    ranges = found.metadata.get(PAUSED_KEY) if found is not None else None
+    if not isinstance(ranges, list):
+        return []
+    return [
+        [int(r[0]), int(r[1])]
+        for r in ranges
+        if isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)
+    ]
 
 
 def _since(started: float) -> float:

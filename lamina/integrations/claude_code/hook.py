@@ -706,7 +706,9 @@ def run_worker(
                 memory_bank = MemoryBank.open(base)
                 while skip:
                     mark.unlink(missing_ok=True)
-                    report = memory_bank.skip_file(transcript, bank, session)
+                    report = memory_bank.skip_file(
+                        transcript, bank, session, transcript_format(transcript)
+                    )
                     log.write(event, session, f"paused: transcript {report.status}")
                     if not mark.exists():
                         break
