@@ -178,3 +178,15 @@ def test_the_with_block_closes_the_store(tmp_path: Path) -> None:
     assert closed == [True]
     with MemoryBank.open(tmp_path / "home") as bank:  # the full API closes the same way
         assert bank.banks() == []
+
+
+def test_retaining_a_file_in_a_format_it_plainly_is_not_stores_nothing(tmp_path: Path) -> None:
+    # The Python API refuses as the CLI does: a Claude Code session read as OpenAI messages
+    # would give only warnings and leave an empty document behind.
+    import lamina
+
+    with lamina.open(tmp_path / "data") as store:
+        bank = store.bank("notes")
+        with pytest.raises(lamina.LaminaError, match="not in the openai format"):
+            bank.retain_file(EXAMPLE, format="openai")
+        assert store.banks() == []

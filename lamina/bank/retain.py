@@ -27,7 +27,7 @@ from ..errors import InputError, ReadError, ReadWarning, StoreError
 from ..llm import LLMError
 from ..messages import Message
 from ..private import hide_private_all
-from ..readers import Reader, detect_format, get_reader
+from ..readers import Reader, detect_format, get_reader, reader_for
 from ..readers.base import WarningSink, first_json_lines, open_source, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
 from ..store.base import RetainBatch, Store
@@ -199,7 +199,8 @@ class Retainer:
         if not Path(path).is_file():
             open_source(path).close()  # raises the reason: missing, a directory, a FIFO
             raise InputError(f"{path}: no such file")
-        reader = get_reader(format, path) if format else detect_format(path)
+        # A named format the file plainly is not fails here, before a document is made.
+        reader = reader_for(path, format, option="format")
         doc = document or default_document_id(path, reader.name)
         described = source_metadata(reader, path)
         if described:
