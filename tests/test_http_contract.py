@@ -131,6 +131,9 @@ def test_live_answers_match_the_published_schemas(server: Server) -> None:
             for name in names:
                 path = re.sub(r"\{" + name + r"[^}]*\}", quote(known[name], safe=""), path)
             call("GET", path)
+    marks = f"/v1/banks/alpha/marks/{quote(memory, safe='')}"
+    assert call("PUT", marks, json={"state": "wrong", "note": "a test"}).status_code == 200
+    assert call("DELETE", marks).status_code == 200
     assert call("DELETE", log).status_code == 200
     assert call("DELETE", f"/v1/banks/alpha/memories/{quote(memory, safe='')}").status_code == 200
     assert call("DELETE", f"/v1/banks/alpha/documents/{doc}").status_code == 200

@@ -57,7 +57,7 @@ def test_deep_tool_input_gives_no_traceback_in_the_cli(tmp_path: Path, depth: in
         out = run(home, *args)
         assert "Traceback" not in out.stderr, (args, out.stderr[-2000:])
         assert out.returncode == 0, (args, out.stderr[-500:])
-    assert "8040" in run(home, "recall", "which port?", "--bank", "b").stdout
+    assert "8040" in run(home, "recall", "which port?", "--bank", "b", "--full").stdout
 
 
 def test_deep_messages_over_http_get_no_5xx(tmp_path: Path) -> None:

@@ -23,7 +23,9 @@ def list_marks(bank: str, auth: Auth, memory: Memory) -> dict[str, Any]:
     return {"bank": name, "marks": [m.as_dict() for m in memory.corrections(name)]}
 
 
-@router.put("/{bank}/marks/{memory_id:path}", response_model=Marked, responses=errors(404))
+@router.put(
+    "/{bank}/marks/{memory_id:path}", response_model=Marked, responses=errors(400, 404, 413, 422)
+)
 def mark(bank: str, memory_id: str, body: MarkBody, auth: Auth, memory: Memory) -> dict[str, Any]:
     """Mark a memory wrong (recall leaves it out; the prompt hook never injects it) or
     superseded by `replacement` (recall shows that one in its place). Replaces its mark."""
