@@ -27,12 +27,16 @@ def _scope(project: bool, user: bool) -> str:
 
 
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code", "codex"]))
+@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini"]))
 @click.option(
-    "--project", is_flag=True, help="This project's .claude/settings.json (codex: .codex/)."
+    "--project",
+    is_flag=True,
+    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/).",
 )
 @click.option(
-    "--user", is_flag=True, help="Your ~/.claude/settings.json (codex: $CODEX_HOME); the default."
+    "--user",
+    is_flag=True,
+    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/); the default.",
 )
 @click.option(
     "--trust", is_flag=True, help="codex: also trust Lamina's hooks, through `codex app-server`."
@@ -50,10 +54,12 @@ def install(
     as_json: bool,
 ) -> None:
     """Add Lamina's hooks to Claude Code's settings (or Codex's hooks.json and MCP server to its
-    config.toml), keeping everything else there.
+    config.toml, or the Gemini CLI's hooks and MCP server to its settings.json), keeping
+    everything else there.
 
     Example: lamina install claude-code --user
     Example: lamina install codex --trust
+    Example: lamina install gemini --project
     """
     from ..integrations.claude_code.install import hook_command
     from ..integrations.claude_code.install import install as do_install
@@ -64,6 +70,11 @@ def install(
         from .codex_setup import install_codex
 
         install_codex(scope, home, trust, codex_bin, as_json)
+        return
+    if target == "gemini":
+        from .gemini_setup import install_gemini
+
+        install_gemini(scope, home, as_json)
         return
     if scope == "project" and home:
         # The project's settings are shared: this machine's data directory stays out of them.
@@ -87,17 +98,21 @@ def install(
 
 
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code", "codex"]))
+@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini"]))
 @click.option(
-    "--project", is_flag=True, help="This project's .claude/settings.json (codex: .codex/)."
+    "--project",
+    is_flag=True,
+    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/).",
 )
 @click.option(
-    "--user", is_flag=True, help="Your ~/.claude/settings.json (codex: $CODEX_HOME); the default."
+    "--user",
+    is_flag=True,
+    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/); the default.",
 )
 @json_option
 def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
     """Remove Lamina's hooks from Claude Code's settings, or Lamina's hooks and MCP server from
-    Codex's (nothing else is touched).
+    Codex's or the Gemini CLI's (nothing else is touched).
 
     Example: lamina uninstall claude-code --user
     """
@@ -108,6 +123,11 @@ def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
         from .codex_setup import uninstall_codex
 
         uninstall_codex(scope, as_json)
+        return
+    if target == "gemini":
+        from .gemini_setup import uninstall_gemini
+
+        uninstall_gemini(scope, as_json)
         return
     path, changed = do_uninstall(scope)
     if as_json:
@@ -157,6 +177,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
             trusted = info["trusted"]
             said = "trusted" if trusted is True else "NOT trusted" if trusted is False else trusted
             click.echo(f"codex       {scope}: installed, {said} ({info['hooks_file']})")
+    for scope, info in report.get("gemini_hooks", {}).items():
+        if info["installed"]:
+            click.echo(f"gemini      {scope}: installed ({info['settings']})")
     plugin = report["plugin"]
     state = "enabled" if plugin["enabled"] else "installed, disabled" if plugin["installed"] else ""
     click.echo(f"plugin      {plugin['id']}: {state}" if state else "plugin      not installed")

@@ -125,6 +125,12 @@ def _codex(directory: str | Path | None) -> dict[str, Any]:
     return codex_status(directory)
 
 
+def _gemini(directory: str | Path | None) -> dict[str, Any]:
+    from .gemini_setup import gemini_status
+
+    return gemini_status(directory)
+
+
 def status_report(
     home: str | Path | None = None,
     directory: str | Path | None = None,
@@ -152,6 +158,7 @@ def status_report(
             for scope, installed in scopes.items()
         },
         "codex_hooks": _codex(directory),
+        "gemini_hooks": _gemini(directory),
         "plugin": plugin,
         "mcp_servers": servers,
         "warnings": installation_warnings(plugin, scopes, servers),

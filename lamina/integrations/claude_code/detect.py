@@ -103,6 +103,10 @@ def stands_aside(
         from ..codex.install import stands_aside as codex_stands_aside
 
         return codex_stands_aside(directory, environ)
+    if origin.startswith("gemini-"):  # the same for Gemini's
+        from ..gemini.install import stands_aside as gemini_stands_aside
+
+        return gemini_stands_aside(directory, environ)
     if plugin_state(directory, environ)["enabled"]:
         return "the Lamina plugin"
     if origin == "user" and installed_scopes(directory, environ).get("project"):

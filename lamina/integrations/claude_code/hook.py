@@ -21,6 +21,9 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
   retains again before it exits, so no turn is lost between two Stops. SubagentStop retains the
   subagent's own transcript (`agent_transcript_path`) as a document of its own, linked to the
   parent session.
+- The Gemini CLI's **BeforeAgent** is served as UserPromptSubmit (its prompt without the
+  `<hook_context>` blocks SessionStart hooks prepended; the answer names BeforeAgent) and its
+  **AfterAgent** as Stop (`served_event`). Gemini's SessionStart never gets the digest.
 - **SessionStart**: make sure the configured database is created and migrated; with `warm` on,
   start the warm server if none runs.
 
@@ -75,6 +78,33 @@ from .warm_client import WarmUnavailable, ask, configured_database, configured_e
 __all__ = ["HookCall", "HookSettings", "hook_main", "process_age", "run_hook", "run_worker"]
 
 RETAIN_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact", "SessionEnd"})
+
+GEMINI_EVENTS: Mapping[str, str] = {"BeforeAgent": "UserPromptSubmit", "AfterAgent": "Stop"}
+"""The Gemini CLI's names for the events Lamina serves, and the event whose work each does.
+Its SessionStart and SessionEnd have Claude Code's names; PreCompress is not served (Gemini
+calls it on every turn, compaction or not)."""
+
+
+def served_event(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, str]:
+    """The payload as the engine reads it, the event it is served as, and the event's own name
+    (what the answer's `hookEventName` says). Gemini's BeforeAgent `prompt` starts with the
+    contexts SessionStart hooks added (`<hook_context>...</hook_context>`): they are not what
+    the person typed, so they are taken out of the prompt the recall query is composed from."""
+    named = str(payload.get("hook_event_name") or "")
+    event = GEMINI_EVENTS.get(named, named)
+    if named == "BeforeAgent" and "<hook_context>" in str(payload.get("prompt") or ""):
+        import re
+
+        prompt = re.sub(r"<hook_context>.*?</hook_context>\s*", "", str(payload["prompt"]),
+                        flags=re.DOTALL)  # fmt: skip
+        payload = {**payload, "prompt": prompt}
+    return payload, event, named
+
+
+def _gemini(named: str, env: Mapping[str, str] | None) -> bool:
+    """Whether the Gemini CLI sent this event (by its name, or the installation's origin)."""
+    environ = os.environ if env is None else env
+    return named in GEMINI_EVENTS or environ.get("LAMINA_HOOK_ORIGIN", "").startswith("gemini-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +312,7 @@ def run_hook(
         payload = orjson.loads(stdin or b"{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook payload is not a JSON object")
-        event = str(payload.get("hook_event_name") or "")
+        payload, event, named = served_event(payload)
         session = str(payload.get("session_id") or "")
         from .detect import stands_aside
         from .project import session_directory
@@ -303,7 +333,7 @@ def run_hook(
         if paused:
             return _paused(payload, base, log, event, session, paused)
         return with_system_message(
-            _dispatch(payload, base, cfg, started, log, event, session, call),
+            _dispatch(payload, base, cfg, started, log, event, session, call, named),
             Notices(base).take(session),
         )
     except Exception as exc:
@@ -383,9 +413,10 @@ def _dispatch(
     event: str,
     session: str,
     call: HookCall,
+    named: str = "",
 ) -> str:
     if event == "UserPromptSubmit":
-        return _prompt(payload, base, cfg, started, log, call)
+        return _prompt(payload, base, cfg, started, log, call, named or event)
     if call.answer is not None:
         raise ValueError(f"the warm server answers UserPromptSubmit only, not {event!r}")
     if event in RETAIN_EVENTS:
@@ -408,6 +439,11 @@ def _dispatch(
             log.write(event, session, ensure_started(base, cfg.warm_idle))
         if not cfg.session_digest:
             return ""
+        if _gemini(named, call.env):
+            # Gemini prepends a SessionStart context to the prompt in `-p` mode, and drops that
+            # prompt from the history on resume: the digest is not given there.
+            log.write(event, session, "no digest: Gemini loses the prompt it is prepended to")
+            return ""
         digest = session_digest(payload, base, cfg)
         if not digest:
             return ""
@@ -429,8 +465,10 @@ def _prompt(
     started: float,
     log: HookLog,
     call: HookCall,
+    answer_as: str = "UserPromptSubmit",
 ) -> str:
-    """UserPromptSubmit: the warm server's answer, else this process's own within the limit."""
+    """UserPromptSubmit (Gemini's BeforeAgent, answered under that name): the warm server's
+    answer, else this process's own within the limit."""
     session = str(payload.get("session_id") or "")
     prompt = str(payload.get("prompt") or "")
     from .injections import preview_ahead
@@ -521,7 +559,7 @@ def _prompt(
         return ""
     output = {
         "hookSpecificOutput": {
-            "hookEventName": "UserPromptSubmit",
+            "hookEventName": answer_as,
             "additionalContext": answer.context,
         }
     }
@@ -689,7 +727,7 @@ def run_worker(
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
     lock_path, mark = locks / f"{safe}.lock", locks / f"{safe}.pending"
     from ...bank.bank import MemoryBank
-    from ..codex.transcript import transcript_format
+    from ..transcript import transcript_format
 
     while True:
         with open(lock_path, "a", opener=private_opener) as handle:
@@ -719,9 +757,9 @@ def run_worker(
                         transcript,
                         bank,
                         document=session,
-                        # A Claude Code transcript or a Codex rollout, decided without
-                        # reading it whole, so a file caught empty (just created, or being
-                        # rewritten) is "nothing new", not an error.
+                        # A Claude Code transcript, a Codex rollout or a Gemini chat, decided
+                        # without reading it whole, so a file caught empty (just created, or
+                        # being rewritten) is "nothing new", not an error.
                         format=transcript_format(transcript),
                         tags=("subagent",) if parent else (),
                         metadata={"parent_session": parent} if parent else None,

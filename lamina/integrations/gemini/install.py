@@ -1,0 +1,221 @@
+"""`lamina install gemini` / `lamina uninstall gemini`: Lamina's hooks and MCP server in the
+Gemini CLI's settings.json, every other setting kept.
+
+User scope: `~/.gemini/settings.json` (`$GEMINI_CLI_HOME/.gemini/` when that is set), with this
+installation's `lamina` by absolute path. Project scope: `<project>/.gemini/settings.json` (the
+project root of lamina.config), meant to be committed: `lamina` from PATH, nothing of this
+machine.
+
+- `hooks`: `{event: [{"matcher"?, "hooks": [{"name", "type": "command", "command", "timeout"}]}]}`,
+  timeouts in milliseconds, merged as Claude Code's (lamina.integrations.claude_code.install):
+  Lamina's entries replaced, everything else kept.
+- `mcpServers.lamina`: `lamina mcp` with `"trust": true`. Gemini's headless mode (`gemini -p`)
+  offers an MCP server's tools to the model only when the server is trusted (or in yolo mode);
+  without it the server starts but its tools are left out.
+
+Events: SessionStart (the database ready), BeforeAgent (recall and inject, as
+`hookSpecificOutput.additionalContext`), AfterAgent (retain, detached) and SessionEnd (retain;
+Gemini does not wait for it). Nothing is injected at SessionStart: in `-p` mode its context is
+prepended to the prompt, and on `--resume` Gemini drops every user message starting with
+`<hook_context>`, so that turn's prompt would disappear from the model's history. PreCompress is
+not used: it fires on every turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...config import project_root
+from ...errors import ConfigError
+from ..claude_code.install import _is_ours, _load, _save, _without_ours, hook_command
+
+__all__ = [
+    "HOOK_EVENTS",
+    "SERVER",
+    "gemini_home",
+    "install",
+    "installed_scopes",
+    "settings_file",
+    "stands_aside",
+    "uninstall",
+]
+
+HOOK_EVENTS: Mapping[str, int] = {
+    "SessionStart": 10000,
+    "BeforeAgent": 10000,
+    "AfterAgent": 10000,
+    "SessionEnd": 5000,
+}
+"""The events Lamina handles in Gemini, with their timeouts (milliseconds). The prompt hook
+answers within its own 3 s limit; AfterAgent and SessionEnd only start the retain worker."""
+
+SERVER = "lamina"
+
+
+@dataclass(frozen=True, slots=True)
+class _Files:
+    scope: str
+    settings: Path
+
+
+def gemini_home(env: Mapping[str, str] | None = None) -> Path:
+    """The user's Gemini directory: `$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`."""
+    environ = os.environ if env is None else env
+    base = environ.get("GEMINI_CLI_HOME")
+    return Path(base) / ".gemini" if base else Path.home() / ".gemini"
+
+
+def settings_file(
+    scope: str, directory: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    if scope == "user":
+        return gemini_home(env) / "settings.json"
+    if scope == "project":
+        return project_root(directory) / ".gemini" / "settings.json"
+    raise ConfigError(f"unknown scope {scope!r} (user or project)")
+
+
+def _commands(scope: str, home: str | Path | None) -> dict[str, str]:
+    if scope == "user":
+        return dict.fromkeys(HOOK_EVENTS, hook_command(home, origin="gemini-user"))
+    # A teammate without Lamina: every event does nothing.
+    run = "command -v lamina >/dev/null 2>&1 && LAMINA_HOOK_ORIGIN=gemini-project exec lamina hook"
+    return dict.fromkeys(HOOK_EVENTS, f"{run}; true")
+
+
+def _hook_groups(commands: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for event, timeout in HOOK_EVENTS.items():
+        entry = {"name": f"lamina-{event}", "type": "command", "command": commands[event],
+                 "timeout": timeout}  # fmt: skip
+        group: dict[str, Any] = {"matcher": "*"} if event == "SessionStart" else {}
+        groups[event] = [{**group, "hooks": [entry]}]
+    return groups
+
+
+def _server(scope: str, home: str | Path | None) -> dict[str, Any]:
+    """`mcpServers.lamina`: this installation's `lamina mcp` (user scope), or `lamina mcp` from
+    PATH (a project's); trusted, so that headless sessions are offered its tools."""
+    import shlex
+
+    words = shlex.split(hook_command(home))[1:-1] if scope == "user" else ["lamina"]
+    return {"command": words[0], "args": [*words[1:], "mcp"], "trust": True}
+
+
+def _is_our_server(entry: Any) -> bool:
+    if not isinstance(entry, Mapping):
+        return False
+    args = entry.get("args")
+    words = [str(entry.get("command") or ""), *(str(a) for a in args or [] if a is not None)]
+    return "lamina" in " ".join(words) and "mcp" in words
+
+
+def install(
+    scope: str,
+    *,
+    directory: str | Path | None = None,
+    home: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Path:
+    """Add Lamina's hooks and MCP server (replacing an older Lamina entry, keeping everything
+    else); running it again changes nothing. A `mcpServers.lamina` that is not Lamina's own
+    (another command) is left alone with an error."""
+    path = settings_file(scope, directory, env)
+    data = _load(path)
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigError(f"{path}: 'hooks' is not an object")
+    servers = data.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{path}: 'mcpServers' is not an object")
+    if SERVER in servers and not _is_our_server(servers[SERVER]):
+        raise ConfigError(
+            f"{path}: mcpServers.{SERVER} runs something other than `lamina mcp`; "
+            "rename or remove it first"
+        )
+    merged = _without_ours(hooks)
+    for event, groups in _hook_groups(_commands(scope, home)).items():
+        merged.setdefault(event, []).extend(groups)
+    updated = dict(data)
+    updated["hooks"] = merged
+    server = {**servers.get(SERVER, {}), **_server(scope, home)}  # keeps the user's env, timeout
+    updated["mcpServers"] = {**servers, SERVER: server}
+    if updated != data or not path.exists():
+        _save(path, updated)
+    return path
+
+
+def uninstall(
+    scope: str, *, directory: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, bool]:
+    """Remove Lamina's hooks and MCP server; whether anything was removed. A file left empty is
+    removed, and so is a project's emptied `.gemini` directory."""
+    path = settings_file(scope, directory, env)
+    if not path.exists():
+        return path, False
+    data = _load(path)
+    updated = dict(data)
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict):
+        cleaned = _without_ours(hooks)
+        if cleaned != hooks:
+            if cleaned:
+                updated["hooks"] = cleaned
+            else:
+                updated.pop("hooks")
+    servers = data.get("mcpServers")
+    if isinstance(servers, dict) and _is_our_server(servers.get(SERVER)):
+        rest = {name: entry for name, entry in servers.items() if name != SERVER}
+        if rest:
+            updated["mcpServers"] = rest
+        else:
+            updated.pop("mcpServers")
+    if updated == data:
+        return path, False
+    if updated:
+        _save(path, updated)
+    else:
+        path.unlink()
+        if scope == "project":
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+    return path, True
+
+
+def _installed(path: Path) -> bool:
+    try:
+        hooks = _load(path).get("hooks", {})
+    except ConfigError:
+        return False
+    for groups in hooks.values() if isinstance(hooks, dict) else []:
+        for group in groups if isinstance(groups, list) else []:
+            entries = group.get("hooks") if isinstance(group, Mapping) else None
+            if isinstance(entries, list) and any(_is_ours(entry) for entry in entries):
+                return True
+    return False
+
+
+def installed_scopes(
+    directory: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, bool]:
+    """Where Lamina's Gemini hooks are installed now."""
+    return {
+        scope: _installed(settings_file(scope, directory, env)) for scope in ("user", "project")
+    }
+
+
+def stands_aside(
+    directory: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> str | None:
+    """Gemini merges the hooks of its settings layers: a user-scope hook stands aside for a
+    project's, so a prompt never gets two memory blocks."""
+    environ = os.environ if env is None else env
+    origin = environ.get("LAMINA_HOOK_ORIGIN")
+    if origin == "gemini-user" and installed_scopes(directory, environ).get("project"):
+        return "the project's Lamina hooks for Gemini"
+    return None

@@ -1,0 +1,42 @@
+"""Which transcript a hook event names: a Claude Code session, a Codex rollout or a Gemini chat.
+
+Codex and Gemini give their hooks the same `transcript_path` field as Claude Code, naming their
+own session file: a Codex rollout (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`)
+or a Gemini chat (`~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl`). The retain worker
+reads it with the reader of its format; a file caught empty (just created) is decided by its
+name, so it is "nothing new" for the right reader rather than an error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["transcript_format"]
+
+
+def transcript_format(path: str) -> str:
+    """`codex` for a Codex rollout, `gemini` for a Gemini chat, else `claude-code` (what hooks
+    retained before)."""
+    where = Path(path)
+    name = where.name
+    if name.startswith("rollout-") and name.endswith(".jsonl"):
+        return "codex"
+    if (
+        where.parent.name == "chats"
+        and name.startswith("session-")
+        and name.endswith((".jsonl", ".json"))
+    ):
+        return "gemini"
+    from ..readers.base import read_head
+    from ..readers.codex import CodexReader
+    from ..readers.gemini import GeminiReader
+
+    try:
+        head = read_head(path)
+    except Exception:  # missing or unreadable: the retain reports it
+        return "claude-code"
+    if CodexReader().sniff(head, path) > 0:
+        return "codex"
+    if GeminiReader().sniff(head, path) > 0:
+        return "gemini"
+    return "claude-code"
