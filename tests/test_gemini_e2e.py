@@ -1,0 +1,240 @@
+"""The real Gemini CLI, offline, against a scripted Gemini API: `lamina install gemini`, a first
+`gemini -p` session that states a fact and is retained by its own hooks (AfterAgent,
+SessionEnd), a second whose request to the model carries exactly one memory block recalling it
+(the BeforeAgent context, an extra part of the user's content), and one memory across agents: a
+real Claude Code transcript retained through the Claude Code hook is recalled in a Gemini
+session.
+
+The CLI comes from LAMINA_GEMINI_BIN or PATH (.ci/run installs the pinned version from npm).
+Without it the test skips with the reason, unless LAMINA_REQUIRE_GEMINI=1 (as in CI): then it
+fails with the reason, LAMINA_GEMINI_UNAVAILABLE's when .ci/run could not install it. What the
+scripted server received is written to `<tmp>/requests.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lamina.config import default_bank
+
+from .conftest import EXAMPLE
+from .fake_gemini import ScriptedGemini, contents, last_user_text, unescaped
+
+GEMINI_VERSION = "0.61.0"
+"""The CLI version the hook contract is tested with (.ci/run installs it)."""
+
+MODEL = "gemini-2.5-flash"
+"""Named with -m, so the CLI asks no classifier which model to use."""
+FACT = "the staging database is called heron-7 and runs in Frankfurt"
+FIRST_PROMPT = f"Please remember this for later: {FACT}."
+SECOND_PROMPT = "Which name does the staging database have, and where does it run?"
+CROSS_PROMPT = "Which environment variable holds the inkwell database path, and its default?"
+RETAIN_WAIT = 300.0
+"""Seconds a detached retain may take on a fresh, busy machine (model load included)."""
+BLOCK = "<lamina_memories>"
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("LAMINA_REQUIRE_GEMINI") == "1":
+        pytest.fail(f"the Gemini CLI is required here (LAMINA_REQUIRE_GEMINI=1): {reason}")
+    pytest.skip(f"{reason} (set LAMINA_GEMINI_BIN, or install @google/gemini-cli)")
+
+
+@pytest.fixture(scope="module")
+def gemini() -> str:
+    if os.environ.get("LAMINA_GEMINI_UNAVAILABLE"):
+        _unavailable(os.environ["LAMINA_GEMINI_UNAVAILABLE"])
+    found = os.environ.get("LAMINA_GEMINI_BIN") or shutil.which("gemini")
+    if not found or not Path(found).exists():
+        _unavailable("no Gemini CLI found")
+    assert found is not None
+    try:
+        version = subprocess.run([found, "--version"], capture_output=True, text=True,
+                                 timeout=60, stdin=subprocess.DEVNULL).stdout  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _unavailable(f"{found} --version failed: {exc}")
+    if version.split()[-1:] != [GEMINI_VERSION]:
+        _unavailable(f"{found} is Gemini CLI {version.strip()!r}, not {GEMINI_VERSION}")
+    return found
+
+
+def _everything(body: Mapping[str, Any]) -> str:
+    return unescaped(json.dumps(body.get("contents"), ensure_ascii=False))
+
+
+def script(body: Mapping[str, Any]) -> str:
+    """The scripted model: answers from what it was sent, else acknowledges."""
+    asked = last_user_text(body)
+    if SECOND_PROMPT in asked:
+        return "heron-7" if "heron-7" in _everything(body) else "unknown"
+    if CROSS_PROMPT in asked:
+        return "INKWELL_DB_PATH" if "INKWELL_DB_PATH" in _everything(body) else "unknown"
+    return "Noted."
+
+
+def requests_for(api: ScriptedGemini, prompt: str) -> list[dict[str, Any]]:
+    return [r for r in api.requests if prompt in last_user_text(r)]
+
+
+def memory_blocks(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The request's text parts holding a memory block (escaped or not): (role, text as the hook
+    wrote it)."""
+    return [
+        (role, unescaped(text))
+        for role, texts in contents(body)
+        for text in texts
+        if BLOCK in unescaped(text)
+    ]
+
+
+class Machine:
+    """A fresh HOME with the Gemini CLI pointed at the scripted API and nowhere else."""
+
+    def __init__(self, tmp: Path, gemini: str, api: ScriptedGemini) -> None:
+        self.gemini = gemini
+        self.home = tmp / "home"
+        self.gemini_dir = self.home / ".gemini"
+        self.project = tmp / "inkwell"
+        self.lamina_home = tmp / "lamina"
+        for directory in (self.gemini_dir, self.project):
+            directory.mkdir(parents=True)
+        if shutil.which("git"):
+            subprocess.run(["git", "init", "-q", str(self.project)], check=True, timeout=60)
+        else:
+            (self.project / ".git").mkdir()
+        # What a user has already: `lamina install gemini` must keep every key of it.
+        self.settings = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        }
+        (self.gemini_dir / "settings.json").write_text(json.dumps(self.settings))
+        closed = "http://127.0.0.1:9"  # nothing listens: calls elsewhere fail at once
+        self.env = {
+            # The installed lamina (this environment's) is on PATH, as after `pipx install`.
+            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(self.home),
+            "LAMINA_HOME": str(self.lamina_home),
+            "GEMINI_API_KEY": "scripted",
+            "GOOGLE_GEMINI_BASE_URL": api.url,
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",  # a headless run elsewhere exits with 55
+            **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), closed),
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
+        self.bank = default_bank(self.project, {})
+
+    def lamina(self, *args: str, stdin: str | None = None, **env: str) -> Any:
+        return subprocess.run(
+            [sys.executable, "-m", "lamina", *args], input=stdin,
+            capture_output=True, text=True, env={**self.env, **env}, cwd=self.project, timeout=120,
+        )  # fmt: skip
+
+    def chats(self) -> set[Path]:
+        return set(self.gemini_dir.glob("tmp/*/chats/session-*.jsonl"))
+
+    def ask(self, prompt: str, limit: int = 180) -> str:
+        """One `gemini -p` session; its id (from the new chat file's header)."""
+        before = self.chats()
+        result = subprocess.run(
+            ["timeout", "-k", "5", str(limit), self.gemini, "-m", MODEL, "-p", prompt],
+            capture_output=True, text=True, env=self.env, cwd=self.project,
+            stdin=subprocess.DEVNULL, timeout=limit + 30,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:] or result.stdout[-3000:]
+        (chat,) = self.chats() - before
+        header = json.loads(chat.read_text().splitlines()[0])
+        return str(header["sessionId"])
+
+    def wait_for_document(self, session: str) -> float:
+        """Seconds until `session` is a document of the project's bank (bounded)."""
+        started = time.monotonic()
+        while time.monotonic() - started < RETAIN_WAIT:
+            listed = self.lamina("documents", "--bank", self.bank, "--json")
+            if listed.returncode == 0 and any(
+                d["id"] == session for d in json.loads(listed.stdout)["documents"]
+            ):
+                return round(time.monotonic() - started, 2)
+            time.sleep(0.5)
+        hooks_log = self.lamina_home / "logs" / "hooks.log"
+        tail = hooks_log.read_text()[-3000:] if hooks_log.exists() else "(no hook log)"
+        pytest.fail(f"session {session} not retained within {RETAIN_WAIT:.0f}s; hook log:\n{tail}")
+
+
+def test_memories_reach_the_next_gemini_session_and_cross_agents(
+    gemini: str, tmp_path: Path
+) -> None:
+    timings: dict[str, Any] = {}
+    with ScriptedGemini(script) as api:
+        machine = Machine(tmp_path, gemini, api)
+        installed = machine.lamina("install", "gemini", "--json")
+        assert installed.returncode == 0, installed.stderr
+        report = json.loads(installed.stdout)
+        settings = json.loads((machine.gemini_dir / "settings.json").read_text())
+        assert report["settings"] == str(machine.gemini_dir / "settings.json")
+        assert {k: settings[k] for k in machine.settings} == machine.settings
+        assert set(settings["hooks"]) == {"SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"}
+        assert settings["mcpServers"]["lamina"]["trust"] is True
+        status = json.loads(machine.lamina("status", "--json").stdout)
+        assert status["gemini_hooks"]["user"]["installed"] is True
+
+        # Session 1 states a fact; its own hooks (AfterAgent, SessionEnd) retain it.
+        first = machine.ask(FIRST_PROMPT)
+        (request,) = requests_for(api, FIRST_PROMPT)
+        assert memory_blocks(request) == []
+        timings["retain_seconds"] = machine.wait_for_document(first)
+        documents = json.loads(machine.lamina("documents", "--bank", machine.bank,
+                                              "--json").stdout)["documents"]  # fmt: skip
+        (document,) = [d for d in documents if d["id"] == first]
+        assert document["format"] == "gemini" and document["metadata"]["agent"] == "gemini"
+
+        # Session 2: exactly one memory block, a part of the user's content after the prompt.
+        started = time.monotonic()
+        machine.ask(SECOND_PROMPT)
+        timings["second_session_wall_seconds"] = round(time.monotonic() - started, 2)
+        (request,) = requests_for(api, SECOND_PROMPT)
+        (block,) = memory_blocks(request)
+        assert block[0] == "user"
+        assert "heron-7" in block[1] and "Frankfurt" in block[1]
+        role, texts = contents(request)[-1]
+        assert role == "user" and SECOND_PROMPT in texts[-2] and BLOCK in unescaped(texts[-1])
+        assert texts[-1].startswith("<hook_context>")  # escaped inside: &lt;lamina_memories&gt;
+        assert script(request) == "heron-7"
+        # The MCP server is trusted, so headless Gemini offers its tools to the model.
+        assert "mcp_lamina_recall" in json.dumps(request.get("tools"))
+
+        # One memory across agents: a real Claude Code transcript, retained by the Claude Code
+        # hook (Stop) into the project's bank, is recalled in a Gemini session.
+        transcript = tmp_path / "claude" / EXAMPLE.name
+        transcript.parent.mkdir()
+        shutil.copy(EXAMPLE, transcript)
+        session = json.loads(transcript.read_text().splitlines()[1])["sessionId"]
+        stop = {"hook_event_name": "Stop", "session_id": session, "cwd": str(machine.project),
+                "transcript_path": str(transcript)}  # fmt: skip
+        ran = machine.lamina(
+            "hook", stdin=json.dumps(stop), CLAUDE_PROJECT_DIR=str(machine.project)
+        )
+        assert ran.returncode == 0, ran.stderr
+        machine.wait_for_document(session)
+        machine.ask(CROSS_PROMPT)
+        (request,) = requests_for(api, CROSS_PROMPT)
+        (block,) = memory_blocks(request)
+        assert block[0] == "user" and "INKWELL_DB_PATH" in block[1], block[1]
+        assert script(request) == "INKWELL_DB_PATH"
+
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert "failed" not in log, log[-3000:]
+        sent = {"requests": api.requests, "other": api.other, "timings": timings}
+        (tmp_path / "requests.json").write_text(json.dumps(sent, indent=2))
+    print(f"\nGemini CLI {GEMINI_VERSION} end to end: {json.dumps(timings)}")
