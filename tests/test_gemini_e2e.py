@@ -1,7 +1,8 @@
 """The real Gemini CLI, offline, against a scripted Gemini API: `lamina install gemini`, a first
 `gemini -p` session that states a fact and is retained by its own hooks (AfterAgent,
 SessionEnd), a second whose request to the model carries exactly one memory block recalling it
-(the BeforeAgent context, an extra part of the user's content), and one memory across agents: a
+(the BeforeAgent context, an extra part of the user's content), which keeps its prompt in the
+history when resumed, and one memory across agents: a
 real Claude Code transcript retained through the Claude Code hook is recalled in a Gemini
 session.
 
@@ -38,6 +39,7 @@ MODEL = "gemini-2.5-flash"
 FACT = "the staging database is called heron-7 and runs in Frankfurt"
 FIRST_PROMPT = f"Please remember this for later: {FACT}."
 SECOND_PROMPT = "Which name does the staging database have, and where does it run?"
+RESUME_PROMPT = "One more thing about that staging database: who else uses it?"
 CROSS_PROMPT = "Which environment variable holds the inkwell database path, and its default?"
 RETAIN_WAIT = 300.0
 """Seconds a detached retain may take on a fresh, busy machine (model load included)."""
@@ -144,15 +146,18 @@ class Machine:
     def chats(self) -> set[Path]:
         return set(self.gemini_dir.glob("tmp/*/chats/session-*.jsonl"))
 
-    def ask(self, prompt: str, limit: int = 180) -> str:
-        """One `gemini -p` session; its id (from the new chat file's header)."""
+    def ask(self, prompt: str, *extra: str, limit: int = 180) -> str:
+        """One `gemini -p` session; its id (from the new chat file's header; "" when `extra`
+        resumes one)."""
         before = self.chats()
         result = subprocess.run(
-            ["timeout", "-k", "5", str(limit), self.gemini, "-m", MODEL, "-p", prompt],
+            ["timeout", "-k", "5", str(limit), self.gemini, "-m", MODEL, *extra, "-p", prompt],
             capture_output=True, text=True, env=self.env, cwd=self.project,
             stdin=subprocess.DEVNULL, timeout=limit + 30,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr[-3000:] or result.stdout[-3000:]
+        if "--resume" in extra:
+            return ""
         (chat,) = self.chats() - before
         header = json.loads(chat.read_text().splitlines()[0])
         return str(header["sessionId"])
@@ -213,6 +218,14 @@ def test_memories_reach_the_next_gemini_session_and_cross_agents(
         assert script(request) == "heron-7"
         # The MCP server is trusted, so headless Gemini offers its tools to the model.
         assert "mcp_lamina_recall" in json.dumps(request.get("tools"))
+
+        # Resumed, the session still holds its prompt in the model's history (a SessionStart
+        # context, prepended to it, would have made Gemini drop that message on resume).
+        machine.ask(RESUME_PROMPT, "--resume", "latest")
+        (request,) = requests_for(api, RESUME_PROMPT)
+        history = [t for role, texts in contents(request)[:-1] if role == "user" for t in texts]
+        assert any(SECOND_PROMPT in text for text in history)
+        timings["memory_blocks_after_resume"] = len(memory_blocks(request))
 
         # One memory across agents: a real Claude Code transcript, retained by the Claude Code
         # hook (Stop) into the project's bank, is recalled in a Gemini session.
