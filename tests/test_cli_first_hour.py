@@ -344,3 +344,18 @@ def test_compile_report_is_words_not_python(tmp_path: Path) -> None:
     assert not any(c in out.stderr for c in "{}[]'")  # no dict, list or string literal
     assert any(re.fullmatch(r"budget +3,000", line) for line in report)
     assert any(re.fullmatch(r"summaries by level +level 1: \d+.*", line) for line in report)
+
+
+def test_banks_and_import_count_in_words(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert lamina(home, "retain", str(EXAMPLE), "--bank", "ex").returncode == 0
+    listed = json.loads(lamina(home, "banks", "--json").stdout)["banks"][0]
+    line = lamina(home, "banks").stdout
+    assert f": 1 document, {listed['memories']} memories, {listed['records']} records" in line
+    exported = tmp_path / "ex.jsonl"
+    assert lamina(home, "export", "--bank", "ex", "-o", str(exported)).returncode == 0
+    again = lamina(tmp_path / "other", "import", str(exported), "--no-reindex")
+    assert again.stdout == (
+        f"imported into ex: 1 document, {listed['memories']} memories "
+        f"({listed['records']} new records)\n"
+    )

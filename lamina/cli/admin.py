@@ -191,8 +191,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"warning     {warning}")
     for bank in report["banks"]:
         click.echo(
-            f"bank        {bank['bank']}: {bank['documents']} documents, "
-            f"{bank['memories']} memories, {bank['records']} records"
+            f"bank        {bank['bank']}: {_plural(bank['documents'], 'document')}, "
+            f"{_plural(bank['memories'], 'memory', 'memories')}, "
+            f"{_plural(bank['records'], 'record')}"
         )
         for doc in bank["recent_documents"][:5]:
             pending = doc["bytes_not_retained"]
@@ -230,6 +231,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
         for line in report["hook_log_tail"]:
             stamp, _, rest = line.split(TIMINGS_MARK, 1)[0].partition(" ")
             click.echo(f"  {_human_stamp(stamp)} {rest}")
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def _human_stamp(stamp: str, *, age: bool = False) -> str:

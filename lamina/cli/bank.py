@@ -390,8 +390,9 @@ def banks(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         mark = " (this directory)" if row["bank"] == default_bank() else ""
         click.echo(
-            f"{row['bank']}{mark}: {row['documents']} documents, {row['memories']} memories, "
-            f"{row['records']} records"
+            f"{row['bank']}{mark}: {_count(row['documents'], 'document', 'documents')}, "
+            f"{_count(row['memories'], 'memory', 'memories')}, "
+            f"{_count(row['records'], 'record', 'records')}"
         )
 
 
@@ -569,8 +570,10 @@ def forget(
         click.echo(said)
 
 
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n:,} {one if n == 1 else many}"
+def _count(n: object, one: str, many: str) -> str:
+    """`1 memory`, `2 memories`: a count read from a report (anything but an int counts 0)."""
+    number = n if isinstance(n, int) else 0
+    return f"{number:,} {one if number == 1 else many}"
 
 
 @click.command()
@@ -706,7 +709,16 @@ def import_command(
     if as_json:
         emit_json(result)
     else:
-        click.echo(", ".join(f"{k}: {v}" for k, v in result.items()))
+        logs = (
+            f", {_count(counts['logs'], 'context log', 'context logs')}" if counts["logs"] else ""
+        )
+        embeds = f"; embedded {_count(embedded, 'memory', 'memories')}" if embedded else ""
+        click.echo(
+            f"imported into {counts['bank']}: "
+            f"{_count(counts['documents'], 'document', 'documents')}, "
+            f"{_count(counts['memories'], 'memory', 'memories')} "
+            f"({_count(counts['records'], 'new record', 'new records')}){logs}{embeds}"
+        )
 
 
 @click.command("hook")
