@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import orjson
 
-from ..messages import Block, Source, TextBlock, UnknownBlock
-from .base import Line
+from ..messages import Block, Kind, Message, Role, Source, TextBlock, UnknownBlock
+from ..turns import classify
+from .base import Line, WarningSink
 
 __all__ = [
     "CONTEXT_BLOCK",
@@ -104,6 +107,52 @@ class IdMaker:
             candidate = f"{wanted}#{n}"
         self.seen.add(candidate)
         return candidate
+
+
+class AgentBuilder:
+    """What the Codex, Gemini and Copilot readers share while turning records into messages:
+    the file, where warnings go, each message's position, ids unique within the file and the
+    session the file belongs to (once a record names it)."""
+
+    def __init__(self, path: str, warn: WarningSink) -> None:
+        self.path = path
+        self.warn = warn
+        self.index = 0
+        self.ids = IdMaker()
+        self.session: str | None = None
+
+    def make(
+        self,
+        *,
+        id: str,
+        role: Role,
+        blocks: Sequence[Block],
+        kind: Kind | None,
+        timestamp: datetime | None,
+        source: Source,
+        record_type: str,
+        records: tuple[Mapping[str, Any], ...],
+        subtype: str | None = None,
+        model: str | None = None,
+    ) -> Message:
+        """The next message of the file (`kind` None: classified from what it holds)."""
+        message = Message(
+            id=self.ids(id),
+            role=role,
+            blocks=tuple(blocks),
+            kind=kind or Kind.META,
+            timestamp=timestamp,
+            source=source,
+            record_type=record_type,
+            subtype=subtype,
+            session_id=self.session,
+            model=model,
+            records=records,
+        )
+        if kind is None:
+            message = replace(message, kind=classify(message))
+        self.index += 1
+        return message
 
 
 def line_source(path: str, index: int, first: Line, last: Line | None = None) -> Source:

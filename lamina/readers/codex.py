@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +50,8 @@ from ..messages import (
     UnknownBlock,
     parse_timestamp,
 )
-from ..turns import classify
 from .agents import (
-    IdMaker,
+    AgentBuilder,
     context_block,
     line_source,
     mapping,
@@ -197,13 +195,9 @@ def _output(raw: Any) -> tuple[str, bool]:
     return text, failed
 
 
-class _Builder:
+class _Builder(AgentBuilder):
     def __init__(self, path: str, warn: WarningSink) -> None:
-        self.path = path
-        self.warn = warn
-        self.index = 0
-        self.ids = IdMaker()
-        self.session: str | None = None
+        super().__init__(path, warn)
         self.model: str | None = None
         self.seen_items: set[str] = set()
         self.seen_user_texts: set[str] = set()
@@ -222,23 +216,18 @@ class _Builder:
         subtype: str | None = None,
         model: str | None = None,
     ) -> Message:
-        message = Message(
-            id=self.ids(id),
+        return self.make(
+            id=id,
             role=role,
-            blocks=tuple(blocks),
-            kind=kind or Kind.META,
+            blocks=blocks,
+            kind=kind,
             timestamp=parse_timestamp(record.get("timestamp")),
             source=line_source(self.path, self.index, line),
             record_type=record_type,
-            subtype=subtype,
-            session_id=self.session,
-            model=model,
             records=(record,),
+            subtype=subtype,
+            model=model,
         )
-        if kind is None:
-            message = replace(message, kind=classify(message))
-        self.index += 1
-        return message
 
     def feed(self, line: Line) -> Iterator[Message]:
         record = line.value

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +37,8 @@ from ..messages import (
     UnknownBlock,
     parse_timestamp,
 )
-from ..turns import classify
 from .agents import (
-    IdMaker,
+    AgentBuilder,
     context_block,
     line_source,
     mapping,
@@ -72,13 +70,9 @@ def _result_text(data: Mapping[str, Any]) -> str:
     return error if isinstance(error, str) else ""
 
 
-class _Builder:
+class _Builder(AgentBuilder):
     def __init__(self, path: str, warn: WarningSink) -> None:
-        self.path = path
-        self.warn = warn
-        self.index = 0
-        self.ids = IdMaker()
-        self.session: str | None = None
+        super().__init__(path, warn)
         self.model: str | None = None
 
     def _message(
@@ -93,22 +87,17 @@ class _Builder:
         model: str | None = None,
     ) -> Message:
         ident = text_or_none(record.get("id")) or record_digest(record, rtype or "event")
-        message = Message(
-            id=self.ids(ident),
+        return self.make(
+            id=ident,
             role=role,
-            blocks=tuple(blocks),
-            kind=kind or Kind.META,
+            blocks=blocks,
+            kind=kind,
             timestamp=parse_timestamp(record.get("timestamp")),
             source=line_source(self.path, self.index, line),
             record_type=rtype,
-            session_id=self.session,
-            model=model,
             records=(record,),
+            model=model,
         )
-        if kind is None:
-            message = replace(message, kind=classify(message))
-        self.index += 1
-        return message
 
     def feed(self, line: Line) -> Iterator[Message]:
         record = line.value

@@ -46,9 +46,8 @@ from ..messages import (
     UnknownBlock,
     parse_timestamp,
 )
-from ..turns import classify
 from .agents import (
-    IdMaker,
+    AgentBuilder,
     context_block,
     mapping,
     record_digest,
@@ -128,13 +127,9 @@ class _Entry:
     records: list[Mapping[str, Any]] = field(default_factory=list)
 
 
-class _Builder:
+class _Builder(AgentBuilder):
     def __init__(self, path: str, warn: WarningSink) -> None:
-        self.path = path
-        self.warn = warn
-        self.index = 0
-        self.ids = IdMaker()
-        self.session: str | None = None
+        super().__init__(path, warn)
         self.answered: set[str] = set()
 
     def _message(
@@ -149,22 +144,17 @@ class _Builder:
         record_type: str,
         records: tuple[Mapping[str, Any], ...] | None = None,
     ) -> Message:
-        message = Message(
-            id=self.ids(id),
+        return self.make(
+            id=id,
             role=role,
-            blocks=tuple(blocks),
-            kind=kind or Kind.META,
+            blocks=blocks,
+            kind=kind,
             timestamp=parse_timestamp(record.get("timestamp") or record.get("startTime")),
             source=replace(source, index=self.index),
             record_type=record_type,
-            session_id=self.session,
-            model=text_or_none(record.get("model")),
             records=records if records is not None else (record,),
+            model=text_or_none(record.get("model")),
         )
-        if kind is None:
-            message = replace(message, kind=classify(message))
-        self.index += 1
-        return message
 
     def header(self, record: Mapping[str, Any], source: Source) -> Message:
         self.session = text_or_none(record.get("sessionId")) or self.session
