@@ -11,7 +11,7 @@ import click
 import orjson
 
 from ..errors import InputError, NotFoundError
-from .common import document_label, emit_json, json_option, open_bank, server_token, when
+from .common import count, document_label, emit_json, json_option, open_bank, server_token, when
 
 if TYPE_CHECKING:
     from ..context import CompileResult, RequestFormat
@@ -191,9 +191,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"warning     {warning}")
     for bank in report["banks"]:
         click.echo(
-            f"bank        {bank['bank']}: {_plural(bank['documents'], 'document')}, "
-            f"{_plural(bank['memories'], 'memory', 'memories')}, "
-            f"{_plural(bank['records'], 'record')}"
+            f"bank        {bank['bank']}: {count(bank['documents'], 'document')}, "
+            f"{count(bank['memories'], 'memory', 'memories')}, "
+            f"{count(bank['records'], 'record')}"
         )
         for doc in bank["recent_documents"][:5]:
             pending = doc["bytes_not_retained"]
@@ -231,10 +231,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
         for line in report["hook_log_tail"]:
             stamp, _, rest = line.split(TIMINGS_MARK, 1)[0].partition(" ")
             click.echo(f"  {_human_stamp(stamp)} {rest}")
-
-
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def _human_stamp(stamp: str, *, age: bool = False) -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 from .common import (
     bank_option,
     confirm_or_yes,
+    count,
     document_label,
     document_names,
     emit_json,
@@ -390,9 +391,9 @@ def banks(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         mark = " (this directory)" if row["bank"] == default_bank() else ""
         click.echo(
-            f"{row['bank']}{mark}: {_count(row['documents'], 'document', 'documents')}, "
-            f"{_count(row['memories'], 'memory', 'memories')}, "
-            f"{_count(row['records'], 'record', 'records')}"
+            f"{row['bank']}{mark}: {count(row['documents'], 'document', 'documents')}, "
+            f"{count(row['memories'], 'memory', 'memories')}, "
+            f"{count(row['records'], 'record', 'records')}"
         )
 
 
@@ -531,8 +532,8 @@ def forget(
     if all_of_bank is not None:
         stats = memory_bank.stats(name)
         sizes = (
-            f"{_count(stats.documents, 'document', 'documents')}, "
-            f"{_count(stats.memories, 'memory', 'memories')}"
+            f"{count(stats.documents, 'document', 'documents')}, "
+            f"{count(stats.memories, 'memory', 'memories')}"
         )
         confirm_or_yes(f"delete bank {name!r} ({sizes})?", yes=yes, as_json=as_json)
         result: dict[str, Any] = {"bank": name, "deleted_bank": memory_bank.delete_bank(name)}
@@ -547,7 +548,7 @@ def forget(
         gone = memory_bank.forget_before(name, cutoff)
         result = {"bank": name, "older_than": moment, "memories_forgotten": gone}
         said = (
-            f"forgot {_count(gone, 'memory', 'memories')} of bank {name} from before {when(cutoff)}"
+            f"forgot {count(gone, 'memory', 'memories')} of bank {name} from before {when(cutoff)}"
         )
     else:
         assert document is not None
@@ -562,18 +563,12 @@ def forget(
         }
         said = (
             f"forgot {', '.join(names[i] for i in ids)} from bank {name}: "
-            f"{_count(gone, 'memory', 'memories')}"
+            f"{count(gone, 'memory', 'memories')}"
         )
     if as_json:
         emit_json(result)
     else:
         click.echo(said)
-
-
-def _count(n: object, one: str, many: str) -> str:
-    """`1 memory`, `2 memories`: a count read from a report (anything but an int counts 0)."""
-    number = n if isinstance(n, int) else 0
-    return f"{number:,} {one if number == 1 else many}"
 
 
 @click.command()
@@ -709,15 +704,13 @@ def import_command(
     if as_json:
         emit_json(result)
     else:
-        logs = (
-            f", {_count(counts['logs'], 'context log', 'context logs')}" if counts["logs"] else ""
-        )
-        embeds = f"; embedded {_count(embedded, 'memory', 'memories')}" if embedded else ""
+        logs = f", {count(counts['logs'], 'context log', 'context logs')}" if counts["logs"] else ""
+        embeds = f"; embedded {count(embedded, 'memory', 'memories')}" if embedded else ""
         click.echo(
             f"imported into {counts['bank']}: "
-            f"{_count(counts['documents'], 'document', 'documents')}, "
-            f"{_count(counts['memories'], 'memory', 'memories')} "
-            f"({_count(counts['records'], 'new record', 'new records')}){logs}{embeds}"
+            f"{count(counts['documents'], 'document', 'documents')}, "
+            f"{count(counts['memories'], 'memory', 'memories')} "
+            f"({count(counts['records'], 'new record', 'new records')}){logs}{embeds}"
         )
 
 

@@ -148,6 +148,13 @@ def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+def count(n: object, one: str, many: str | None = None) -> str:
+    """`1 memory`, `2 memories` (`many` defaults to `one` + s); anything but an int counts 0
+    (a value read from a report)."""
+    number = n if isinstance(n, int) else 0
+    return f"{number:,} {one if number == 1 else many or one + 's'}"
+
+
 def when(moment: datetime, *, age: bool = False, now: datetime | None = None) -> str:
     """A time for people: local, to the minute (`2026-03-14 09:15`), with how long ago when
     `age` (`2026-03-14 09:15, 3 hours ago`)."""
