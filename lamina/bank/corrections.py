@@ -25,7 +25,7 @@ from .model import CORRECTION_STATES, Correction, Memory
 
 if TYPE_CHECKING:
     from ..store.base import Store
-    from .recall import RecallOptions
+    from ..store.search import SearchFilter
 
 __all__ = ["Corrections", "mark_memory", "unmark_memory"]
 
@@ -61,21 +61,22 @@ class Corrections:
         return cls(marks, fetch, {k: tuple(v) for k, v in replaces.items()})
 
     def resolve(
-        self, memory: Memory, options: RecallOptions
+        self, memory: Memory, where: SearchFilter, show_wrong: bool = False
     ) -> tuple[Memory | None, dict[str, Any] | None]:
-        """What recall shows for a candidate: the memory itself, its replacement, or nothing
-        (None); and the note the result carries (its mark, or the memories it replaces)."""
+        """What recall shows for a candidate: the memory itself, its replacement (when it
+        passes the recall's filter `where`: it was not searched for), or nothing (None); and
+        the note the result carries (its mark, or the memories it replaces)."""
         mark = self.marks.get(memory.id)
         if mark is None:
             return memory, self._replacing(memory.id)
         if mark.state == "wrong":
-            return (memory if options.show_wrong else None), mark.as_dict()
+            return (memory if show_wrong else None), mark.as_dict()
         current, seen = memory, {memory.id}
         while mark is not None and mark.state == "superseded" and mark.replacement:
             if mark.replacement in seen or len(seen) > _CHAIN:
                 return None, None
             newer = self.fetch(mark.replacement)
-            if newer is None or not _passes(newer, options):
+            if newer is None or not where.admits(newer):
                 return None, None
             current = newer
             seen.add(newer.id)
@@ -87,29 +88,6 @@ class Corrections:
     def _replacing(self, memory_id: str) -> dict[str, Any] | None:
         olds = self.replaces.get(memory_id)
         return {"replaces": list(olds)} if olds else None
-
-
-def _passes(memory: Memory, options: RecallOptions) -> bool:
-    """Whether a replacement passes the recall's filters (it was not searched for)."""
-    if options.documents is not None and memory.document not in options.documents:
-        return False
-    if options.kinds is not None and memory.kind not in options.kinds:
-        return False
-    if options.tags and not options.tags.intersection(memory.tags):
-        return False
-    when = memory.time
-    if (options.since is not None or options.until is not None) and when is None:
-        return False
-    if options.since is not None and when is not None and when < options.since:
-        return False
-    if options.until is not None and when is not None and when > options.until:
-        return False
-    if memory.document in options.exclude:  # as the search's own filter (BankIndex.mask)
-        cutoff = options.exclude[memory.document]
-        said = memory.said_at or when
-        if cutoff is None or said is None or said >= cutoff:
-            return False
-    return True
 
 
 def mark_memory(

@@ -24,19 +24,12 @@ else:
     from .._lazy import numpy as np
 
 from ..store.base import Store
+from ..store.search import excluded
 from .entities import entity_terms
 from .lexical import BM25Index
 from .model import Memory, memory_tokens
 
 __all__ = ["BankIndex"]
-
-
-def _excluded(memory: Memory, exclude: Mapping[str, datetime | None]) -> bool:
-    if memory.document not in exclude:
-        return False
-    cutoff = exclude[memory.document]
-    said = memory.said_at or memory.time
-    return cutoff is None or said is None or said >= cutoff
 
 
 @dataclass
@@ -182,7 +175,7 @@ class BankIndex:
     ) -> npt.NDArray[np.bool_]:
         keep = self.alive()
         if exclude:
-            keep &= np.array([not _excluded(m, exclude) for m in self.memories], dtype=bool)
+            keep &= np.array([not excluded(m, exclude) for m in self.memories], dtype=bool)
         if documents is not None:
             keep &= np.array([m.document in documents for m in self.memories], dtype=bool)
         if tags:

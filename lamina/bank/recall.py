@@ -319,6 +319,18 @@ class RecallResult:
         }
 
 
+def search_filter(options: RecallOptions) -> SearchFilter:
+    """The fields of `options` that filter which memories recall may return."""
+    return SearchFilter(
+        documents=options.documents,
+        tags=options.tags,
+        kinds=options.kinds,
+        since=options.since,
+        until=options.until,
+        exclude=options.exclude,
+    )
+
+
 def piece_tokens(memory: Memory, tokens: int) -> Callable[[str], int]:
     """Tokens of pieces of a memory (for shortening it): estimated from the memory's own
     count (see `shorten.piece_estimator`), so the prompt path never loads a tokenizer to
@@ -782,6 +794,7 @@ def _fill(
     queue = list(order)
     put_back: set[int] = set()
     taken_ids: set[str] = set()
+    where = search_filter(options)  # what a replacement recall did not search for must pass
     replaced: dict[int, int] = {}  # slot -> tokens of the replacement shown in its place
     held = _originals(order, memory_at)
     for slot in queue:  # restatements put back are appended: they come after the rest
@@ -794,7 +807,7 @@ def _fill(
         if options.corrections is not None:
             # Marked wrong: left out, or put back after the rest; superseded: its replacement.
             original = memory
-            memory, note = options.corrections.resolve(memory, options)
+            memory, note = options.corrections.resolve(memory, where, options.show_wrong)
             if memory is None or memory.id in taken_ids:
                 continue
             if note and note.get("state") == "wrong" and slot not in put_back:
@@ -1059,14 +1072,7 @@ def recall_from_store(
     for every memory any channel proposed, so the proposed memories are scored here too, as
     the in-process index would score them. The channels' searches run at once (the lexical
     one in this thread, the others on the search threads), and so do the scorings."""
-    where = SearchFilter(
-        documents=options.documents,
-        tags=options.tags,
-        kinds=options.kinds,
-        since=options.since,
-        until=options.until,
-        exclude=options.exclude,
-    )
+    where = search_filter(options)
     depth = options.depth
     ranges = query_ranges(query, options)
     entities, counts = _entities_and_counts(store, bank, query, options)

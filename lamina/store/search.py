@@ -32,6 +32,16 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 
+def excluded(memory: Memory, exclude: Mapping[str, datetime | None]) -> bool:
+    """Whether `exclude` (document -> cutoff; None: the whole document) leaves `memory` out:
+    what was said in an excluded document from its cutoff on."""
+    if memory.document not in exclude:
+        return False
+    cutoff = exclude[memory.document]
+    said = memory.said_at or memory.time
+    return cutoff is None or said is None or said >= cutoff
+
+
 @dataclass(frozen=True, slots=True)
 class SearchFilter:
     """Which memories a search may return (the fields of RecallOptions that filter)."""
@@ -42,6 +52,25 @@ class SearchFilter:
     since: datetime | None = None
     until: datetime | None = None
     exclude: Mapping[str, datetime | None] = field(default_factory=dict)
+
+    def admits(self, memory: Memory) -> bool:
+        """Whether `memory` passes the filter, as the searches apply it (for a memory recall
+        did not search for, such as the replacement of a superseded one)."""
+        if self.documents is not None and memory.document not in self.documents:
+            return False
+        if self.kinds is not None and memory.kind not in self.kinds:
+            return False
+        if self.tags and not self.tags.intersection(memory.tags):
+            return False
+        if self.since is not None or self.until is not None:
+            when = memory.time
+            if when is None:
+                return False
+            if (self.since is not None and when < self.since) or (
+                self.until is not None and when > self.until
+            ):
+                return False
+        return not excluded(memory, self.exclude)
 
     @property
     def empty(self) -> bool:
