@@ -107,13 +107,13 @@ class SQLLogs(SQLBase):
     def set_log_times(
         self, bank: str, log: str, created_at: datetime, updated_at: datetime
     ) -> None:
-        d = self.dialect
+        times = self.dialect.time_in(created_at), self.dialect.time_in(updated_at)
         with self._write() as conn:
             self._run(
                 conn,
                 "UPDATE context_logs SET created_at = ?, updated_at = ?"
                 " WHERE name = ? AND bank_id = (SELECT id FROM banks WHERE name = ?)",
-                (d.time_in(created_at), d.time_in(updated_at), log, bank),
+                (*times, log, bank),
             )
 
     def read_log(self, bank: str, log: str, start: int = 0) -> list[Message]:

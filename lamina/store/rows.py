@@ -7,7 +7,7 @@ database's `Dialect`. A new column is a field here and a line in its mapping."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import fields
 from typing import Any, NamedTuple
 
 from ..bank.model import Bank, Correction, Cursor, Document, Memory
@@ -46,10 +46,6 @@ def select(fields: Sequence[str], alias: str, **named: str) -> str:
     """The SELECT list of `fields` from the table aliased `alias`; `named` gives the
     expression of a field that is not a column of that table."""
     return ", ".join(named.get(f, f"{alias}.{f}") for f in fields)
-
-
-def _time(d: Dialect, value: Any) -> datetime | None:
-    return None if value is None else d.time_out(value)
 
 
 class BankRow(NamedTuple):
@@ -100,16 +96,12 @@ def document(bank: str, r: DocumentRow, d: Dialect) -> Document:
     )
 
 
+_CURSOR = {f.name: f"cursor_{f.name}" for f in fields(Cursor)}
+"""Each field of a cursor and the document's column holding it."""
+
+
 def cursor(r: DocumentRow) -> Cursor:
-    return Cursor(
-        offset=r.cursor_offset,
-        open_offset=r.cursor_open_offset,
-        records=r.cursor_records,
-        fingerprint=r.cursor_fingerprint,
-        size=r.cursor_size,
-        version=r.cursor_version,
-        open_line=r.cursor_open_line,
-    )
+    return Cursor(**{name: getattr(r, column) for name, column in _CURSOR.items()})
 
 
 class MemoryColumns(NamedTuple):
@@ -148,18 +140,19 @@ def stored_memory(bank: str, row: Sequence[Any], d: Dialect) -> tuple[int, Memor
 
 
 def _memory(bank: str, r: MemoryColumns, d: Dialect) -> Memory:
+    array, time = d.array_out, d.time_out  # read once: recall maps many rows
     return Memory(
         id=r.id,
         bank=bank,
         document=r.document,
         kind=r.kind,
         text=r.text,
-        record_ids=tuple(d.array_out(r.record_ids)),
-        occurred_at=_time(d, r.occurred_at),
-        said_at=_time(d, r.said_at),
-        speakers=tuple(d.array_out(r.speakers)),
-        entities=tuple(d.array_out(r.entities)),
-        tags=tuple(d.array_out(r.tags)),
+        record_ids=tuple(array(r.record_ids)),
+        occurred_at=None if r.occurred_at is None else time(r.occurred_at),
+        said_at=None if r.said_at is None else time(r.said_at),
+        speakers=tuple(array(r.speakers)),
+        entities=tuple(array(r.entities)),
+        tags=tuple(array(r.tags)),
         content_hash=r.content_hash,
         embedding=d.vector_out(r.embedding),
         embedder=r.embedder,
