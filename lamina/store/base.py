@@ -1,8 +1,11 @@
 """The Store protocol: everything the memory bank asks of a database, and nothing more.
 
-Retain and recall logic never write SQL; they call these methods. The embedded default is
-`SQLiteStore`; a PostgreSQL store implements the same protocol and runs the same contract tests
-(tests/test_store_contract.py).
+Retain and recall logic never write SQL; they call these methods. The protocol is split by
+concern (`BankStore`: banks, documents, memories, corrections; `LogStore`: context logs;
+`KeyStore`: access keys; `OperationStore`: operations and spending), and `Store` is all of
+them. The embedded default is `SQLiteStore`; `PostgresStore` implements the same protocol,
+both from one implementation of each part (lamina.store.dialect), and both run the same
+contract tests (tests/test_store_contract.py).
 
 Writes that belong together arrive as one `RetainBatch` and are applied in one transaction,
 guarded by the document cursor's version (compare and swap): two processes retaining the same
@@ -26,10 +29,14 @@ from ..messages import JSONValue, Message
 
 __all__ = [
     "SPEND_KEPT",
+    "BankStore",
     "ContextLogInfo",
+    "KeyStore",
+    "LogStore",
     "MemoryFilter",
     "MemoryPage",
     "MemoryRow",
+    "OperationStore",
     "RetainBatch",
     "RetainOutcome",
     "Store",
@@ -166,16 +173,8 @@ class StoredPin:
     document: str | None
 
 
-class Store(Protocol):
-    """A memory store. Implementations are safe to share between threads of one process and
-    between processes using the same database."""
-
-    # lifecycle
-    def migrate(self) -> list[str]:
-        """Apply pending migrations; return the names applied."""
-        ...
-
-    def close(self) -> None: ...
+class BankStore(Protocol):
+    """Banks, their documents and memories, and the corrections marked on memories."""
 
     # banks
     def ensure_bank(self, name: str) -> Bank: ...
@@ -281,41 +280,11 @@ class Store(Protocol):
         reads it before every query."""
         ...
 
-    # API keys (HTTP and MCP access) and asynchronous operations
-    def create_api_key(self, name: str, key_hash: str, banks: Sequence[str]) -> None: ...
 
-    def find_api_key(self, key_hash: str) -> tuple[str, list[str]] | None:
-        """(name, banks) of the key with this hash; banks may hold "*" for every bank."""
-        ...
+class LogStore(Protocol):
+    """Context logs: messages in append order, summaries written once, the last frontier,
+    pins and token counts (lamina.context)."""
 
-    def list_api_keys(self) -> list[tuple[str, list[str], str]]: ...
-
-    def api_key_hashes(self) -> dict[str, str]:
-        """Name -> stored hash of every key (for copying keys between stores)."""
-        ...
-
-    def delete_api_key(self, name: str) -> bool: ...
-
-    def count_api_keys(self) -> int: ...
-
-    def save_operation(
-        self,
-        op_id: str,
-        kind: str,
-        bank: str,
-        status: str,
-        result: Mapping[str, Any] | None = None,
-        error: str | None = None,
-    ) -> None: ...
-
-    def get_operation(self, op_id: str) -> dict[str, Any] | None: ...
-
-    # maintenance
-    def size_bytes(self) -> int | None:
-        """Bytes the store takes on disk (None when unknown, e.g. in memory)."""
-        ...
-
-    # context logs: messages in append order, summaries written once, the last frontier
     def append_log_messages(self, bank: str, log: str, messages: Sequence[Message]) -> int:
         """Append messages to a log in order, creating the bank and the log if needed (also
         with no messages); a message whose id the log already holds is skipped. Returns how
@@ -382,7 +351,42 @@ class Store(Protocol):
         """The log's pins in the order they were first added."""
         ...
 
-    # model spending (summarisers), shared by every process using the database
+
+class KeyStore(Protocol):
+    """Access keys for HTTP and MCP, kept as hashes."""
+
+    def create_api_key(self, name: str, key_hash: str, banks: Sequence[str]) -> None: ...
+
+    def find_api_key(self, key_hash: str) -> tuple[str, list[str]] | None:
+        """(name, banks) of the key with this hash; banks may hold "*" for every bank."""
+        ...
+
+    def list_api_keys(self) -> list[tuple[str, list[str], str]]: ...
+
+    def api_key_hashes(self) -> dict[str, str]:
+        """Name -> stored hash of every key (for copying keys between stores)."""
+        ...
+
+    def delete_api_key(self, name: str) -> bool: ...
+
+    def count_api_keys(self) -> int: ...
+
+
+class OperationStore(Protocol):
+    """Asynchronous operations, and model spending shared by every process using the database."""
+
+    def save_operation(
+        self,
+        op_id: str,
+        kind: str,
+        bank: str,
+        status: str,
+        result: Mapping[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None: ...
+
+    def get_operation(self, op_id: str) -> dict[str, Any] | None: ...
+
     def record_spend(
         self, summariser: str, at: datetime, input_tokens: int, output_tokens: int
     ) -> None:
@@ -391,4 +395,21 @@ class Store(Protocol):
 
     def spent_since(self, summariser: str, since: datetime) -> int:
         """Tokens (input and output) the summariser used from `since` on."""
+        ...
+
+
+class Store(BankStore, LogStore, KeyStore, OperationStore, Protocol):
+    """A memory store. Implementations are safe to share between threads of one process and
+    between processes using the same database."""
+
+    # lifecycle
+    def migrate(self) -> list[str]:
+        """Apply pending migrations; return the names applied."""
+        ...
+
+    def close(self) -> None: ...
+
+    # maintenance
+    def size_bytes(self) -> int | None:
+        """Bytes the store takes on disk (None when unknown, e.g. in memory)."""
         ...

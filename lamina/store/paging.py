@@ -1,36 +1,15 @@
-"""`Store.page_memories` written once for both databases: each store supplies its dialect
-(placeholder, how a tag and a word are tested, how a time bound is passed, how times sort)
-and a way to run a query; it gets the page's seqs, the total and the counts per kind, and
-reads the page's rows itself."""
+"""`Store.page_memories`' query, for both databases: the store's dialect says how a tag and
+a word are tested, how a time bound is passed and how times sort (lamina.store.dialect); the
+store runs the queries, gets the page's seqs, the total and the counts per kind, and reads the
+page's rows itself."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from .base import MemoryFilter
-
-
-@dataclass(frozen=True, slots=True)
-class Dialect:
-    mark: str
-    """The parameter placeholder: `?` or `%s`."""
-    has_tag: str
-    """A condition true when the memory `m` carries the tag given as its one parameter."""
-    has_ascii_word: str
-    """A condition true when `m.text` contains the (lower-cased, ASCII) word, taken literally."""
-    has_word: str
-    """The same for any other word, given as `word_param(word)`."""
-    word_param: Callable[[str], Any]
-    time_param: Callable[[datetime], Any]
-    newest_first: str
-    """ORDER BY newest first: memories without a time last, ties in storage order."""
-    oldest_first: str
-    """ORDER BY in exactly the reverse order."""
-    bank_with_document: str
-    """The bank's condition when a document is named too (its one parameter the bank's id)."""
+from .dialect import Dialect
 
 
 def filter_conditions(
@@ -38,27 +17,24 @@ def filter_conditions(
 ) -> tuple[list[str], list[Any]]:
     """The conditions (joined with AND) selecting the memories `where` asks for from the
     bank's table alias `m`, and their parameters. The first condition is always the bank's."""
-    mark = dialect.mark
-    clauses = [f"m.bank_id = {mark}"]
+    clauses = ["m.bank_id = ?"]
     params: list[Any] = [bank_id]
     if where.document is not None:
         clauses[0] = dialect.bank_with_document
-        clauses.append(
-            f"m.document_id = (SELECT id FROM documents WHERE bank_id = {mark} AND name = {mark})"
-        )
+        clauses.append("m.document_id = (SELECT id FROM documents WHERE bank_id = ? AND name = ?)")
         params += [bank_id, where.document]
     if where.kind is not None:
-        clauses.append(f"m.kind = {mark}")
+        clauses.append("m.kind = ?")
         params.append(where.kind)
     if where.tag is not None:
         clauses.append(dialect.has_tag)
         params.append(where.tag)
     if where.since is not None:
-        clauses.append(f"m.t >= {mark}")
-        params.append(dialect.time_param(where.since))
+        clauses.append("m.t >= ?")
+        params.append(dialect.bound_in(where.since))
     if where.until is not None:
-        clauses.append(f"m.t <= {mark}")
-        params.append(dialect.time_param(where.until))
+        clauses.append("m.t <= ?")
+        params.append(dialect.bound_in(where.until))
     for word in where.words:
         if word.isascii():
             clauses.append(dialect.has_ascii_word)
@@ -70,7 +46,7 @@ def filter_conditions(
 
 
 Execute = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
-"""Runs one query with its parameters and gives its rows."""
+"""Runs one query (written with `?` placeholders) with its parameters and gives its rows."""
 
 
 def page_seqs(
@@ -87,12 +63,10 @@ def page_seqs(
     """The seqs of the page `page_memories` lists, the total matching `where`, and the bank's
     count per kind (empty without `count_kinds`). Only seqs are sorted (from the bank's time
     index when nothing but times filters); the caller reads the rows of the page alone."""
-    mark = dialect.mark
     kinds: dict[str, int] = {}
     if count_kinds:
         counted = execute(
-            f"SELECT kind, count(*) FROM memories WHERE bank_id = {mark} GROUP BY kind"
-            " ORDER BY kind",
+            "SELECT kind, count(*) FROM memories WHERE bank_id = ? GROUP BY kind ORDER BY kind",
             (bank_id,),
         )
         kinds = {str(kind): int(n) for kind, n in counted}
@@ -103,7 +77,7 @@ def page_seqs(
     if where.words:  # the texts are scanned once: every match's seq, then the page
         matched = [int(row[0]) for row in execute(order, params)]
         return matched[offset : offset + limit], len(matched), kinds
-    rows = execute(f"{order} LIMIT {mark} OFFSET {mark}", (*params, limit, offset))
+    rows = execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset))
     seqs = [int(row[0]) for row in rows]
     if len(clauses) > 1 or not count_kinds:
         counted = execute(f"SELECT count(*) FROM memories m WHERE {condition}", params)
