@@ -173,6 +173,11 @@ def _session_options(ort: Any, threads: int, precise: bool, optimise: bool = Tru
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # No memory pattern: it plans one block for every intermediate tensor of a batch's
+    # shape, kept for reuse. Off, a retain of the shared sessions peaks at about 470 MB
+    # instead of 570 MB, at the same CPU and with the same vectors (each batch has a new
+    # shape anyway: texts are batched by length).
+    options.enable_mem_pattern = False
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     level = ort.GraphOptimizationLevel
     options.graph_optimization_level = level.ORT_ENABLE_ALL if optimise else level.ORT_DISABLE_ALL
