@@ -12,16 +12,17 @@ import numpy as np
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.index import BankIndex
 from lamina.bank.lexical import tokenize
 from lamina.bank.model import Cursor, Memory
-from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store
+from lamina.bank.plan import recall_from_store
+from lamina.bank.recall import RecallOptions
 from lamina.embed import HashEmbedder
 from lamina.store.base import RetainBatch
 from lamina.store.search import SearchFilter, SearchStore
 from lamina.store.sqlite import SQLiteStore
 from lamina.store.vectors import VectorFile, vector_dir
 
+from .oracle import BankIndex, recall_from_index
 from .parity import (
     RECALL_CASES,
     check_a_channel_weighed_zero_is_left_out,
@@ -116,7 +117,7 @@ def test_recall_reads_token_counts_kept_at_retain(
     filled: tuple[SQLiteStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, _ = filled
-    import lamina.bank.recall as recall_module
+    import lamina.bank.assemble as recall_module
 
     def no_counting(text: str) -> int:
         raise AssertionError("recall counted tokens instead of reading them")
@@ -212,21 +213,28 @@ def test_a_bank_retained_before_search_in_the_database_is_indexed_once(tmp_path:
     store = SQLiteStore(tmp_path / "lamina.db")
     memories = make_memories(400)
     retain(store, memories)
-    # What a bank retained by an earlier version looks like after migration 0006.
-    with store._write() as conn:
-        conn.execute("DELETE FROM postings")
-        conn.execute("UPDATE memories SET terms = NULL, tokens = NULL")
-        conn.execute("UPDATE banks SET search_ready = 0")
-    assert not store.searchable("b")
     bank = MemoryBank(store, HashEmbedder())
-    before = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))  # in process, as before
+    want = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))
+
+    def unindex() -> None:  # what a bank retained by an earlier version looks like
+        with store._write() as conn:
+            conn.execute("DELETE FROM postings")
+            conn.execute("UPDATE memories SET terms = NULL, tokens = NULL")
+            conn.execute("UPDATE banks SET search_ready = 0")
+        assert not store.searchable("b")
+
+    unindex()
     seen: list[tuple[int, int]] = []
     assert store.prepare_search("b", progress=lambda d, t: seen.append((d, t))) == 400
     assert store.searchable("b") and seen[-1] == (400, 400)
     assert store.prepare_search("b") == 0  # nothing left to do
     after = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))
-    assert [h.memory.id for h in after.hits] == [h.memory.id for h in before.hits]
+    assert [h.memory.id for h in after.hits] == [h.memory.id for h in want.hits]
     assert all(h.memory.tokens for h in after.hits)
+    unindex()  # a recall that comes before any retain indexes the bank itself
+    first = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))
+    assert store.searchable("b")
+    assert [h.memory.id for h in first.hits] == [h.memory.id for h in want.hits]
     store.close()
 
 

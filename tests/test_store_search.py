@@ -9,7 +9,6 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from lamina.bank.index import BankIndex
 from lamina.bank.lexical import BM25Index, tokenize
 from lamina.bank.model import Cursor, Memory
 from lamina.bank.recall import RecallOptions
@@ -19,6 +18,7 @@ from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
 
+from .oracle import BankIndex
 from .parity import (
     RECALL_CASES,
     START,

@@ -97,11 +97,15 @@ class SQLiteSearch:
 
     def searchable(self, bank: str) -> bool:
         """Whether the bank's postings are complete (banks retained before they existed are
-        indexed by `prepare_search`; until then recall loads them in process)."""
-        if self.path == ":memory:":
-            return False  # one connection only: recall's threads could not share it
+        indexed by `prepare_search`, which `MemoryBank` runs before their first recall)."""
         info = self._bank_info(self.conn, bank)
         return info is None or info.ready
+
+    @property
+    def search_threads(self) -> bool:
+        """Whether recall may search on several threads at once: not in a `:memory:`
+        database, which is one connection's (each thread would open an empty one)."""
+        return self.path != ":memory:"
 
     @staticmethod
     def _filter_sql(bank_id: int, where: SearchFilter) -> tuple[str, list[Any]]:
@@ -416,6 +420,8 @@ class SQLiteSearch:
             return []
         query = np.asarray(vector, dtype=np.float32)
         try:
+            if self.path == ":memory:":
+                raise OSError("no vector files beside an in-memory database")
             vectors = self._vector_file(conn, info, embedder)
             if vectors is None:
                 found = None
@@ -424,8 +430,8 @@ class SQLiteSearch:
             else:
                 found = vectors.scores(query)
         except OSError:
-            # No vector file can be written here (a read-only or full disk): score the
-            # database's vectors directly, slower but the same.
+            # No vector file can be written here (a read-only or full disk, or no disk at
+            # all): score the database's vectors directly, slower but the same.
             found = self._scores_from_database(conn, info, embedder, query)
         if found is None:
             return []
