@@ -39,7 +39,8 @@ import psycopg
 from ..bank.lexical import idf
 from ..bank.model import Memory
 from .packs import PackCache
-from .search import BM25_B, BM25_K1, SearchFilter
+from .ranking import BM25_K1, align, best, contributions, positions, summed
+from .search import SearchFilter
 
 __all__ = ["EXACT_LIMIT", "PackCache", "PostgresSearch", "index_build_memory", "pack_cache"]
 
@@ -215,22 +216,9 @@ class _Postings:
         return self.cache is not None and self.cache.holds(self.bank_id, term)
 
     def _score(self, term: str, raw: _Raw) -> _Arrays:
-        """Each posting's contribution: weight * tf * (k1 + 1) / (tf + norm), norm being
-        k1 * (1 - b + b * length / avgdl), in place (these lists can be long) and in the
-        in-process index's order of operations, so that the scores are the same to the bit."""
+        """Each posting's contribution (lamina.store.ranking.contributions)."""
         seq, tf, length = raw
-        k1, b = BM25_K1, BM25_B
-        norm = length.astype(np.float64)
-        norm *= b
-        norm /= self.avgdl
-        norm += 1 - b
-        norm *= k1
-        norm += tf
-        score = tf.astype(np.float64)
-        score *= self.weights[term]
-        score *= k1 + 1
-        score /= norm
-        return seq, score
+        return seq, contributions(tf, length, self.weights[term], self.avgdl)
 
     def scored(self, term: str) -> _Arrays:
         """A list read whole, scored."""
@@ -364,7 +352,7 @@ class _Postings:
 
     def _kept(self, seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]) -> _Arrays:
         """(seqs, scores) without the excluded memories."""
-        if self.excluded is None or not len(gone := _positions(seqs, self.excluded)):
+        if self.excluded is None or not len(gone := positions(seqs, self.excluded)):
             return seqs, scores
         keep = np.ones(len(seqs), dtype=bool)
         keep[gone] = False
@@ -377,18 +365,7 @@ class _Postings:
             return self._kept(*self.scored(terms[0]))
         seqs = np.concatenate([self.whole[t][0] for t in terms])
         scores = np.concatenate([self.scored(t)[1] for t in terms])
-        if len(seqs) == 0:
-            return seqs.astype(np.int64), scores.astype(np.float64)
-        low, high = int(seqs.min()), int(seqs.max())
-        if high - low < 4 * len(seqs) + 1_000_000:
-            # Counting into a dense range is much faster than sorting a long list, and
-            # adds in the same order. Every contribution is > 0, so a sum of 0 is absence.
-            summed = np.bincount(seqs - low, weights=scores, minlength=high - low + 1)
-            at = np.flatnonzero(summed)
-            return self._kept((at + low).astype(np.int64), summed[at].astype(np.float64))
-        unique, inverse = np.unique(seqs, return_inverse=True)
-        total = np.bincount(inverse, weights=scores, minlength=len(unique))
-        return self._kept(unique.astype(np.int64), total.astype(np.float64))
+        return self._kept(*summed(seqs, scores))
 
     def top(
         self, order: Sequence[str], seeds: Sequence[str], depth: int, bound: dict[str, float]
@@ -410,12 +387,11 @@ class _Postings:
         span = max(int(self.whole[t][0][-1]) for t in held) - low + 1
         if span > 4 * sum(len(self.whole[t][0]) for t in held) + 1_000_000:
             seqs, scores = self.union(order)  # too sparse a range for one array
-            best = _best(seqs, scores, depth)
-            return [(int(seqs[i]), float(scores[i])) for i in best]
+            return [(int(seqs[i]), float(scores[i])) for i in best(seqs, scores, depth)]
         cut = float(np.finfo(np.float64).tiny)
         seeded, partial = self.union(seeds)
         if len(seeded) >= depth:
-            probe = np.sort(seeded[_best(seeded, partial, SHORTLIST * depth)])
+            probe = np.sort(seeded[best(seeded, partial, SHORTLIST * depth)])
             full = self.added(order, probe)
             cut = max(cut, float(np.partition(full, len(full) - depth)[-depth]))
         k, reach = len(order), 0.0
@@ -447,8 +423,7 @@ class _Postings:
         seqs, scores = at + low, total[at]
         if adding:
             scores = self.added(adding, seqs, scores)
-        best = _best(seqs, scores, depth)
-        return [(int(seqs[i]), float(scores[i])) for i in best]
+        return [(int(seqs[i]), float(scores[i])) for i in best(seqs, scores, depth)]
 
     def added(
         self,
@@ -485,10 +460,10 @@ class _Postings:
         out: dict[str, npt.NDArray[np.float64]] = {}
         for term in terms:
             if term in self._scored and len(seqs) * 8 > len(self._scored[term][0]):
-                out[term] = _align(self._scored[term], seqs)
+                out[term] = align(self._scored[term], seqs)
             else:
                 postings = self.whole[term] if term in self.whole else raw[term]
-                out[term] = _align(self._score(term, _restrict(postings, seqs)), seqs)
+                out[term] = align(self._score(term, _restrict(postings, seqs)), seqs)
         return out
 
 
@@ -499,60 +474,8 @@ def _positive(seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]) -> d
 
 def _restrict(raw: _Raw, seqs: npt.NDArray[np.int64]) -> _Raw:
     """The postings of `seqs` (sorted) only."""
-    at = _positions(raw[0], seqs)
+    at = positions(raw[0], seqs)
     return raw[0][at], raw[1][at], raw[2][at]
-
-
-def _best(
-    seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], count: int
-) -> npt.NDArray[np.intp]:
-    """Positions of the `count` best by score (ties: lower seq first), best first; `seqs`
-    must be ascending. Selects before sorting: the arrays can hold a million entries."""
-    if count <= 0 or len(scores) == 0:
-        return np.zeros(0, dtype=np.intp)
-    chosen = np.arange(len(scores))
-    if len(scores) > count:
-        cut = float(np.partition(scores, len(scores) - count)[len(scores) - count])
-        above = np.flatnonzero(scores > cut)
-        ties = np.flatnonzero(scores == cut)[: count - len(above)]
-        chosen = np.concatenate([above, ties])
-    return chosen[np.lexsort((seqs[chosen], -scores[chosen]))]
-
-
-def _positions(seqs: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
-    """Where the members of `wanted` (ascending) are in `seqs` (ascending). Searches the
-    shorter in the longer: `seqs` can be a common term's million entries, `wanted` the few
-    hundred memories of one session."""
-    if len(seqs) == 0 or len(wanted) == 0:
-        return np.zeros(0, dtype=np.intp)
-    at = np.searchsorted(seqs, wanted)
-    inside = at < len(seqs)
-    at, wanted = at[inside], wanted[inside]
-    found: npt.NDArray[np.intp] = at[seqs[at] == wanted]
-    return found
-
-
-def _align(
-    postings: _Arrays,
-    seqs: npt.NDArray[np.int64],
-) -> npt.NDArray[np.float64]:
-    """A term's (seq, score) arrays (seq ascending) laid over `seqs` (sorted): 0 where it
-    does not occur. Searches the longer of the two: a common term's list can hold a million
-    entries, the candidates a few hundred."""
-    have, score = postings
-    out = np.zeros(len(seqs))
-    if len(have) == 0 or len(seqs) == 0:
-        return out
-    if len(have) > len(seqs):
-        where = np.minimum(np.searchsorted(have, seqs), len(have) - 1)
-        hit = have[where] == seqs
-        out[hit] = score[where[hit]]
-        return out
-    at = np.searchsorted(seqs, have)
-    inside = at < len(seqs)
-    inside[inside] = seqs[at[inside]] == have[inside]
-    out[at[inside]] = score[inside]
-    return out
 
 
 _HNSW_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection[Any], int] = (
@@ -739,14 +662,14 @@ class PostgresSearch:
                 # out can gain at most reach = sum(bound[adding]) on the best one left out.
                 left_out = -np.inf
                 if adding and len(seqs) > shortlist:
-                    best = _best(seqs, scores, shortlist + 1)
-                    left_out = float(scores[best[shortlist]])
-                    keep = np.sort(best[:shortlist])
+                    head = best(seqs, scores, shortlist + 1)
+                    left_out = float(scores[head[shortlist]])
+                    keep = np.sort(head[:shortlist])
                     seqs, scores = seqs[keep], scores[keep]
                 # Read whole where that is cheaper than looking up each candidate.
                 lists.read([t for t in adding if lists.read_cost(t) <= PROBE_COST * len(seqs)])
                 scores = lists.added(adding, seqs, scores)
-                top = _best(seqs, scores, depth)
+                top = best(seqs, scores, depth)
                 ranked = [(int(seqs[i]), float(scores[i])) for i in top]
                 kth = ranked[-1][1] if len(ranked) >= depth else 0.0
                 reach = sum(bound[t] for t in adding)

@@ -26,10 +26,7 @@ else:
 
 from ..bank.model import Memory
 
-__all__ = ["BM25_B", "BM25_K1", "SearchFilter", "SearchStore"]
-
-BM25_K1 = 1.2
-BM25_B = 0.75
+__all__ = ["SearchFilter", "SearchStore"]
 
 
 def excluded(memory: Memory, exclude: Mapping[str, datetime | None]) -> bool:

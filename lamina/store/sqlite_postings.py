@@ -34,7 +34,7 @@ import orjson
 from ..bank.entities import entity_terms
 from ..bank.lexical import idf, term_counts
 from .packs import PackCache
-from .search import BM25_B, BM25_K1
+from .ranking import contributions, summed
 
 __all__ = [
     "PACK_MIN",
@@ -302,38 +302,16 @@ def bm25(
     if not used or live <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
     avgdl = total_terms / live if total_terms else 1.0
-    k1, b = BM25_K1, BM25_B
-    seqs = np.concatenate([lists[t].seqs for t in used])
-    tfs = np.concatenate([lists[t].tfs for t in used])
-    # weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)), each term's weight
-    # counts[t] * idf: every term at once and in place (fresh arrays: concatenate copies),
-    # the same operations in the same order as term by term, so the same scores to the bit.
-    scores = np.repeat(
-        np.array([counts[t] * idf(live, len(lists[t])) for t in used], dtype=np.float64),
-        [len(lists[t]) for t in used],
+    weights = np.array([counts[t] * idf(live, len(lists[t])) for t in used], dtype=np.float64)
+    return summed(
+        np.concatenate([lists[t].seqs for t in used]),
+        contributions(
+            np.concatenate([lists[t].tfs for t in used]),
+            np.concatenate([lists[t].lengths for t in used]),
+            np.repeat(weights, [len(lists[t]) for t in used]),
+            avgdl,
+        ),
     )
-    scores *= tfs
-    scores *= k1 + 1
-    lengths = np.concatenate([lists[t].lengths for t in used])
-    lengths *= b
-    lengths /= avgdl
-    lengths += 1 - b
-    lengths *= k1
-    lengths += tfs
-    scores /= lengths
-    low, high = int(seqs.min()), int(seqs.max())
-    if high - low < max(4 * len(seqs), 1 << 20):
-        # Summed straight into a table over the seq range: no sort (seqs are dense enough).
-        at = seqs - low
-        summed = np.bincount(at, weights=scores, minlength=high - low + 1)
-        held = np.zeros(high - low + 1, dtype=bool)
-        held[at] = True
-        at = np.flatnonzero(held)
-        return at.astype(np.int64) + low, summed[at].astype(np.float64, copy=False)
-    order = np.argsort(seqs, kind="stable")
-    seqs, scores = seqs[order], scores[order]
-    starts = np.flatnonzero(np.r_[True, seqs[1:] != seqs[:-1]])
-    return seqs[starts], np.add.reduceat(scores, starts)
 
 
 def maintain_packs(conn: sqlite3.Connection, bank_id: int, terms: Iterable[str]) -> int:

@@ -37,6 +37,7 @@ import orjson
 
 from ..bank.model import Memory
 from .packs import PackCache
+from .ranking import best, members
 from .search import SearchFilter
 from .sqlite_postings import Packed, Postings, Tail, bm25, pack_cache, read_postings, tail_cache
 from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
@@ -265,13 +266,7 @@ class SQLiteSearch:
         keep = self._passes(conn, info, where, seqs)
         if keep is not None:
             seqs, scores = seqs[keep], scores[keep]
-        if len(seqs) > depth:
-            part = np.argpartition(-scores, depth - 1)[:depth]
-            kth = scores[part].min()
-            part = np.flatnonzero(scores >= kth)  # every tie of the k-th, for the seq order
-            seqs, scores = seqs[part], scores[part]
-        order = np.lexsort((seqs, -scores))[:depth]
-        return [(int(seqs[i]), float(scores[i])) for i in order]
+        return [(int(seqs[i]), float(scores[i])) for i in best(seqs, scores, depth)]
 
     def _passes(
         self,
@@ -593,20 +588,6 @@ class SQLiteSearch:
             (orjson.dumps(sorted({int(s) for s in seqs})).decode(), bank),
         )
         return {int(row[0]): self._memory(bank, row, row[-1]) for row in rows}
-
-
-def members(values: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Which of `values` are in `wanted` (sorted, as filters give them): `np.isin`, by binary
-    search when `values` is sorted too (seqs of a vector file or of postings), which saves
-    sorting both at every search."""
-    if not len(values) or not len(wanted) or np.any(values[1:] < values[:-1]):
-        return np.isin(values, wanted)
-    at = np.searchsorted(values, wanted)
-    inside = at < len(values)
-    at = at[inside]
-    out = np.zeros(len(values), dtype=bool)
-    out[at[values[at] == wanted[inside]]] = True
-    return out
 
 
 def _best_first(
