@@ -293,7 +293,9 @@ def test_a_bank_of_the_previous_schema_searches_the_same_after_migrating(
     queries = ["w0 w1 w5", "w2 w9 Alpha", "w3 w300"]
     before = {q: store.lexical_search("b", tokenize(q), 100, SearchFilter()) for q in queries}
     store.close()
-    monkeypatch.setattr(sqlite, "MIGRATIONS", sqlite_migrations.MIGRATIONS)
+    # Up to the migration that changes the packs' codec (see the test after this one).
+    upto = [m for m in sqlite_migrations.MIGRATIONS if m[0] < "0010"]
+    monkeypatch.setattr(sqlite, "MIGRATIONS", upto)
     store = SQLiteStore(path)
     assert store.migrate()[0] == "0007_posting_packs_by_rowid"  # and any later ones
     assert store.conn.execute("SELECT * FROM posting_packs ORDER BY term").fetchall() == packs
@@ -308,6 +310,51 @@ def test_a_bank_of_the_previous_schema_searches_the_same_after_migrating(
         order = sorted(np.flatnonzero(expected > 0).tolist(), key=lambda i: (-expected[i], i))
         got = store.lexical_search("b", tokenize(query), 100, SearchFilter())
         assert ids_of(store, got) == [index.memories[i].id for i in order[:100]], query
+    store.close()
+
+
+def test_a_bank_packed_by_the_earlier_layout_ranks_the_same_and_is_packed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0010 moves SQLite's posting packs to the codec PostgreSQL's use: the packs an
+    earlier version wrote (three plain arrays) are dropped, searches read rows meanwhile, and
+    the bank's first recall packs it again; no ranking changes on the way."""
+    from lamina.store import packs, sqlite, sqlite_migrations
+
+    path = tmp_path / "lamina.db"
+    old = [m for m in sqlite_migrations.MIGRATIONS if m[0] < "0010"]
+    monkeypatch.setattr(sqlite, "MIGRATIONS", old)
+    store = SQLiteStore(path)
+    retain(store, make_memories(1500, seed=4))
+    store.delete_document("b", "doc3")  # tombstones in the packs' ranges
+    queries = ["w0 w1 w5", "w2 w9 Alpha", "w3 w300"]
+    before = {q: store.lexical_search("b", tokenize(q), 100, SearchFilter()) for q in queries}
+    recalled = MemoryBank(store, HashEmbedder()).recall("w0 w1 w5", "b", RecallOptions(limit=10))
+    with store._write() as conn:  # the packs as the earlier version wrote them
+        for term, count, seqs, tfs, lengths in conn.execute(
+            "SELECT term, postings, seqs, tfs, lengths FROM posting_packs"
+        ).fetchall():
+            found, tf, length = packs.decode(count, seqs, tfs, lengths)
+            conn.execute(
+                "UPDATE posting_packs SET seqs = ?, tfs = ?, lengths = ? WHERE term = ?",
+                (found.tobytes(), tf.tobytes(), length.tobytes(), term),
+            )
+    assert store.conn.execute("SELECT count(*) FROM posting_packs").fetchone()[0] > 0
+    store.close()
+    monkeypatch.setattr(sqlite, "MIGRATIONS", sqlite_migrations.MIGRATIONS)
+    store = SQLiteStore(path)
+    assert store.migrate() == ["0010_one_pack_codec"]
+    assert store.conn.execute("SELECT count(*) FROM posting_packs").fetchone()[0] == 0
+    assert not store.searchable("b")
+    for query in queries:  # from the rows
+        assert store.lexical_search("b", tokenize(query), 100, SearchFilter()) == before[query]
+    again = MemoryBank(store, HashEmbedder()).recall("w0 w1 w5", "b", RecallOptions(limit=10))
+    assert [h.memory.id for h in again.hits] == [h.memory.id for h in recalled.hits]
+    assert store.searchable("b")
+    rows = store.conn.execute("SELECT postings, length(seqs) FROM posting_packs").fetchall()
+    assert rows and all(size < 8 * count for count, size in rows)  # the compact codec
+    for query in queries:  # from the new packs
+        assert store.lexical_search("b", tokenize(query), 100, SearchFilter()) == before[query]
     store.close()
 
 

@@ -38,7 +38,7 @@ import psycopg
 
 from ..bank.lexical import idf
 from ..bank.model import Memory
-from .packs import PackCache
+from .packs import PackCache, Raw, decode, encode, raw_bytes
 from .ranking import BM25_K1, align, best, contributions, positions, summed
 from .search import SearchFilter
 
@@ -103,14 +103,10 @@ _AGGREGATES = (
 byte strings rather than as many Python objects."""
 
 
-_Raw = tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.int32]]
-"""A term's postings: seqs (ascending), term frequencies, memory lengths."""
+_NONE: Raw = (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
 
 
-_NONE: _Raw = (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
-
-
-def _unpack(seqs: bytes | None, tfs: bytes | None, lengths: bytes | None) -> _Raw:
+def _unpack(seqs: bytes | None, tfs: bytes | None, lengths: bytes | None) -> Raw:
     return (
         np.frombuffer(seqs or b"", dtype=">i8").astype(np.int64),
         np.frombuffer(tfs or b"", dtype=">i4").astype(np.int32),
@@ -118,53 +114,9 @@ def _unpack(seqs: bytes | None, tfs: bytes | None, lengths: bytes | None) -> _Ra
     )
 
 
-def _narrowest(values: npt.NDArray[np.int64], widths: Sequence[str]) -> bytes:
-    """`values` (>= 0) as little-endian unsigned integers of the narrowest of `widths`
-    that holds them all (the reader tells the width from the byte count)."""
-    top = int(values.max()) if len(values) else 0
-    for width in widths:
-        if top <= np.iinfo(np.dtype(width)).max:
-            return values.astype(width).tobytes()
-    raise ValueError(f"{top} does not fit in {widths[-1]}")
-
-
-def _encode(raw: _Raw) -> tuple[bytes, bytes, bytes]:
-    """A pack's three columns: the first seq as 8 bytes then the gaps between seqs
-    (2 or 4 bytes each), the term frequencies (1, 2 or 4 bytes) and the memories' lengths
-    (2 or 4 bytes). About 5 bytes a posting, where the aggregates moved 16."""
-    seqs, tfs, lengths = raw
-    first = np.asarray(seqs[:1], dtype="<i8").tobytes()
-    return (
-        first + _narrowest(np.diff(seqs), ("<u2", "<u4", "<u8")),
-        _narrowest(tfs.astype(np.int64), ("u1", "<u2", "<u4")),
-        _narrowest(lengths.astype(np.int64), ("<u2", "<u4")),
-    )
-
-
-def _decode(count: int, seqs: bytes, tfs: bytes, lengths: bytes) -> _Raw:
-    """The postings of a pack holding `count` of them (see _encode)."""
-    if count == 0:
-        return _NONE
-    decoded = np.empty(count, dtype=np.int64)
-    decoded[0] = np.frombuffer(seqs, dtype="<i8", count=1)[0]
-    if count > 1:
-        gaps = np.frombuffer(seqs, dtype=f"<u{(len(seqs) - 8) // (count - 1)}", offset=8)
-        np.cumsum(gaps, dtype=np.int64, out=decoded[1:])
-        decoded[1:] += decoded[0]
-    return (
-        decoded,
-        np.frombuffer(tfs, dtype=f"<u{len(tfs) // count}").astype(np.int32),
-        np.frombuffer(lengths, dtype=f"<u{len(lengths) // count}").astype(np.int32),
-    )
-
-
-def _raw_bytes(raw: _Raw) -> int:
-    return sum(a.nbytes for a in raw)
-
-
-def pack_cache(max_bytes: int) -> PackCache[_Raw]:
+def pack_cache(max_bytes: int) -> PackCache[Raw]:
     """A PackCache of this store's decoded packs."""
-    return PackCache(max_bytes, _raw_bytes)
+    return PackCache(max_bytes, raw_bytes)
 
 
 class _Postings:
@@ -183,7 +135,7 @@ class _Postings:
         df: dict[str, int] | None = None,
         pack_min: int | None = None,
         excluded: npt.NDArray[np.int64] | None = None,
-        cache: PackCache[_Raw] | None = None,
+        cache: PackCache[Raw] | None = None,
     ) -> None:
         self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
         self.cache = cache
@@ -197,7 +149,7 @@ class _Postings:
             if filter_sql or pack_min is None
             else {t for t, n in self.df.items() if n >= pack_min}
         )
-        self.whole: dict[str, _Raw] = {}
+        self.whole: dict[str, Raw] = {}
         """Lists read whole (the excluded memories are taken out of what they give)."""
         self._scored: dict[str, _Arrays] = {}
         self.cost = 0.0
@@ -215,7 +167,7 @@ class _Postings:
     def _held(self, term: str) -> bool:
         return self.cache is not None and self.cache.holds(self.bank_id, term)
 
-    def _score(self, term: str, raw: _Raw) -> _Arrays:
+    def _score(self, term: str, raw: Raw) -> _Arrays:
         """Each posting's contribution (lamina.store.ranking.contributions)."""
         seq, tf, length = raw
         return seq, contributions(tf, length, self.weights[term], self.avgdl)
@@ -226,7 +178,7 @@ class _Postings:
             self._scored[term] = self._score(term, self.whole[term])
         return self._scored[term]
 
-    def _fetch(self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None) -> dict[str, _Raw]:
+    def _fetch(self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None) -> dict[str, Raw]:
         """The terms' postings row by row: all of them (through the filter), or only those
         of `seqs`."""
         sql = (
@@ -248,13 +200,13 @@ class _Postings:
             out[str(term)] = _unpack(*packed)
         return out
 
-    def _unpacked(self, terms: Sequence[str]) -> dict[str, _Raw]:
+    def _unpacked(self, terms: Sequence[str]) -> dict[str, Raw]:
         """Whole lists of common terms: each pack with the postings newer than it; packs
         missing or out of date are built (or, where the database refuses the write, the
         postings read row by row). A pack the cache holds at its current version is not
         sent again."""
         held = self.cache.held(self.bank_id, terms) if self.cache is not None else {}
-        out: dict[str, _Raw] = {}
+        out: dict[str, Raw] = {}
         unless = "CASE WHEN k.version = c.version THEN NULL ELSE k.{} END"
         rows = self.conn.execute(
             "SELECT k.term, k.version, k.df, t.n,"
@@ -275,7 +227,7 @@ class _Postings:
             if packed[0] is None:  # the cached copy is the current one
                 raw = held[term][1]
             else:
-                raw = _decode(count, *packed[:3])
+                raw = decode(count, *packed[:3])
                 if self.cache is not None:
                     self.cache.put(self.bank_id, term, int(version), raw)
             if newer:  # the postings newer than the pack, after it
@@ -294,7 +246,7 @@ class _Postings:
                 out.update(self._fetch(missing, None))  # e.g. a read-only standby
         return out
 
-    def _pack(self, terms: Sequence[str]) -> dict[str, _Raw]:
+    def _pack(self, terms: Sequence[str]) -> dict[str, Raw]:
         """Build the terms' packs from their postings, and return them."""
         out = dict.fromkeys(terms, _NONE)
         with self.conn.transaction():
@@ -312,11 +264,7 @@ class _Postings:
                 list(built),
                 [int(r[1]) for r in rows],
                 [int(r[2]) for r in rows],
-                *(
-                    zip(*[_encode(raw) for raw in built.values()], strict=True)
-                    if rows
-                    else [[]] * 3
-                ),
+                *(zip(*[encode(raw) for raw in built.values()], strict=True) if rows else [[]] * 3),
             ]
             versions = dict(
                 self.conn.execute(
@@ -472,7 +420,7 @@ def _positive(seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]) -> d
     return {int(q): float(v) for q, v in zip(seqs, scores, strict=True) if v > 0}
 
 
-def _restrict(raw: _Raw, seqs: npt.NDArray[np.int64]) -> _Raw:
+def _restrict(raw: Raw, seqs: npt.NDArray[np.int64]) -> Raw:
     """The postings of `seqs` (sorted) only."""
     at = positions(raw[0], seqs)
     return raw[0][at], raw[1][at], raw[2][at]
@@ -708,7 +656,7 @@ class PostgresSearch:
     """Memory for packs kept between searches (PackCache): a search then asks the database
     only whether they are still current. 0 keeps none."""
 
-    def _pack_cache(self) -> PackCache[_Raw] | None:
+    def _pack_cache(self) -> PackCache[Raw] | None:
         if self.lexical_pack_cache_bytes <= 0:
             return None
         cache = self.__dict__.get("_packs")

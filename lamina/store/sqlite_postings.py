@@ -4,7 +4,8 @@ Every memory's terms (lamina.bank.lexical.tokenize, plus its entities) are rows 
 `postings` (bank, term, seq, tf, the memory's length). A query reads the rows of its terms
 only; but a common word is held by tens of thousands of memories, and reading that many rows
 one by one costs more than the rest of a recall. So a term held by at least PACK_MIN memories
-also gets a *pack*: its postings as three arrays in one row (`posting_packs`), as of
+also gets a *pack*: its postings in one row (`posting_packs`, in the codec of
+lamina.store.packs, as PostgreSQL's), as of
 `upto_seq`. A search reads the pack and the term's few rows after `upto_seq`; postings of a
 packed term removed since (a memory forgotten or replaced) are listed in `pack_dead` by a
 trigger and subtracted (from the pack; a server also keeps the rows after it, see `_tails`).
@@ -33,7 +34,7 @@ import orjson
 
 from ..bank.entities import entity_terms
 from ..bank.lexical import idf, term_counts
-from .packs import PackCache
+from .packs import PackCache, decode, encode
 from .ranking import contributions, summed
 
 __all__ = [
@@ -98,12 +99,9 @@ def pack_cache(max_bytes: int = 256 << 20) -> PackCache[Packed]:
     return PackCache(max_bytes, lambda packed: 24 * len(packed[1]))
 
 
-def _decode(seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
-    return Postings(
-        np.frombuffer(seqs, dtype=np.int64),
-        np.frombuffer(tfs, dtype=np.int32).astype(np.float64),
-        np.frombuffer(lengths, dtype=np.int32).astype(np.float64),
-    )
+def _decode(count: int, seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
+    found, tf, length = decode(count, seqs, tfs, lengths)
+    return Postings(found, tf.astype(np.float64), length.astype(np.float64))
 
 
 def _read_packs(
@@ -113,9 +111,9 @@ def _read_packs(
     current."""
     if cache is None:
         return {
-            str(term): (int(upto), int(version), _decode(seqs, tfs, lengths))
-            for term, upto, version, seqs, tfs, lengths in conn.execute(
-                "SELECT term, upto_seq, version, seqs, tfs, lengths FROM posting_packs"
+            str(term): (int(upto), int(version), _decode(count, seqs, tfs, lengths))
+            for term, upto, version, count, seqs, tfs, lengths in conn.execute(
+                "SELECT term, upto_seq, version, postings, seqs, tfs, lengths FROM posting_packs"
                 " WHERE bank_id = ? AND term IN (SELECT value FROM json_each(?))",
                 (bank_id, listed),
             )
@@ -136,12 +134,12 @@ def _read_packs(
     }
     missing = sorted(t for t in versions if t not in packs)
     if missing:
-        for term, upto, version, seqs, tfs, lengths in conn.execute(
-            "SELECT term, upto_seq, version, seqs, tfs, lengths FROM posting_packs"
+        for term, upto, version, count, seqs, tfs, lengths in conn.execute(
+            "SELECT term, upto_seq, version, postings, seqs, tfs, lengths FROM posting_packs"
             " WHERE bank_id = ? AND term IN (SELECT value FROM json_each(?))",
             (bank_id, _json(missing)),
         ):
-            pack = _decode(seqs, tfs, lengths)
+            pack = _decode(count, seqs, tfs, lengths)
             cache.put(bank_id, str(term), int(version), (int(upto), pack))
             packs[str(term)] = (int(upto), int(version), pack)
     return packs
@@ -381,8 +379,7 @@ def pack_term(conn: sqlite3.Connection, bank_id: int, term: str) -> None:
         " tfs, lengths) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             bank_id, term, int(rows[-1, 0]), len(rows), secrets.randbits(62),
-            rows[:, 0].tobytes(), rows[:, 1].astype(np.int32).tobytes(),
-            rows[:, 2].astype(np.int32).tobytes(),
+            *encode((rows[:, 0], rows[:, 1].astype(np.int32), rows[:, 2].astype(np.int32))),
         ),
     )  # fmt: skip
 
