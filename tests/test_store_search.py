@@ -13,7 +13,7 @@ from lamina.bank.lexical import BM25Index, tokenize
 from lamina.bank.model import Cursor, Memory
 from lamina.bank.recall import RecallOptions
 from lamina.errors import StoreError
-from lamina.store import packs, postgres_search
+from lamina.store import packs, postgres_postings, postgres_search
 from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
@@ -107,7 +107,7 @@ def test_packed_postings_follow_every_change(
     bank = f"packs-{path}-{readers}"
     for store in {writer, reader}:
         monkeypatch.setattr(store, "lexical_pack_min", 20)
-    monkeypatch.setattr(postgres_search, "PACK_TAIL", 5)
+    monkeypatch.setattr(postgres_postings, "PACK_TAIL", 5)
     if path == "proving":
         monkeypatch.setattr(postgres_search, "IN_MEMORY_COST", 0)
     rng = random.Random(21)
