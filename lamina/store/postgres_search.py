@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,7 @@ from .postgres_postings import (
     positive,
 )
 from .ranking import BM25_K1, best
-from .search import SearchFilter
+from .search import DatabaseSearch, Dated, FilterSQL, SearchFilter, rows_dated
 
 __all__ = ["EXACT_LIMIT", "PackCache", "PostgresSearch", "index_build_memory", "pack_cache"]
 
@@ -79,13 +79,26 @@ their memories out of what is read, packs included, while they are at most this 
 filter excluding more, or selecting, is applied in SQL, row by row."""
 
 
+def _same(value: datetime) -> datetime:
+    return value
+
+
+_FILTER = FilterSQL(
+    mark="%s",
+    among="{} = ANY(%s)",
+    tagged="m.tags && %s::text[]",
+    values=list,
+    time=_same,
+)
+
+
 _HNSW_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection[Any], int] = (
     weakref.WeakKeyDictionary()
 )
 """The hnsw.ef_search each pooled connection was given."""
 
 
-class PostgresSearch:
+class PostgresSearch(DatabaseSearch):
     """Mixed into PostgresStore: the `SearchStore` methods."""
 
     search_in_database: bool = True
@@ -104,38 +117,6 @@ class PostgresSearch:
         return self.search_in_database
 
     # -- filters ---------------------------------------------------------------------------
-    @staticmethod
-    def _filter_sql(bank_id: int, where: SearchFilter) -> tuple[str, list[Any]]:
-        """SQL conditions on `memories m` for a filter ("" when it lets everything through)."""
-        parts: list[str] = []
-        params: list[Any] = []
-        if where.documents is not None:
-            parts.append(
-                "m.document_id IN (SELECT id FROM documents WHERE bank_id = %s AND name = ANY(%s))"
-            )
-            params += [bank_id, sorted(where.documents)]
-        if where.tags:
-            parts.append("m.tags && %s::text[]")
-            params.append(sorted(where.tags))
-        if where.kinds is not None:
-            parts.append("m.kind = ANY(%s)")
-            params.append(sorted(where.kinds))
-        if where.since is not None:
-            parts.append("m.t >= %s")
-            params.append(where.since)
-        if where.until is not None:
-            parts.append("m.t <= %s")
-            params.append(where.until)
-        for document, cutoff in sorted(where.exclude.items()):
-            said = "coalesce(m.said_at, m.t)"
-            condition = "TRUE" if cutoff is None else f"({said} IS NULL OR {said} >= %s)"
-            parts.append(
-                "NOT (m.document_id IN (SELECT id FROM documents WHERE bank_id = %s"
-                f" AND name = %s) AND {condition})"
-            )
-            params += [bank_id, document] + ([cutoff] if cutoff is not None else [])
-        return " AND ".join(parts), params
-
     def _bank(self, conn: psycopg.Connection[Any], bank: str) -> tuple[int, int, int] | None:
         row = conn.execute(
             "SELECT id, live_memories, total_terms FROM banks WHERE name = %s", (bank,)
@@ -153,14 +134,13 @@ class PostgresSearch:
         parts: list[str] = []
         params: list[Any] = []
         for document, cutoff in sorted(where.exclude.items()):
-            # The condition of _filter_sql, the other way round.
-            said = "coalesce(m.said_at, m.t)"
-            condition = "" if cutoff is None else f" AND ({said} IS NULL OR {said} >= %s)"
+            # The filter's condition, the other way round.
+            condition, extra = _FILTER.said_since(cutoff)
             parts.append(
                 "SELECT m.seq FROM memories m WHERE m.document_id ="
                 f" (SELECT id FROM documents WHERE bank_id = %s AND name = %s){condition}"
             )
-            params += [bank_id, document] + ([cutoff] if cutoff is not None else [])
+            params += [bank_id, document, *extra]
         row = conn.execute(
             "SELECT count(*), string_agg(int8send(seq), '' ORDER BY seq)"
             f" FROM ({' UNION ALL '.join(parts)} LIMIT %s) x",
@@ -182,7 +162,7 @@ class PostgresSearch:
             excluded = self._excluded(conn, info[0], where)
             if excluded is not None:
                 return info[1] - len(excluded)
-            sql, params = self._filter_sql(info[0], where)
+            sql, params = _FILTER.conditions(info[0], where)
             row = conn.execute(
                 f"SELECT count(*) FROM memories m WHERE m.bank_id = %s AND {sql}",
                 [info[0], *params],
@@ -237,7 +217,7 @@ class PostgresSearch:
             # what is read, so common terms still come from their packs.
             excluded = self._excluded(conn, bank_id, where)
             filter_sql, filter_params = (
-                ("", []) if excluded is not None else self._filter_sql(bank_id, where)
+                ("", []) if excluded is not None else _FILTER.conditions(bank_id, where)
             )
             lists = PostgresPostings(
                 conn, bank_id, avgdl, weights, filter_sql, filter_params, df,
@@ -490,7 +470,7 @@ class PostgresSearch:
             if info is None or info[1] == 0 or depth <= 0:
                 return []
             bank_id, live, _total = info
-            filter_sql, filter_params = self._filter_sql(bank_id, where)
+            filter_sql, filter_params = _FILTER.conditions(bank_id, where)
             # The bank id is written out (an integer from the database): a bank's partial
             # HNSW index applies only when the planner sees it.
             conditions = f"m.bank_id = {int(bank_id)} AND vector_dims(m.embedding) = {dim}"
@@ -537,74 +517,34 @@ class PostgresSearch:
         return ranked
 
     # -- time ------------------------------------------------------------------------------
-    def time_search(
-        self,
-        bank: str,
-        start: datetime,
-        end: datetime,
-        reach: float,
-        depth: int,
-        where: SearchFilter,
-    ) -> list[tuple[int, float]]:
+    @contextmanager
+    def _dated(self, bank: str, where: SearchFilter) -> Iterator[Dated | None]:
         with self._conn() as conn:
             info = self._bank(conn, bank)
-            if info is None or depth <= 0:
-                return []
-            bank_id = info[0]
-            filter_sql, filter_params = self._filter_sql(bank_id, where)
-            extra = f" AND {filter_sql}" if filter_sql else ""
-            # Unordered, so that at most depth + 1 rows of the range are read however many it
-            # holds (ordered by seq, a month of a million memories was read whole).
-            inside = conn.execute(
-                "SELECT m.seq, extract(epoch FROM m.t) FROM memories m"
-                f" WHERE m.bank_id = %s AND m.t >= %s AND m.t < %s{extra} LIMIT %s",
-                [bank_id, start, end, *filter_params, depth + 1],
-            ).fetchall()
-            if len(inside) > depth:
-                return []  # more than it can propose: which of them matter, the others say
-            out = sorted((int(s), float(t)) for s, t in inside)
-            need = depth - len(out)
-            if need > 0 and reach > 0:
-                # The nearest on each side (an index range read from the range's edge), `need`
-                # of each at most, then the nearest of both.
-                before, after = start - timedelta(seconds=reach), end + timedelta(seconds=reach)
-                near = conn.execute(
-                    "SELECT m.seq, extract(epoch FROM m.t) FROM memories m"
-                    f" WHERE m.bank_id = %s AND m.t < %s AND m.t >= %s{extra}"
-                    " ORDER BY m.t DESC, m.seq LIMIT %s",
-                    [bank_id, start, before, *filter_params, need],
-                ).fetchall()
-                near += conn.execute(
-                    "SELECT m.seq, extract(epoch FROM m.t) FROM memories m"
-                    f" WHERE m.bank_id = %s AND m.t >= %s AND m.t < %s{extra}"
-                    " ORDER BY m.t, m.seq LIMIT %s",
-                    [bank_id, end, after, *filter_params, need],
-                ).fetchall()
-                low, high = start.timestamp(), end.timestamp()
-                timed = [(int(s), float(t)) for s, t in near]
-                timed.sort(key=lambda st: (max(low - st[1], st[1] - high), st[0]))
-                out += timed[:need]
-        return out
+            if info is None:
+                yield None
+                return
+            sql, params = _FILTER.conditions(info[0], where)
+
+            def read(query: str, values: list[Any]) -> list[tuple[Any, Any]]:
+                return conn.execute(query, values).fetchall()
+
+            condition = f" AND {sql}" if sql else ""
+            epoch = "extract(epoch FROM m.t)"
+            yield rows_dated(read, epoch, info[0], condition, params, _same, float, "%s")
 
     # -- fetching --------------------------------------------------------------------------
-    def dense_scores(
-        self,
-        bank: str,
-        vector: npt.NDArray[np.float32],
-        seqs: Sequence[int],
-        embedder: str | None = None,
+    def _products(
+        self, bank: str, query: npt.NDArray[np.float32], seqs: list[int], embedder: str | None
     ) -> dict[int, float]:
-        if not seqs:
-            return {}
-        dim = int(vector.shape[0])
+        dim = int(query.shape[0])
         condition = " AND m.embedder = %s" if embedder is not None else ""
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT m.seq, -(m.embedding <#> %s) FROM memories m"
                 " WHERE m.bank_id = (SELECT id FROM banks WHERE name = %s) AND m.seq = ANY(%s)"
                 f" AND vector_dims(m.embedding) = {dim}{condition}",
-                [np.asarray(vector, dtype=np.float32), bank, list(seqs)]
-                + ([embedder] if embedder is not None else []),
+                [query, bank, seqs] + ([embedder] if embedder is not None else []),
             ).fetchall()
         return {int(seq): float(score) for seq, score in rows}
 
