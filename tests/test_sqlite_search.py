@@ -358,6 +358,29 @@ def test_a_bank_packed_by_the_earlier_layout_ranks_the_same_and_is_packed_again(
     store.close()
 
 
+def test_an_in_memory_database_recalls_as_a_file_does(tmp_path: Path) -> None:
+    """`:memory:` runs the same searches as a file (on the calling thread: its one connection
+    is that thread's), the dense channel scoring the database's vectors."""
+    memories = make_memories(900, seed=8)
+    queries = ["w1 w3 w8 Alpha", "w2 w40", "w0 w7 w120"]
+    cases = (RecallOptions(limit=10), RecallOptions(limit=10, tags=frozenset({"odd"})))
+    got: list[list[list[tuple[str, tuple[str, ...]]]]] = []
+    for target in (":memory:", str(tmp_path / "lamina.db")):
+        store = SQLiteStore(target)
+        retain(store, memories)
+        bank = MemoryBank(store, HashEmbedder())
+        got.append(
+            [
+                [(h.memory.id, tuple(h.channels)) for h in bank.recall(q, "b", options).hits]
+                for q in queries
+                for options in cases
+            ]
+        )
+        store.close()
+    assert got[0] == got[1]
+    assert any("dense" in channels for hits in got[0] for _id, channels in hits)
+
+
 def test_retaining_into_an_unprepared_bank_prepares_it(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "lamina.db")
     bank = MemoryBank(store, HashEmbedder())

@@ -80,7 +80,7 @@ class _Inline:
         done: Future[T] = Future()
         try:
             done.set_result(job(*args))
-        except BaseException as error:  # raised where the result is asked for, as a thread's
+        except Exception as error:  # raised where the result is asked for, as a thread's
             done.set_exception(error)
         return done
 
