@@ -10,14 +10,16 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from lamina.bank.index import BankIndex
 from lamina.bank.lexical import tokenize
 from lamina.bank.model import Memory
-from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store
+from lamina.bank.plan import recall_from_store
+from lamina.bank.recall import RecallOptions
 from lamina.embed import HashEmbedder
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
 from lamina.store.sqlite import SQLiteStore
+
+from .oracle import BankIndex, recall_from_index
 
 WORDS = [f"w{n}" for n in range(400)]
 START = datetime(2024, 1, 1, tzinfo=UTC)

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -180,7 +181,6 @@ def test_the_cold_path_answers_as_one_full_recall(tmp_path: Path) -> None:
     the first recall asked the store and the query's vector embedded in the background: its
     answers are those of a single full recall, over real transcripts, with prompts that reach
     the entity and time channels too."""
-    from lamina.integrations.claude_code import reuse
     from lamina.readers import read_transcript
 
     transcripts = shared_transcripts()[:3]
@@ -194,15 +194,15 @@ def test_the_cold_path_answers_as_one_full_recall(tmp_path: Path) -> None:
         text = " ".join(str(getattr(b, "text", "") or "") for b in message.blocks).strip()
         if message.role.value == "user" and 20 < len(text) < 300 and len(prompts) < 10:
             prompts.append(text)
-    asked: list[str] = []
-    original = reuse.ReusingStore._once
+    searches: list[str] = []
+    original = SQLiteStore.lexical_search
 
-    def counting(self: reuse.ReusingStore, key: tuple[object, ...], answer: object) -> object:
-        asked.append(str(key[0]) if key not in self._answers else "reused")
-        return original(self, key, answer)  # type: ignore[arg-type]
+    def counting(self: SQLiteStore, *args: Any, **kwargs: Any) -> list[tuple[int, float]]:
+        searches.append("lexical")
+        return original(self, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(reuse.ReusingStore, "_once", counting)
+        patch.setattr(SQLiteStore, "lexical_search", counting)
         for i, prompt in enumerate(prompts):
             session = "other" if i % 2 else ""
             transcript = str(transcripts[1]) if i % 3 == 0 else ""
@@ -210,14 +210,18 @@ def test_the_cold_path_answers_as_one_full_recall(tmp_path: Path) -> None:
                                     transcript=transcript)  # fmt: skip
             early: list[object] = []
             before = embedder.calls
+            searches.clear()
             cold = answer_prompt(bank, request, {}, dense_until=time.monotonic() + 60,
                                  early=early.append)  # fmt: skip
             assert embedder.calls == before + 1  # embedded ahead, once
+            searched_cold = len(searches)
+            searches.clear()
             full = answer_prompt(bank, request, {})
             assert not cold.lexical_only and len(early) == 1
             assert (cold.ids, cold.memories) == (full.ids, full.memories), prompt
             assert cold.context.split("\n", 2)[2:] == full.context.split("\n", 2)[2:]
-    assert asked.count("reused") >= len(prompts)
+            # Two recalls, the lexical searches of one: the second reused the first's.
+            assert searched_cold == len(searches) > 0, prompt
     bank.close()
 
 

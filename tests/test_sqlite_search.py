@@ -12,16 +12,17 @@ import numpy as np
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.index import BankIndex
 from lamina.bank.lexical import tokenize
 from lamina.bank.model import Cursor, Memory
-from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store
+from lamina.bank.plan import recall_from_store
+from lamina.bank.recall import RecallOptions
 from lamina.embed import HashEmbedder
 from lamina.store.base import RetainBatch
 from lamina.store.search import SearchFilter, SearchStore
 from lamina.store.sqlite import SQLiteStore
 from lamina.store.vectors import VectorFile, vector_dir
 
+from .oracle import BankIndex, recall_from_index
 from .parity import (
     RECALL_CASES,
     check_a_channel_weighed_zero_is_left_out,
@@ -116,7 +117,7 @@ def test_recall_reads_token_counts_kept_at_retain(
     filled: tuple[SQLiteStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, _ = filled
-    import lamina.bank.recall as recall_module
+    import lamina.bank.assemble as recall_module
 
     def no_counting(text: str) -> int:
         raise AssertionError("recall counted tokens instead of reading them")
@@ -212,21 +213,28 @@ def test_a_bank_retained_before_search_in_the_database_is_indexed_once(tmp_path:
     store = SQLiteStore(tmp_path / "lamina.db")
     memories = make_memories(400)
     retain(store, memories)
-    # What a bank retained by an earlier version looks like after migration 0006.
-    with store._write() as conn:
-        conn.execute("DELETE FROM postings")
-        conn.execute("UPDATE memories SET terms = NULL, tokens = NULL")
-        conn.execute("UPDATE banks SET search_ready = 0")
-    assert not store.searchable("b")
     bank = MemoryBank(store, HashEmbedder())
-    before = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))  # in process, as before
+    want = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))
+
+    def unindex() -> None:  # what a bank retained by an earlier version looks like
+        with store._write() as conn:
+            conn.execute("DELETE FROM postings")
+            conn.execute("UPDATE memories SET terms = NULL, tokens = NULL")
+            conn.execute("UPDATE banks SET search_ready = 0")
+        assert not store.searchable("b")
+
+    unindex()
     seen: list[tuple[int, int]] = []
     assert store.prepare_search("b", progress=lambda d, t: seen.append((d, t))) == 400
     assert store.searchable("b") and seen[-1] == (400, 400)
     assert store.prepare_search("b") == 0  # nothing left to do
     after = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))
-    assert [h.memory.id for h in after.hits] == [h.memory.id for h in before.hits]
+    assert [h.memory.id for h in after.hits] == [h.memory.id for h in want.hits]
     assert all(h.memory.tokens for h in after.hits)
+    unindex()  # a recall that comes before any retain indexes the bank itself
+    first = bank.recall("w1 w3 w8", "b", RecallOptions(limit=10))
+    assert store.searchable("b")
+    assert [h.memory.id for h in first.hits] == [h.memory.id for h in want.hits]
     store.close()
 
 
@@ -285,7 +293,9 @@ def test_a_bank_of_the_previous_schema_searches_the_same_after_migrating(
     queries = ["w0 w1 w5", "w2 w9 Alpha", "w3 w300"]
     before = {q: store.lexical_search("b", tokenize(q), 100, SearchFilter()) for q in queries}
     store.close()
-    monkeypatch.setattr(sqlite, "MIGRATIONS", sqlite_migrations.MIGRATIONS)
+    # Up to the migration that changes the packs' codec (see the test after this one).
+    upto = [m for m in sqlite_migrations.MIGRATIONS if m[0] < "0010"]
+    monkeypatch.setattr(sqlite, "MIGRATIONS", upto)
     store = SQLiteStore(path)
     assert store.migrate()[0] == "0007_posting_packs_by_rowid"  # and any later ones
     assert store.conn.execute("SELECT * FROM posting_packs ORDER BY term").fetchall() == packs
@@ -301,6 +311,74 @@ def test_a_bank_of_the_previous_schema_searches_the_same_after_migrating(
         got = store.lexical_search("b", tokenize(query), 100, SearchFilter())
         assert ids_of(store, got) == [index.memories[i].id for i in order[:100]], query
     store.close()
+
+
+def test_a_bank_packed_by_the_earlier_layout_ranks_the_same_and_is_packed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migration 0010 moves SQLite's posting packs to the codec PostgreSQL's use: the packs an
+    earlier version wrote (three plain arrays) are dropped, searches read rows meanwhile, and
+    the bank's first recall packs it again; no ranking changes on the way."""
+    from lamina.store import packs, sqlite, sqlite_migrations
+
+    path = tmp_path / "lamina.db"
+    old = [m for m in sqlite_migrations.MIGRATIONS if m[0] < "0010"]
+    monkeypatch.setattr(sqlite, "MIGRATIONS", old)
+    store = SQLiteStore(path)
+    retain(store, make_memories(1500, seed=4))
+    store.delete_document("b", "doc3")  # tombstones in the packs' ranges
+    queries = ["w0 w1 w5", "w2 w9 Alpha", "w3 w300"]
+    before = {q: store.lexical_search("b", tokenize(q), 100, SearchFilter()) for q in queries}
+    recalled = MemoryBank(store, HashEmbedder()).recall("w0 w1 w5", "b", RecallOptions(limit=10))
+    with store._write() as conn:  # the packs as the earlier version wrote them
+        for term, count, seqs, tfs, lengths in conn.execute(
+            "SELECT term, postings, seqs, tfs, lengths FROM posting_packs"
+        ).fetchall():
+            found, tf, length = packs.decode(count, seqs, tfs, lengths)
+            conn.execute(
+                "UPDATE posting_packs SET seqs = ?, tfs = ?, lengths = ? WHERE term = ?",
+                (found.tobytes(), tf.tobytes(), length.tobytes(), term),
+            )
+    assert store.conn.execute("SELECT count(*) FROM posting_packs").fetchone()[0] > 0
+    store.close()
+    monkeypatch.setattr(sqlite, "MIGRATIONS", sqlite_migrations.MIGRATIONS)
+    store = SQLiteStore(path)
+    assert store.migrate() == ["0010_one_pack_codec"]
+    assert store.conn.execute("SELECT count(*) FROM posting_packs").fetchone()[0] == 0
+    assert not store.searchable("b")
+    for query in queries:  # from the rows
+        assert store.lexical_search("b", tokenize(query), 100, SearchFilter()) == before[query]
+    again = MemoryBank(store, HashEmbedder()).recall("w0 w1 w5", "b", RecallOptions(limit=10))
+    assert [h.memory.id for h in again.hits] == [h.memory.id for h in recalled.hits]
+    assert store.searchable("b")
+    rows = store.conn.execute("SELECT postings, length(seqs) FROM posting_packs").fetchall()
+    assert rows and all(size < 8 * count for count, size in rows)  # the compact codec
+    for query in queries:  # from the new packs
+        assert store.lexical_search("b", tokenize(query), 100, SearchFilter()) == before[query]
+    store.close()
+
+
+def test_an_in_memory_database_recalls_as_a_file_does(tmp_path: Path) -> None:
+    """`:memory:` runs the same searches as a file (on the calling thread: its one connection
+    is that thread's), the dense channel scoring the database's vectors."""
+    memories = make_memories(900, seed=8)
+    queries = ["w1 w3 w8 Alpha", "w2 w40", "w0 w7 w120"]
+    cases = (RecallOptions(limit=10), RecallOptions(limit=10, tags=frozenset({"odd"})))
+    got: list[list[list[tuple[str, tuple[str, ...]]]]] = []
+    for target in (":memory:", str(tmp_path / "lamina.db")):
+        store = SQLiteStore(target)
+        retain(store, memories)
+        bank = MemoryBank(store, HashEmbedder())
+        got.append(
+            [
+                [(h.memory.id, tuple(h.channels)) for h in bank.recall(q, "b", options).hits]
+                for q in queries
+                for options in cases
+            ]
+        )
+        store.close()
+    assert got[0] == got[1]
+    assert any("dense" in channels for hits in got[0] for _id, channels in hits)
 
 
 def test_retaining_into_an_unprepared_bank_prepares_it(tmp_path: Path) -> None:

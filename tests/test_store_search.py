@@ -9,16 +9,16 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from lamina.bank.index import BankIndex
 from lamina.bank.lexical import BM25Index, tokenize
 from lamina.bank.model import Cursor, Memory
 from lamina.bank.recall import RecallOptions
 from lamina.errors import StoreError
-from lamina.store import postgres_search
+from lamina.store import packs, postgres_postings, postgres_search
 from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
 
+from .oracle import BankIndex
 from .parity import (
     RECALL_CASES,
     START,
@@ -107,7 +107,7 @@ def test_packed_postings_follow_every_change(
     bank = f"packs-{path}-{readers}"
     for store in {writer, reader}:
         monkeypatch.setattr(store, "lexical_pack_min", 20)
-    monkeypatch.setattr(postgres_search, "PACK_TAIL", 5)
+    monkeypatch.setattr(postgres_postings, "PACK_TAIL", 5)
     if path == "proving":
         monkeypatch.setattr(postgres_search, "IN_MEMORY_COST", 0)
     rng = random.Random(21)
@@ -373,12 +373,10 @@ def test_packs_are_written_narrow_and_read_back_whole(
     tfs = rng.integers(1, tf, count, endpoint=True).astype(np.int32)
     lengths = rng.integers(1, length, count, endpoint=True).astype(np.int32)
     tfs[-1], lengths[-1] = tf, length
-    packed = postgres_search._encode((seqs, tfs, lengths))
+    packed = packs.encode((seqs, tfs, lengths))
     assert len(packed[1]) == count * {1: 1, 255: 1, 256: 2, 2**17: 4}[tf]
     assert len(packed[2]) == count * {1: 2, 65_535: 2, 65_536: 4, 9: 2}[length]
     if count > 1:
         assert len(packed[0]) == 8 + (count - 1) * {1: 2, 65_535: 2, 65_536: 4, 2**33: 8}[gap]
-    for got, want in zip(
-        postgres_search._decode(count, *packed), (seqs, tfs, lengths), strict=True
-    ):
+    for got, want in zip(packs.decode(count, *packed), (seqs, tfs, lengths), strict=True):
         assert np.array_equal(got, want)

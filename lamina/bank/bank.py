@@ -7,14 +7,11 @@
     print(result.block())                          # a <lamina_memories> block for a prompt
 
 It holds a store and an embedder (loaded lazily, on the first embed). Both stores search in
-the database (`SearchStore`), so recall reads only what its query needs; an in-process index
-per bank (`BankIndex`) serves only SQLite banks not yet indexed for that (retained by an
-earlier version, until their next retain) and `:memory:` stores.
+the database (`SearchStore`), so recall reads only what its query needs (lamina.bank.plan).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -38,11 +35,11 @@ from ..store.search import SearchStore
 from .entities import extract_entities
 from .fusion import model_for
 from .model import Bank, BankStats, Correction, Document, Memory
-from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
+from .plan import RecallPlan
+from .recall import RecallOptions, RecallResult
 
 if TYPE_CHECKING:
     from .expand import QueryExpander
-    from .index import BankIndex
 
     # Retain's modules (readers, units, redaction, fact extraction) load only when a bank
     # retains: a prompt's hook only recalls.
@@ -95,8 +92,6 @@ class MemoryBank:
         self.store = store
         self._embedder = embedder
         self._retain_options = retain_options
-        self._indexes: dict[str, BankIndex] = {}
-        self._lock = threading.Lock()
         self.progress: ProgressSink | None = None
         """Told (stage, done, total) during long retains (see Retainer)."""
 
@@ -181,7 +176,8 @@ class MemoryBank:
     def prepare(self, bank: str) -> int:
         """Index a bank retained before its store searched in the database (SQLite banks
         from earlier versions), once; later calls cost one query. Retains call it, so the
-        first retain after an upgrade does it (with progress), never a prompt's hook."""
+        first retain after an upgrade does it (with progress); a recall that comes first does
+        it then."""
         prepare = getattr(self.store, "prepare_search", None)
         if prepare is None or not isinstance(self.store, SearchStore):
             return 0
@@ -306,18 +302,6 @@ class MemoryBank:
         return clean
 
     # -- recall ----------------------------------------------------------------------------
-    def index(self, bank: str) -> BankIndex:
-        """The in-process search index of `bank`, brought up to date with the store (banks
-        whose store searches in the database do not need one to recall)."""
-        from .index import BankIndex
-
-        with self._lock:
-            index = self._indexes.get(bank)
-            if index is None:
-                index = self._indexes[bank] = BankIndex(bank)
-        index.refresh(self.store)
-        return index
-
     def recall(
         self,
         query: str,
@@ -349,32 +333,37 @@ class MemoryBank:
             framed = replace(options, time_text=own)
             result = self.recall(f"{query}\n{expansion.text}", bank, framed, dense=dense)
             return replace(result, query=query, expansion=expansion)
+        model = self.embedder_for(bank)
+        return self.plan(query, bank, options, model).recall(model if dense else None)
+
+    def plan(
+        self,
+        query: str,
+        bank: str,
+        options: RecallOptions | None = None,
+        model: Embedder | None = None,
+    ) -> RecallPlan:
+        """A recall of `query` from `bank` that can be answered in steps sharing what the
+        store returned (lamina.bank.plan): `plan.recall(None)` without the dense channel, then
+        `plan.recall(embedder)` with it (the prompt hook's way). `recall` is one such plan.
+
+        Sets what `options` leave to the bank: its corrections, and the fusion model fitted
+        for the embedder of its vectors (`model`, default `embedder_for(bank)`). A bank
+        retained by an earlier version is indexed for search first (see `prepare`)."""
+        options = options or RecallOptions()
+        if not isinstance(self.store, SearchStore):
+            raise TypeError(f"{type(self.store).__name__} cannot search its memories")
         if options.corrections is None:
             from .corrections import Corrections
 
             options = replace(options, corrections=Corrections.load(self.store, bank))
-        model = self.embedder_for(bank)
         if options.model is None and options.fusion == "learned":
             # The dense channel only reads vectors this embedder made: its scores have that
             # model's scale and spread, so the coefficients fitted for it.
-            options = replace(options, model=model_for(model.name))
-        if isinstance(self.store, SearchStore) and self.store.searchable(bank):
-            # The database searches; nothing of the bank is loaded into this process.
-            return recall_from_store(self.store, bank, query, model if dense else None, options)
-        from .index import BankIndex  # only banks the store cannot search need it
-
-        with self._lock:
-            index = self._indexes.get(bank)
-            if index is None:
-                index = self._indexes[bank] = BankIndex(bank)
-        # Refresh and read under the index's lock: a retain in another thread appends only
-        # through a refresh, so this recall sees the index before or after it, never between.
-        with index.lock:
-            index.refresh(self.store)
-            embedder = model if dense and index.dim is not None else None
-            if embedder is not None and embedder.name not in index.embedders():
-                embedder = None  # vectors from another model: lexical only until `reindex`
-            return recall_from_index(index, query, embedder, options)
+            name = (model or self.embedder_for(bank)).name
+            options = replace(options, model=model_for(name))
+        self.prepare(bank)
+        return RecallPlan(self.store, bank, query, options)
 
     def warm_up(self, banks: int = 8) -> None:
         """Load the embedding model and the tokenizer, and recall once from up to `banks`
@@ -460,8 +449,6 @@ class MemoryBank:
 
     def delete_bank(self, bank: str) -> bool:
         """Remove a bank with all its documents, memories and logs; False when there was none."""
-        with self._lock:
-            self._indexes.pop(bank, None)
         return self.store.delete_bank(bank)
 
     def memories(self, bank: str, *, with_embeddings: bool = True) -> Iterator[Memory]:

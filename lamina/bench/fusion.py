@@ -47,7 +47,7 @@ from ..bank.fusion import (
     stage_order,
 )
 from ..bank.lexical import STOP_WORDS
-from ..bank.recall import RecallOptions, entity_scale, index_channels
+from ..bank.recall import RecallOptions, entity_scale
 from ..embed import get_embedder
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
@@ -194,21 +194,22 @@ def collect(
     with Progress("features", total=len(questions), unit="q") as progress:
         for done, q in enumerate(questions, 1):
             sample = by_id[q.sample]
-            index = bank.index(_bank_name(sample))
             options = RecallOptions(now=_now(sample), time_text=q.time_text or "")
-            with index.lock:
-                channels, _kept = index_channels(index, q.question, bank.embedder, options)
-                slots, base = pool_features(channels, entity_scale(len(index.lexical)))
-                if not len(slots):
-                    continue
-                # Only what recall re-scores: the first RERANK by the channels (tied weights,
-                # so by their sum), whose memories it reads.
-                head = stage_order(slots, base.sum(axis=1))[:RERANK]
-                base = base[head]
-                memories = [index.memories[int(s)] for s in slots[head]]
-                extra = rerank_features(
-                    q.question, memories, [index.tokens(int(s)) for s in slots[head]]
-                )
+            plan = bank.plan(q.question, _bank_name(sample), options, bank.embedder)
+            found = plan.search(bank.embedder)
+            slots, base = pool_features(found.channels, entity_scale(plan.counts[0]))
+            if not len(slots):
+                continue
+            # Only what recall re-scores: the first RERANK by the channels (tied weights, so
+            # by their sum), whose memories it reads.
+            head = stage_order(slots, base.sum(axis=1))[:RERANK]
+            base = base[head]
+            found.prefetch([int(s) for s in slots[head]])
+            read = [found.memory_at(int(s)) for s in slots[head]]
+            memories = [m for m in read if m is not None]
+            extra = rerank_features(
+                q.question, memories, [found.tokens_at(int(s)) for s in slots[head]]
+            )
             rows.x.append(np.hstack([base, extra]))
             # A memory holding the turn counts in proportion to the share of it the turn is:
             # a window of four turns spends four places of a ranking on it.

@@ -36,7 +36,8 @@ import numpy.typing as npt
 
 from ..bank.bank import MemoryBank
 from ..bank.lexical import tokenize
-from ..bank.recall import RecallOptions, recall_from_store
+from ..bank.plan import recall_from_store
+from ..bank.recall import RecallOptions
 from ..bank.retain import RetainOptions
 from ..embed import Embedder
 from ..readers.locomo import read_locomo_samples

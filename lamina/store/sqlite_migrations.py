@@ -375,3 +375,17 @@ MIGRATIONS.append(
         """,
     )
 )
+MIGRATIONS.append(
+    (
+        "0010_one_pack_codec",
+        """
+        -- Posting packs are written in the one codec both stores use (lamina.store.packs):
+        -- the packs of the earlier layout (three plain arrays) are dropped, and each bank is
+        -- marked to pack its common terms again, which its next recall or retain does
+        -- (MemoryBank.prepare); searches read the postings row by row until then.
+        DELETE FROM pack_dead;
+        DELETE FROM posting_packs;
+        UPDATE banks SET search_ready = 0;
+        """,
+    )
+)

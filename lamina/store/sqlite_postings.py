@@ -4,7 +4,8 @@ Every memory's terms (lamina.bank.lexical.tokenize, plus its entities) are rows 
 `postings` (bank, term, seq, tf, the memory's length). A query reads the rows of its terms
 only; but a common word is held by tens of thousands of memories, and reading that many rows
 one by one costs more than the rest of a recall. So a term held by at least PACK_MIN memories
-also gets a *pack*: its postings as three arrays in one row (`posting_packs`), as of
+also gets a *pack*: its postings in one row (`posting_packs`, in the codec of
+lamina.store.packs, as PostgreSQL's), as of
 `upto_seq`. A search reads the pack and the term's few rows after `upto_seq`; postings of a
 packed term removed since (a memory forgotten or replaced) are listed in `pack_dead` by a
 trigger and subtracted (from the pack; a server also keeps the rows after it, see `_tails`).
@@ -33,8 +34,8 @@ import orjson
 
 from ..bank.entities import entity_terms
 from ..bank.lexical import idf, term_counts
-from .packs import PackCache
-from .search import BM25_B, BM25_K1
+from .packs import PackCache, decode, encode
+from .ranking import contributions, summed
 
 __all__ = [
     "PACK_MIN",
@@ -98,12 +99,9 @@ def pack_cache(max_bytes: int = 256 << 20) -> PackCache[Packed]:
     return PackCache(max_bytes, lambda packed: 24 * len(packed[1]))
 
 
-def _decode(seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
-    return Postings(
-        np.frombuffer(seqs, dtype=np.int64),
-        np.frombuffer(tfs, dtype=np.int32).astype(np.float64),
-        np.frombuffer(lengths, dtype=np.int32).astype(np.float64),
-    )
+def _decode(count: int, seqs: bytes, tfs: bytes, lengths: bytes) -> Postings:
+    found, tf, length = decode(count, seqs, tfs, lengths)
+    return Postings(found, tf.astype(np.float64), length.astype(np.float64))
 
 
 def _read_packs(
@@ -113,9 +111,9 @@ def _read_packs(
     current."""
     if cache is None:
         return {
-            str(term): (int(upto), int(version), _decode(seqs, tfs, lengths))
-            for term, upto, version, seqs, tfs, lengths in conn.execute(
-                "SELECT term, upto_seq, version, seqs, tfs, lengths FROM posting_packs"
+            str(term): (int(upto), int(version), _decode(count, seqs, tfs, lengths))
+            for term, upto, version, count, seqs, tfs, lengths in conn.execute(
+                "SELECT term, upto_seq, version, postings, seqs, tfs, lengths FROM posting_packs"
                 " WHERE bank_id = ? AND term IN (SELECT value FROM json_each(?))",
                 (bank_id, listed),
             )
@@ -136,12 +134,12 @@ def _read_packs(
     }
     missing = sorted(t for t in versions if t not in packs)
     if missing:
-        for term, upto, version, seqs, tfs, lengths in conn.execute(
-            "SELECT term, upto_seq, version, seqs, tfs, lengths FROM posting_packs"
+        for term, upto, version, count, seqs, tfs, lengths in conn.execute(
+            "SELECT term, upto_seq, version, postings, seqs, tfs, lengths FROM posting_packs"
             " WHERE bank_id = ? AND term IN (SELECT value FROM json_each(?))",
             (bank_id, _json(missing)),
         ):
-            pack = _decode(seqs, tfs, lengths)
+            pack = _decode(count, seqs, tfs, lengths)
             cache.put(bank_id, str(term), int(version), (int(upto), pack))
             packs[str(term)] = (int(upto), int(version), pack)
     return packs
@@ -302,38 +300,16 @@ def bm25(
     if not used or live <= 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float64)
     avgdl = total_terms / live if total_terms else 1.0
-    k1, b = BM25_K1, BM25_B
-    seqs = np.concatenate([lists[t].seqs for t in used])
-    tfs = np.concatenate([lists[t].tfs for t in used])
-    # weight * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avgdl)), each term's weight
-    # counts[t] * idf: every term at once and in place (fresh arrays: concatenate copies),
-    # the same operations in the same order as term by term, so the same scores to the bit.
-    scores = np.repeat(
-        np.array([counts[t] * idf(live, len(lists[t])) for t in used], dtype=np.float64),
-        [len(lists[t]) for t in used],
+    weights = np.array([counts[t] * idf(live, len(lists[t])) for t in used], dtype=np.float64)
+    return summed(
+        np.concatenate([lists[t].seqs for t in used]),
+        contributions(
+            np.concatenate([lists[t].tfs for t in used]),
+            np.concatenate([lists[t].lengths for t in used]),
+            np.repeat(weights, [len(lists[t]) for t in used]),
+            avgdl,
+        ),
     )
-    scores *= tfs
-    scores *= k1 + 1
-    lengths = np.concatenate([lists[t].lengths for t in used])
-    lengths *= b
-    lengths /= avgdl
-    lengths += 1 - b
-    lengths *= k1
-    lengths += tfs
-    scores /= lengths
-    low, high = int(seqs.min()), int(seqs.max())
-    if high - low < max(4 * len(seqs), 1 << 20):
-        # Summed straight into a table over the seq range: no sort (seqs are dense enough).
-        at = seqs - low
-        summed = np.bincount(at, weights=scores, minlength=high - low + 1)
-        held = np.zeros(high - low + 1, dtype=bool)
-        held[at] = True
-        at = np.flatnonzero(held)
-        return at.astype(np.int64) + low, summed[at].astype(np.float64, copy=False)
-    order = np.argsort(seqs, kind="stable")
-    seqs, scores = seqs[order], scores[order]
-    starts = np.flatnonzero(np.r_[True, seqs[1:] != seqs[:-1]])
-    return seqs[starts], np.add.reduceat(scores, starts)
 
 
 def maintain_packs(conn: sqlite3.Connection, bank_id: int, terms: Iterable[str]) -> int:
@@ -403,8 +379,7 @@ def pack_term(conn: sqlite3.Connection, bank_id: int, term: str) -> None:
         " tfs, lengths) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             bank_id, term, int(rows[-1, 0]), len(rows), secrets.randbits(62),
-            rows[:, 0].tobytes(), rows[:, 1].astype(np.int32).tobytes(),
-            rows[:, 2].astype(np.int32).tobytes(),
+            *encode((rows[:, 0], rows[:, 1].astype(np.int32), rows[:, 2].astype(np.int32))),
         ),
     )  # fmt: skip
 

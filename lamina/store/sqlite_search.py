@@ -23,6 +23,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +38,8 @@ import orjson
 
 from ..bank.model import Memory
 from .packs import PackCache
-from .search import SearchFilter
+from .ranking import best, members
+from .search import DatabaseSearch, Dated, FilterSQL, SearchFilter, rows_dated
 from .sqlite_postings import Packed, Postings, Tail, bm25, pack_cache, read_postings, tail_cache
 from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
 
@@ -57,6 +59,16 @@ def _epoch(value: str) -> float:
     return datetime.fromisoformat(value).timestamp()
 
 
+_FILTER = FilterSQL(
+    mark="?",
+    among="{} IN (SELECT value FROM json_each(?))",
+    tagged="EXISTS (SELECT 1 FROM json_each(m.tags) t"
+    " WHERE t.value IN (SELECT value FROM json_each(?)))",
+    values=lambda values: orjson.dumps(values).decode(),
+    time=_iso,
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _BankInfo:
     id: int
@@ -68,7 +80,7 @@ class _BankInfo:
     generation: int
 
 
-class SQLiteSearch:
+class SQLiteSearch(DatabaseSearch):
     """Mixed into SQLiteStore: the `SearchStore` methods."""
 
     path: str
@@ -97,46 +109,15 @@ class SQLiteSearch:
 
     def searchable(self, bank: str) -> bool:
         """Whether the bank's postings are complete (banks retained before they existed are
-        indexed by `prepare_search`; until then recall loads them in process)."""
-        if self.path == ":memory:":
-            return False  # one connection only: recall's threads could not share it
+        indexed by `prepare_search`, which `MemoryBank` runs before their first recall)."""
         info = self._bank_info(self.conn, bank)
         return info is None or info.ready
 
-    @staticmethod
-    def _filter_sql(bank_id: int, where: SearchFilter) -> tuple[str, list[Any]]:
-        """SQL conditions on `memories m` for a filter ("" when it lets everything through)."""
-        parts: list[str] = []
-        params: list[Any] = []
-        if where.documents is not None:
-            parts.append(
-                "m.document_id IN (SELECT id FROM documents WHERE bank_id = ?"
-                " AND name IN (SELECT value FROM json_each(?)))"
-            )
-            params += [bank_id, orjson.dumps(sorted(where.documents)).decode()]
-        if where.tags:
-            parts.append(
-                "EXISTS (SELECT 1 FROM json_each(m.tags) t"
-                " WHERE t.value IN (SELECT value FROM json_each(?)))"
-            )
-            params.append(orjson.dumps(sorted(where.tags)).decode())
-        if where.kinds is not None:
-            parts.append("m.kind IN (SELECT value FROM json_each(?))")
-            params.append(orjson.dumps(sorted(where.kinds)).decode())
-        if where.since is not None:
-            parts.append("m.t >= ?")
-            params.append(_iso(where.since))
-        if where.until is not None:
-            parts.append("m.t <= ?")
-            params.append(_iso(where.until))
-        for document, cutoff in sorted(where.exclude.items()):
-            condition, extra = _said_since(cutoff)
-            parts.append(
-                "NOT (m.document_id IN (SELECT id FROM documents WHERE bank_id = ?"
-                f" AND name = ?){condition})"
-            )
-            params += [bank_id, document, *extra]
-        return " AND ".join(parts), params
+    @property
+    def search_threads(self) -> bool:
+        """Whether recall may search on several threads at once: not in a `:memory:`
+        database, which is one connection's (each thread would open an empty one)."""
+        return self.path != ":memory:"
 
     @staticmethod
     def _excluded(
@@ -148,7 +129,7 @@ class SQLiteSearch:
             return None
         seqs: list[int] = []
         for document, cutoff in sorted(where.exclude.items()):
-            condition, extra = _said_since(cutoff)
+            condition, extra = _FILTER.said_since(cutoff)
             rows = conn.execute(
                 "SELECT m.seq FROM memories m WHERE m.document_id ="
                 f" (SELECT id FROM documents WHERE bank_id = ? AND name = ?){condition}",
@@ -171,7 +152,7 @@ class SQLiteSearch:
                 f" AND {column} NOT IN (SELECT value FROM json_each(?))",
                 [orjson.dumps(excluded.tolist()).decode()],
             )
-        sql, params = self._filter_sql(bank_id, where)
+        sql, params = _FILTER.conditions(bank_id, where)
         return (
             f" AND {column} IN (SELECT m.seq FROM memories m WHERE m.bank_id = ? AND {sql})",
             [bank_id, *params],
@@ -187,7 +168,7 @@ class SQLiteSearch:
         excluded = self._excluded(conn, info.id, where)
         if excluded is not None:
             return info.live - len(excluded)
-        sql, params = self._filter_sql(info.id, where)
+        sql, params = _FILTER.conditions(info.id, where)
         row = conn.execute(
             f"SELECT count(*) FROM memories m WHERE m.bank_id = ? AND {sql}", [info.id, *params]
         ).fetchone()
@@ -261,13 +242,7 @@ class SQLiteSearch:
         keep = self._passes(conn, info, where, seqs)
         if keep is not None:
             seqs, scores = seqs[keep], scores[keep]
-        if len(seqs) > depth:
-            part = np.argpartition(-scores, depth - 1)[:depth]
-            kth = scores[part].min()
-            part = np.flatnonzero(scores >= kth)  # every tie of the k-th, for the seq order
-            seqs, scores = seqs[part], scores[part]
-        order = np.lexsort((seqs, -scores))[:depth]
-        return [(int(seqs[i]), float(scores[i])) for i in order]
+        return [(int(seqs[i]), float(scores[i])) for i in best(seqs, scores, depth)]
 
     def _passes(
         self,
@@ -292,7 +267,7 @@ class SQLiteSearch:
         excluded = self._excluded(conn, info.id, where)
         if excluded is not None:
             return excluded, None
-        sql, params = self._filter_sql(info.id, where)
+        sql, params = _FILTER.conditions(info.id, where)
         rows = conn.execute(
             f"SELECT m.seq FROM memories m WHERE m.bank_id = ? AND {sql}", [info.id, *params]
         )
@@ -416,6 +391,8 @@ class SQLiteSearch:
             return []
         query = np.asarray(vector, dtype=np.float32)
         try:
+            if self.path == ":memory:":
+                raise OSError("no vector files beside an in-memory database")
             vectors = self._vector_file(conn, info, embedder)
             if vectors is None:
                 found = None
@@ -424,8 +401,8 @@ class SQLiteSearch:
             else:
                 found = vectors.scores(query)
         except OSError:
-            # No vector file can be written here (a read-only or full disk): score the
-            # database's vectors directly, slower but the same.
+            # No vector file can be written here (a read-only or full disk, or no disk at
+            # all): score the database's vectors directly, slower but the same.
             found = self._scores_from_database(conn, info, embedder, query)
         if found is None:
             return []
@@ -487,16 +464,9 @@ class SQLiteSearch:
             return None
         return np.concatenate(seqs), np.concatenate(scores).astype(np.float32)
 
-    def dense_scores(
-        self,
-        bank: str,
-        vector: npt.NDArray[np.float32],
-        seqs: Sequence[int],
-        embedder: str | None = None,
+    def _products(
+        self, bank: str, query: npt.NDArray[np.float32], seqs: list[int], embedder: str | None
     ) -> dict[int, float]:
-        if not seqs:
-            return {}
-        query = np.asarray(vector, dtype=np.float32)
         width = 4 * int(query.shape[0])
         condition = " AND m.embedder = ?" if embedder is not None else ""
         rows = self.conn.execute(
@@ -504,8 +474,7 @@ class SQLiteSearch:
             " WHERE +m.bank_id = (SELECT id FROM banks WHERE name = ?)"
             " AND m.seq IN (SELECT value FROM json_each(?))"
             f" AND m.embedding IS NOT NULL{condition}",
-            [bank, orjson.dumps(sorted({int(s) for s in seqs})).decode()]
-            + ([embedder] if embedder is not None else []),
+            [bank, orjson.dumps(seqs).decode()] + ([embedder] if embedder is not None else []),
         ).fetchall()
         kept = [(int(seq), blob) for seq, blob in rows if len(blob) == width]
         if not kept:
@@ -515,50 +484,19 @@ class SQLiteSearch:
         return {seq: float(p) for (seq, _b), p in zip(kept, products, strict=True)}
 
     # -- time ------------------------------------------------------------------------------
-    def time_search(
-        self,
-        bank: str,
-        start: datetime,
-        end: datetime,
-        reach: float,
-        depth: int,
-        where: SearchFilter,
-    ) -> list[tuple[int, float]]:
+    @contextmanager
+    def _dated(self, bank: str, where: SearchFilter) -> Iterator[Dated | None]:
         conn = self.conn
         info = self._bank_info(conn, bank)
-        if info is None or depth <= 0:
-            return []
+        if info is None:
+            yield None
+            return
         condition, params = self._restriction(conn, info.id, where, "m.seq")
-        # Unordered, so that at most depth + 1 rows of the range are read however many it
-        # holds (ordered by seq, a month of a large bank was read whole to keep depth + 1).
-        inside = conn.execute(
-            "SELECT m.seq, m.t FROM memories m WHERE m.bank_id = ? AND m.t >= ? AND m.t < ?"
-            f"{condition} LIMIT ?",
-            [info.id, _iso(start), _iso(end), *params, depth + 1],
-        ).fetchall()
-        if len(inside) > depth:
-            return []  # more than it can propose: which of them matter, the other channels say
-        out = sorted((int(seq), _epoch(t)) for seq, t in inside)
-        need = depth - len(out)
-        if need <= 0 or reach <= 0:
-            return out
-        low, high = start.timestamp(), end.timestamp()
-        before = datetime.fromtimestamp(low - reach, UTC)
-        after = datetime.fromtimestamp(high + reach, UTC)
-        # The nearest on each side, `need` of each at most, then the nearest of both.
-        near = conn.execute(
-            "SELECT m.seq, m.t FROM memories m WHERE m.bank_id = ? AND m.t < ? AND m.t >= ?"
-            f"{condition} ORDER BY m.t DESC, m.seq LIMIT ?",
-            [info.id, _iso(start), _iso(before), *params, need],
-        ).fetchall()
-        near += conn.execute(
-            "SELECT m.seq, m.t FROM memories m WHERE m.bank_id = ? AND m.t >= ? AND m.t < ?"
-            f"{condition} ORDER BY m.t, m.seq LIMIT ?",
-            [info.id, _iso(end), _iso(after), *params, need],
-        ).fetchall()
-        timed = [(int(seq), _epoch(t)) for seq, t in near]
-        timed.sort(key=lambda st: (max(low - st[1], st[1] - high), st[0]))
-        return out + timed[:need]
+
+        def read(sql: str, values: list[Any]) -> list[tuple[Any, Any]]:
+            return conn.execute(sql, values).fetchall()
+
+        yield rows_dated(read, "m.t", info.id, condition, params, _iso, _epoch, "?")
 
     def memory_times(self, bank: str, seqs: Sequence[int]) -> dict[int, float]:
         if not seqs:
@@ -589,20 +527,6 @@ class SQLiteSearch:
         return {int(row[0]): self._memory(bank, row, row[-1]) for row in rows}
 
 
-def members(values: npt.NDArray[np.int64], wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-    """Which of `values` are in `wanted` (sorted, as filters give them): `np.isin`, by binary
-    search when `values` is sorted too (seqs of a vector file or of postings), which saves
-    sorting both at every search."""
-    if not len(values) or not len(wanted) or np.any(values[1:] < values[:-1]):
-        return np.isin(values, wanted)
-    at = np.searchsorted(values, wanted)
-    inside = at < len(values)
-    at = at[inside]
-    out = np.zeros(len(values), dtype=bool)
-    out[at[values[at] == wanted[inside]]] = True
-    return out
-
-
 def _best_first(
     candidates: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], first: int
 ) -> Iterator[npt.NDArray[np.int64]]:
@@ -620,12 +544,3 @@ def _best_first(
         rest = np.setdiff1d(candidates, top, assume_unique=True)
         order = rest[np.lexsort((rest, -scores[rest]))]
         yield from (order[i : i + _VERIFY_BATCH] for i in range(0, len(order), _VERIFY_BATCH))
-
-
-def _said_since(cutoff: datetime | None) -> tuple[str, list[Any]]:
-    """The exclusion's condition on when a memory was said (see SearchFilter.exclude): all
-    of the document, or what was said at or after the cutoff (or is undated)."""
-    if cutoff is None:
-        return "", []
-    said = "coalesce(m.said_at, m.t)"
-    return f" AND ({said} IS NULL OR {said} >= ?)", [_iso(cutoff)]

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -296,13 +296,9 @@ def answer_prompt(
     lexical one. A caller whose deadline passes meanwhile still has the early answer.
     `queries` (the warm server's) composes the query from what it kept of the transcript,
     reading only what was appended since; the same query either way."""
-    from ...bank.corrections import Corrections
     from ...bank.query import QueryOptions, recall_query_for_file
-    from ...bank.recall import dense_query_from_store, recall_from_store
-    from ...store.search import SearchStore
     from ...turns import clean_text
     from .contract import clamped
-    from .reuse import ReusingStore
 
     mark = time.monotonic()
     if memory_bank.store.get_bank(request.bank) is None:
@@ -311,13 +307,13 @@ def answer_prompt(
     now = time.monotonic()
     stages["open_store"] = stages.get("open_store", 0.0) + now - mark
     mark = now
-    options = QueryOptions(context_turns=request.context_turns, max_chars=request.max_query_chars)
+    shape = QueryOptions(context_turns=request.context_turns, max_chars=request.max_query_chars)
     time_text: str | None = None  # the query's own time words: only the prompt's count
     if request.transcript and Path(request.transcript).is_file():
         if queries is not None:
-            composed = queries.query(request.transcript, request.prompt, options)
+            composed = queries.query(request.transcript, request.prompt, shape)
         else:
-            composed = recall_query_for_file(request.transcript, request.prompt, options)
+            composed = recall_query_for_file(request.transcript, request.prompt, shape)
         query, time_text = composed.query, composed.prompt
         compacted = last_compaction(request.transcript)
     else:
@@ -325,33 +321,17 @@ def answer_prompt(
         compacted = None
     exclude = {request.session: compacted} if request.session else {}
     model = memory_bank.embedder_for(request.bank)
-    recall_options = prompt_options(request, model.name, exclude, time_text)
-    # The bank's marks: a memory marked wrong is never injected (lamina.bank.corrections).
-    recall_options = replace(
-        recall_options, corrections=Corrections.load(memory_bank.store, request.bank)
-    )
+    # One plan, with the bank's marks (a memory marked wrong is never injected): the cold
+    # path recalls twice (lexical only, then with the dense channel), the second asking the
+    # store only for what the first did not (lamina.bank.plan).
+    options = prompt_options(request, model.name, exclude, time_text)
+    plan = memory_bank.plan(query, request.bank, options, model)
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
 
-    # The cold path recalls twice (lexical only, then with the dense channel): the second
-    # reuses what the first asked the store (same answers, see ReusingStore).
-    reusing = (
-        ReusingStore(memory_bank.store)
-        if dense_until is not None
-        and isinstance(memory_bank.store, SearchStore)
-        and memory_bank.store.searchable(request.bank)
-        else None
-    )
-
-    ahead: _Ahead | None = None
-
-    def recall(dense: bool) -> PromptAnswer:
-        if reusing is not None:
-            embedder = (ahead or model) if dense else None
-            result = recall_from_store(reusing, request.bank, query, embedder, recall_options)
-        else:
-            result = memory_bank.recall(query, request.bank, recall_options, dense=dense)
+    def recall(embedder: Embedder | None) -> PromptAnswer:
+        result = plan.recall(embedder)
         # Clamped under Claude Code's 10,000-character limit (it moves a longer context
         # to a file), the lowest-ranked memories dropped first.
         block, shown = clamped(result)
@@ -359,18 +339,14 @@ def answer_prompt(
         floor = result.floor.as_dict() if result.floor is not None else None
         details = tuple(_shown(hit) for hit in result.hits[:shown])
         return PromptAnswer(
-            block, shown, lexical_only=not dense, ids=ids, floor=floor, shown=details
+            block, shown, lexical_only=embedder is None, ids=ids, floor=floor, shown=details
         )
 
+    embedder: Embedder = model
     if dense_until is not None:
         # The text the dense channel will embed: the recall below is then handed its vector.
-        text = (
-            dense_query_from_store(reusing, request.bank, query, recall_options)
-            if reusing is not None
-            else query
-        )
-        ahead = _embed_in_background(model, text)
-        lexical = recall(dense=False)
+        embedder = ahead = _embed_in_background(model, plan.dense_text)
+        lexical = recall(None)
         if early is not None:
             early(lexical)
         now = time.monotonic()
@@ -382,6 +358,6 @@ def answer_prompt(
         now = time.monotonic()
         stages["embedding"] = now - mark
         mark = now
-    answer = recall(dense=True)
+    answer = recall(embedder)
     stages["search"] = time.monotonic() - mark
     return answer
