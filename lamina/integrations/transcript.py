@@ -1,26 +1,46 @@
-"""Which transcript a hook event names: a Claude Code session, a Codex rollout or a Gemini chat.
+"""Which transcript a hook event names: a Claude Code session, a Codex rollout, a Gemini chat or
+a Copilot session.
 
-Codex and Gemini give their hooks the same `transcript_path` field as Claude Code, naming their
-own session file: a Codex rollout (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`)
-or a Gemini chat (`~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl`). The retain worker
-reads it with the reader of its format; a file caught empty (just created) is decided by its
-name, so it is "nothing new" for the right reader rather than an error.
+Codex, Gemini and Copilot give their hooks the same `transcript_path` field as Claude Code,
+naming their own session file: a Codex rollout (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-
+<id>.jsonl`), a Gemini chat (`~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl`) or
+Copilot's `$COPILOT_HOME/session-state/<session id>/events.jsonl` (given at Stop only: the other
+events name the session, and `copilot_transcript` its file). The retain worker reads it with
+the reader of its format; a file caught empty (just created) is decided by its name, so it is
+"nothing new" for the right reader rather than an error.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["transcript_format"]
+__all__ = ["copilot_home", "copilot_transcript", "transcript_format"]
+
+
+def copilot_home(env: Mapping[str, str] | None = None) -> Path:
+    """The user's Copilot directory: `$COPILOT_HOME`, else `~/.copilot`."""
+    environ = os.environ if env is None else env
+    return Path(environ.get("COPILOT_HOME") or Path.home() / ".copilot")
+
+
+def copilot_transcript(session: str, env: Mapping[str, str] | None = None) -> str:
+    """The `events.jsonl` of a Copilot session ("" for a session id that is not a plain name)."""
+    if not session or "/" in session or session.startswith("."):
+        return ""
+    return str(copilot_home(env) / "session-state" / session / "events.jsonl")
 
 
 def transcript_format(path: str) -> str:
-    """`codex` for a Codex rollout, `gemini` for a Gemini chat, else `claude-code` (what hooks
-    retained before)."""
+    """`codex` for a Codex rollout, `gemini` for a Gemini chat, `copilot` for a Copilot
+    session, else `claude-code` (what hooks retained before)."""
     where = Path(path)
     name = where.name
     if name.startswith("rollout-") and name.endswith(".jsonl"):
         return "codex"
+    if name == "events.jsonl" and where.parent.parent.name == "session-state":
+        return "copilot"
     if (
         where.parent.name == "chats"
         and name.startswith("session-")
@@ -29,6 +49,7 @@ def transcript_format(path: str) -> str:
         return "gemini"
     from ..readers.base import read_head
     from ..readers.codex import CodexReader
+    from ..readers.copilot import CopilotReader
     from ..readers.gemini import GeminiReader
 
     try:
@@ -39,4 +60,6 @@ def transcript_format(path: str) -> str:
         return "codex"
     if GeminiReader().sniff(head, path) > 0:
         return "gemini"
+    if CopilotReader().sniff(head, path) > 0:
+        return "copilot"
     return "claude-code"

@@ -101,6 +101,27 @@ def served_event(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, st
     return payload, event, named
 
 
+def _copilot(env: Mapping[str, str] | None) -> bool:
+    """Whether the Copilot CLI runs this hook: Lamina's Copilot hooks (their origin), or a
+    project's Claude Code hooks, which Copilot runs too (it sets COPILOT_HOOK_DIR for a hook)."""
+    environ = os.environ if env is None else env
+    origin = environ.get("LAMINA_HOOK_ORIGIN", "")
+    return origin.startswith("copilot-") or bool(environ.get("COPILOT_HOOK_DIR"))
+
+
+def _copilot_payload(
+    payload: Mapping[str, Any], env: Mapping[str, str] | None
+) -> Mapping[str, Any]:
+    """Copilot names its session file (`transcript_path`) at Stop only: the other events get
+    it from the session id, so the prompt hook reads the last turns and SessionEnd retains."""
+    if payload.get("transcript_path") or not _copilot(env):
+        return payload
+    from ..transcript import copilot_transcript
+
+    found = copilot_transcript(str(payload.get("session_id") or ""), env)
+    return {**payload, "transcript_path": found} if found else payload
+
+
 def _gemini(named: str, env: Mapping[str, str] | None) -> bool:
     """Whether the Gemini CLI sent this event (by its name, or the installation's origin)."""
     environ = os.environ if env is None else env
@@ -313,6 +334,7 @@ def run_hook(
         if not isinstance(payload, dict):
             raise ValueError("the hook payload is not a JSON object")
         payload, event, named = served_event(payload)
+        payload = _copilot_payload(payload, call.env)
         session = str(payload.get("session_id") or "")
         from .detect import stands_aside
         from .project import session_directory
@@ -447,6 +469,8 @@ def _dispatch(
         digest = session_digest(payload, base, cfg)
         if not digest:
             return ""
+        if _copilot(call.env):  # a user message of its own, at the start of the session
+            return orjson.dumps({"additionalContext": digest}).decode()
         output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
                                          "additionalContext": digest}}  # fmt: skip
         return orjson.dumps(output).decode()
@@ -557,6 +581,8 @@ def _prompt(
     })  # fmt: skip
     if answer is None or not answer.context:
         return ""
+    if _copilot(call.env):  # Copilot reads a top-level additionalContext only
+        return orjson.dumps({"additionalContext": answer.context}).decode()
     output = {
         "hookSpecificOutput": {
             "hookEventName": answer_as,

@@ -283,9 +283,15 @@ def loads(text: str) -> object:
 
 # -- the hook's warm path ----------------------------------------------------------------------
 
-FORWARDED_VARIABLES = ("CLAUDE_PROJECT_DIR", "CLAUDE_CONFIG_DIR")
+FORWARDED_VARIABLES = (
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_CONFIG_DIR",
+    "COPILOT_HOME",
+    "COPILOT_HOOK_DIR",
+)
 """Sent with a hook to the server besides every LAMINA_* variable: what chooses the event's
-bank, settings and installation (nothing else of the environment leaves this process)."""
+bank, settings, installation and transcript, and the answer's shape (Copilot's) -- nothing
+else of the environment leaves this process."""
 
 
 def client_home(home: str | None, environ: Mapping[str, str]) -> tuple[str | None, dict[str, Any]]:

@@ -62,6 +62,7 @@ HOOK_EVENTS: Mapping[str, int] = {
 """The events Lamina handles in Gemini, with their timeouts (milliseconds). The prompt hook
 answers within its own 3 s limit; AfterAgent and SessionEnd only start the retain worker."""
 
+
 @dataclass(frozen=True, slots=True)
 class _Files:
     scope: str
