@@ -11,7 +11,6 @@ aside when the project's are installed, and a prompt never gets two memory block
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,8 @@ def hook_commands(
 def mcp_words(scope: str, home: str | Path | None) -> list[str]:
     """`lamina mcp` as command and arguments: the hook's executable without its origin and
     `hook` (user scope), or `lamina` from PATH (a project's)."""
+    import shlex  # here: the hook imports this module; only installs split commands
+
     words = shlex.split(hook_command(home))[1:-1] if scope == "user" else ["lamina"]
     return [*words, "mcp"]
 

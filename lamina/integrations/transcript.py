@@ -4,32 +4,17 @@ a Copilot session.
 Codex, Gemini and Copilot give their hooks the same `transcript_path` field as Claude Code,
 naming their own session file: a Codex rollout (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-
 <id>.jsonl`), a Gemini chat (`~/.gemini/tmp/<project>/chats/session-<time>-<id8>.jsonl`) or
-Copilot's `$COPILOT_HOME/session-state/<session id>/events.jsonl` (given at Stop only: the other
-events name the session, and `copilot_transcript` its file). The retain worker reads it with
-the reader of its format; a file caught empty (just created) is decided by its name, so it is
-"nothing new" for the right reader rather than an error.
+Copilot's `$COPILOT_HOME/session-state/<session id>/events.jsonl` (given at Stop only; for the
+other events the hook finds it from the session id: lamina.integrations.copilot.install). The
+retain worker reads it with the reader of its format; a file caught empty (just created) is
+decided by its name, so it is "nothing new" for the right reader rather than an error.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["copilot_home", "copilot_transcript", "transcript_format"]
-
-
-def copilot_home(env: Mapping[str, str] | None = None) -> Path:
-    """The user's Copilot directory: `$COPILOT_HOME`, else `~/.copilot`."""
-    environ = os.environ if env is None else env
-    return Path(environ.get("COPILOT_HOME") or Path.home() / ".copilot")
-
-
-def copilot_transcript(session: str, env: Mapping[str, str] | None = None) -> str:
-    """The `events.jsonl` of a Copilot session ("" for a session id that is not a plain name)."""
-    if not session or "/" in session or session.startswith("."):
-        return ""
-    return str(copilot_home(env) / "session-state" / session / "events.jsonl")
+__all__ = ["transcript_format"]
 
 
 def transcript_format(path: str) -> str:

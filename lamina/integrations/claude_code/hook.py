@@ -116,7 +116,7 @@ def _copilot_payload(
     it from the session id, so the prompt hook reads the last turns and SessionEnd retains."""
     if payload.get("transcript_path") or not _copilot(env):
         return payload
-    from ..transcript import copilot_transcript
+    from ..copilot.install import copilot_transcript  # imported by stands_aside anyway
 
     found = copilot_transcript(str(payload.get("session_id") or ""), env)
     return {**payload, "transcript_path": found} if found else payload

@@ -27,6 +27,7 @@ a folder the user trusted (Copilot asks on the first interactive run; `--trust-f
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,13 +37,13 @@ from ...config import project_root
 from ...errors import ConfigError
 from ..claude_code.install import _load, _save, is_hook_command
 from ..installs import hook_commands, mcp_words, user_stands_aside, with_server, without_server
-from ..transcript import copilot_home
 
 __all__ = [
     "HOOK_EVENTS",
     "CopilotFiles",
     "copilot_files",
     "copilot_home",
+    "copilot_transcript",
     "install",
     "installed_scopes",
     "stands_aside",
@@ -57,6 +58,19 @@ HOOK_EVENTS: Mapping[str, int] = {
 }
 """The events Lamina handles in Copilot, with their timeouts (seconds, `timeoutSec`). The prompt
 hook answers within its own 3 s limit; Stop and SessionEnd only start the retain worker."""
+
+
+def copilot_home(env: Mapping[str, str] | None = None) -> Path:
+    """The user's Copilot directory: `$COPILOT_HOME`, else `~/.copilot`."""
+    environ = os.environ if env is None else env
+    return Path(environ.get("COPILOT_HOME") or Path.home() / ".copilot")
+
+
+def copilot_transcript(session: str, env: Mapping[str, str] | None = None) -> str:
+    """A Copilot session's `events.jsonl` ("" for a session id that is not a plain name)."""
+    if not session or "/" in session or session.startswith("."):
+        return ""
+    return str(copilot_home(env) / "session-state" / session / "events.jsonl")
 
 
 @dataclass(frozen=True, slots=True)
