@@ -514,7 +514,7 @@ def _prompt(
         prompt=prompt,
         bank=hook_bank(payload, home, call.env, call.cwd),
         session=session,
-        transcript=str(payload.get("transcript_path") or ""),
+        transcript=_with_content(str(payload.get("transcript_path") or "")),
         context_turns=cfg.context_turns,
         max_query_chars=cfg.max_query_chars,
         budget=cfg.budget,
@@ -590,6 +590,16 @@ def _prompt(
         }
     }
     return orjson.dumps(output).decode()
+
+
+def _with_content(transcript: str) -> str:
+    """The transcript the query reads its last turns from: "" for one that is not there or
+    still empty (a session file just created, as Copilot's is before its first event), whose
+    format cannot be told and which holds no turn."""
+    try:
+        return transcript if transcript and Path(transcript).stat().st_size > 0 else ""
+    except OSError:
+        return ""
 
 
 def _no_server(reason: str) -> bool:
