@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # importing typing and pathlib would cost every warm prompt a
 __all__ = [
     "FORWARDED_VARIABLES",
     "MAX_MESSAGE",
+    "PROMPT_EVENTS",
     "PROTOCOL",
     "SOCKET_PATH_LIMIT",
     "WarmUnavailable",
@@ -372,13 +373,18 @@ def _time_limit(environ: Mapping[str, str], config: Mapping[str, Any]) -> float:
     return 3.0
 
 
+PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
+"""The prompt events a warm server answers (the others do no recall)."""
+
+
 def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None, str]:
     """A UserPromptSubmit hook answered by the warm server: (what to print, "") when it
     answered, else (None, why not: "" when the server was not asked). Never raises."""
     try:
         started = time.monotonic() - process_age()
         payload = loads(stdin.strip() or "{}")
-        if not isinstance(payload, dict) or payload.get("hook_event_name") != "UserPromptSubmit":
+        # Gemini's BeforeAgent is its UserPromptSubmit (Copilot sends Claude Code's name).
+        if not isinstance(payload, dict) or payload.get("hook_event_name") not in PROMPT_EVENTS:
             return None, ""
         environ = os.environ
         base, config = client_home(home, environ)
