@@ -24,6 +24,10 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
 - The Gemini CLI's **BeforeAgent** is served as UserPromptSubmit (its prompt without the
   `<hook_context>` blocks SessionStart hooks prepended; the answer names BeforeAgent) and its
   **AfterAgent** as Stop (`served_event`). Gemini's SessionStart never gets the digest.
+- The Copilot CLI's hooks carry Claude Code's event names, for which Copilot sends Claude Code's
+  payloads, but name the session file at Stop only (the other events find it from the session
+  id, `_copilot_payload`), and Copilot reads only a top-level `additionalContext`, which is how
+  the hook answers it (Lamina's Copilot hooks, or a project's Claude Code hooks Copilot runs).
 - **SessionStart**: make sure the configured database is created and migrated; with `warm` on,
   start the warm server if none runs.
 
