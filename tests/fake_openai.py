@@ -1,10 +1,13 @@
-"""A scripted OpenAI Responses API on 127.0.0.1, for driving the real Codex CLI offline.
+"""A scripted OpenAI API on 127.0.0.1 (Responses and Chat Completions), for driving the real
+Codex CLI and Copilot CLI offline.
 
 Codex (0.171) speaks only the Responses wire API to a custom provider: it POSTs to
-`<base_url>/responses` with `"stream": true` and reads server-sent events. Every request body is
-kept (`ScriptedResponses.requests`), so a test sees exactly what the CLI sent, the developer
-messages its hooks added included. Replies come from a `Script`: a function from the request
-body to the reply's text. Anything else the CLI asks for (a model list) gets an empty answer.
+`<base_url>/responses` with `"stream": true` and reads server-sent events. Copilot CLI (1.0.102)
+with `COPILOT_PROVIDER_BASE_URL` speaks Chat Completions: `<base_url>/chat/completions`, streamed
+as `chat.completion.chunk` events ending in `[DONE]`. Every request body is kept
+(`ScriptedResponses.requests`), so a test sees exactly what the CLI sent, the messages its hooks
+added included. Replies come from a `Script`: a function from the request body to the reply's
+text. Anything else the CLI asks for (a model list) gets an empty answer.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ def _text(content: Any) -> str:
 
 
 def input_messages(body: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The request's input messages as (role, text), in order."""
-    items = body.get("input")
+    """The request's input messages (Chat Completions: its messages) as (role, text), in
+    order."""
+    items = body.get("input") if "input" in body else body.get("messages")
     return [
         (str(item.get("role")), _text(item.get("content")))
         for item in (items if isinstance(items, list) else [])
@@ -78,7 +82,9 @@ class ScriptedResponses:
                     body = json.loads(raw or b"{}")
                 except ValueError:
                     body = {}
-                if not self.path.split("?", 1)[0].endswith("/responses"):
+                path = self.path.split("?", 1)[0]
+                chat = path.endswith("/chat/completions")
+                if not chat and not path.endswith("/responses"):
                     with api._lock:
                         api.other.append(f"POST {self.path}")
                     self._send(404, "application/json", b'{"error":{"message":"not here"}}')
@@ -90,7 +96,12 @@ class ScriptedResponses:
                     text = api.script(body)
                 except Exception as exc:  # a broken script must show, not hang the CLI
                     text = f"script failed: {exc!r}"
-                payload = b"".join(_events(f"resp_{number:04d}", body, text))
+                if chat and not body.get("stream"):
+                    done = _completion(f"chatcmpl_{number:04d}", body, text)
+                    self._send(200, "application/json", json.dumps(done).encode())
+                    return
+                events = _chunks if chat else _events
+                payload = b"".join(events(f"resp_{number:04d}", body, text))
                 self._send(200, "text/event-stream", payload)
 
             def _send(self, status: int, kind: str, payload: bytes) -> None:
@@ -148,3 +159,29 @@ def _events(ident: str, body: Mapping[str, Any], text: str) -> Iterator[bytes]:
     }
     done = {**response, "status": "completed", "output": [item], "usage": usage}
     yield event("response.completed", {"response": done})
+
+
+_USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+
+
+def _completion(ident: str, body: Mapping[str, Any], text: str) -> dict[str, Any]:
+    message = {"role": "assistant", "content": text}
+    return {"id": ident, "object": "chat.completion", "created": 0,
+            "model": body.get("model") or "fake-model", "usage": _USAGE,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}  # fmt: skip
+
+
+def _chunks(ident: str, body: Mapping[str, Any], text: str) -> Iterator[bytes]:
+    """A Chat Completions stream: the role, the text, the finish reason with usage, [DONE]."""
+
+    def chunk(delta: Mapping[str, Any], finish: str | None, **extra: Any) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        model = body.get("model") or "fake-model"
+        data = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model,
+                "choices": [choice], **extra}  # fmt: skip
+        return f"data: {json.dumps(data)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""}, None)
+    yield chunk({"content": text}, None)
+    yield chunk({}, "stop", usage=_USAGE)
+    yield b"data: [DONE]\n\n"

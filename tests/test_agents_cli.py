@@ -79,3 +79,46 @@ def test_retain_and_recall_a_fact_said_in_each_agent(tmp_path: Path) -> None:
         assert said in best["text"]
     again = lamina(home, "retain", str(CODEX), "--bank", "agents", "--json")
     assert json.loads(again.stdout)["files"][0]["status"] == "unchanged"
+
+
+def test_recall_by_agent_keeps_to_that_agent_s_sessions(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    retained = lamina(home, "retain", str(CODEX), str(COPILOT), "--bank", "agents")
+    assert retained.returncode == 0, retained.stderr[-1000:]
+    query = "Rust 自動生成文檔 rustdoc mdBook GitHub Pages"  # said in the Copilot session
+
+    def found(*args: str) -> list[str]:
+        ran = lamina(home, "recall", query, "--bank", "agents", "--json", *args)
+        assert ran.returncode == 0, ran.stderr[-500:]
+        return [hit["document"] for hit in json.loads(ran.stdout)["results"]]
+
+    copilot, codex = "96ef38f0-9d09-45c3-8124-6448c36090ed", "019f15de-d815-7440-a6de-8068ba05b6b5"
+    assert copilot in found()
+    assert set(found("--agent", "codex")) == {codex}
+    assert set(found("--agent", "Copilot", "--agent", "gemini")) == {copilot}
+    assert found("--agent", "claude-code") == []  # no session of that agent: nothing, not all
+    assert found("--agent", "codex", "--document", copilot) == []
+
+    # The same filter over HTTP and MCP.
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from lamina.bank.bank import MemoryBank
+    from lamina.integrations.http import create_app
+    from lamina.integrations.mcp_tools import Tools
+
+    memory = MemoryBank.open(home)
+    try:
+        app = create_app(home, memory=memory)
+        token = {"Authorization": f"Bearer {app.state.gate.token}"}
+        api = TestClient(app, base_url="http://127.0.0.1", headers=token)
+        for agents, expected in ((["codex"], {codex}), (["claude-code"], set())):
+            body = {"query": query, "agents": agents}
+            answer = api.post("/v1/banks/agents/recall", json=body)
+            assert answer.status_code == 200, answer.text
+            assert {hit["document"] for hit in answer.json()["results"]} == expected
+        tools = Tools(memory, app.state.gate, "agents", None)  # type: ignore[arg-type]
+        recalled = tools.recall(query, agents=["codex"]).structured_content or {}
+        assert {m["document"] for m in recalled["memories"]} == {codex}
+    finally:
+        memory.close()

@@ -53,3 +53,22 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     deadlines = size["deadlines"]
     assert deadlines["runs"] == 4 and deadlines["time_limits_s"] == {"min": 0.3, "max": 3.0}
     assert deadlines["aborts"] == 0 and deadlines["nonzero_exits"] == 0
+
+
+@needs_shared
+def test_bench_hook_measures_another_agent_s_hook() -> None:
+    """`--agent copilot`: Copilot's hook (its origin and COPILOT_HOOK_DIR, top-level output)
+    returns memories on both paths; `--agent gemini`: Gemini's BeforeAgent does too."""
+    for agent in ("copilot", "gemini"):
+        out = subprocess.run(
+            [sys.executable, "-m", "lamina", "bench", "hook", "--memories", "200", "--runs", "1",
+             "--base-texts", "100", "--agent", agent, "--json"],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["agent"] == agent
+        size = data["sizes"]["200"]
+        assert size["cold"]["returned_memories"] == 1.0, agent
+        assert size["warm"]["returned_memories"] == 1.0, agent
+        assert size["cold"]["nonzero_exits"] == size["warm"]["nonzero_exits"] == 0

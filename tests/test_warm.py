@@ -178,6 +178,38 @@ def test_the_server_answers_with_the_hook_process_settings(home: Path, tmp_path:
     assert last_timings(home)["path"] == "warm"
 
 
+def test_the_server_answers_copilot_and_gemini_as_each_reads_it(home: Path, tmp_path: Path) -> None:
+    """Copilot's prompt hook (its origin, COPILOT_HOME, COPILOT_HOOK_DIR passed along): the
+    server answers with a top-level additionalContext, and composes the query from the session
+    file it finds from the session id. Gemini's BeforeAgent goes to the server as well."""
+    start(home)
+    copilot_home = tmp_path / "chome"
+    events = copilot_home / "session-state" / "s-copilot" / "events.jsonl"
+    events.parent.mkdir(parents=True)
+    events.write_text("")
+    env = {"LAMINA_HOOK_ORIGIN": "copilot-user", "COPILOT_HOME": str(copilot_home),
+           "COPILOT_HOOK_DIR": str(copilot_home / "hooks")}  # fmt: skip
+    result = hook(home, tmp_path, session="s-copilot", **env)
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert "hookSpecificOutput" not in answer and "INKWELL_DB_PATH" in answer["additionalContext"]
+    assert last_timings(home)["path"] == "warm"
+    # The same event from Claude Code keeps Claude Code's shape.
+    claude = json.loads(hook(home, tmp_path).stdout)
+    assert "INKWELL_DB_PATH" in claude["hookSpecificOutput"]["additionalContext"]
+    # Gemini's prompt event (BeforeAgent) is answered by the server too, under its own name.
+    payload = {"hook_event_name": "BeforeAgent", "session_id": "s-gemini", "prompt": PROMPT,
+               "cwd": str(tmp_path)}  # fmt: skip
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    environ.update(LAMINA_HOME=str(home), LAMINA_BANK="proj", LAMINA_HOOK_TIME_LIMIT="30",
+                   LAMINA_HOOK_ORIGIN="gemini-user")  # fmt: skip
+    gemini = subprocess.run([sys.executable, "-m", "lamina", "hook"], input=json.dumps(payload),
+                            capture_output=True, text=True, env=environ, timeout=90)  # fmt: skip
+    output = json.loads(gemini.stdout)["hookSpecificOutput"]
+    assert output["hookEventName"] == "BeforeAgent" and "INKWELL" in output["additionalContext"]
+    assert last_timings(home)["path"] == "warm"
+
+
 @pytest.mark.parametrize(
     "env",
     [

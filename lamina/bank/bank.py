@@ -404,6 +404,17 @@ class MemoryBank:
         """The documents retained into `bank` (empty for a bank that does not exist)."""
         return self.store.list_documents(bank)
 
+    def agent_documents(
+        self, bank: str, agents: Sequence[str], documents: Sequence[str] | None = None
+    ) -> frozenset[str]:
+        """The documents of `bank` retained from sessions of these agents (`claude-code`,
+        `codex`, `gemini`, `copilot`: the `agent` a reader records in a document's metadata),
+        among `documents` when given: `RecallOptions.documents` for recall by agent (an empty
+        set recalls nothing)."""
+        wanted = {agent.strip().lower() for agent in agents}
+        found = {d.id for d in self.store.list_documents(bank) if d.metadata.get("agent") in wanted}
+        return frozenset(found & set(documents) if documents else found)
+
     def forget_document(self, bank: str, document: str) -> int:
         """Remove a document and its memories; how many memories went (0: no such document)."""
         return self.store.delete_document(bank, document)

@@ -119,7 +119,18 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _hook_env(home: Path, time_limit: float, pycache: Path) -> dict[str, str]:
+AGENT_ENV: dict[str, dict[str, str]] = {
+    "claude-code": {},
+    "codex": {"LAMINA_HOOK_ORIGIN": "codex-user"},
+    "gemini": {"LAMINA_HOOK_ORIGIN": "gemini-user"},
+    "copilot": {"LAMINA_HOOK_ORIGIN": "copilot-user", "COPILOT_HOOK_DIR": "/nonexistent/hooks"},
+}
+"""What each agent's installed hook has in its environment besides Claude Code's (`--agent`)."""
+
+
+def _hook_env(
+    home: Path, time_limit: float, pycache: Path, agent: str = "claude-code"
+) -> dict[str, str]:
     """The measured children's environment. They use compiled byte code, as an installed
     package does (pip compiles it at install): PYTHONDONTWRITEBYTECODE is dropped and the byte
     code kept in a folder of this run (PYTHONPYCACHEPREFIX), compiled by `_compile` before
@@ -130,6 +141,7 @@ def _hook_env(home: Path, time_limit: float, pycache: Path) -> dict[str, str]:
         if not k.startswith("LAMINA_") and k != "PYTHONDONTWRITEBYTECODE"
     }
     env.update(LAMINA_HOME=str(home), LAMINA_BANK=BANK, LAMINA_HOOK_TIME_LIMIT=f"{time_limit:g}")
+    env.update(AGENT_ENV[agent])
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
     return env
 
@@ -205,12 +217,13 @@ def install_info() -> dict[str, Any]:
     return {"editable": editable, "package": str(Path(package_file).resolve().parent)}
 
 
-def _prompt_payload(home: Path, transcript: Path, prompt: str) -> bytes:
-    """A UserPromptSubmit as Claude Code sends it, in the current session (so its exclusion is
-    exercised), naming the transcript that session writes."""
+def _prompt_payload(home: Path, transcript: Path, prompt: str, agent: str = "claude-code") -> bytes:
+    """A UserPromptSubmit as Claude Code sends it (Codex and Copilot send the same shape;
+    Gemini names it BeforeAgent), in the current session (so its exclusion is exercised),
+    naming the transcript that session writes."""
     return orjson.dumps(
         {
-            "hook_event_name": "UserPromptSubmit",
+            "hook_event_name": "BeforeAgent" if agent == "gemini" else "UserPromptSubmit",
             "session_id": SESSION,
             "transcript_path": str(transcript),
             "cwd": str(home),
@@ -234,13 +247,14 @@ def _measure_deadlines(
     limits: list[float],
     pycache: Path,
     hook: list[str],
+    agent: str = "claude-code",
 ) -> dict[str, Any]:
     """The cold hook run once per time limit: every run must exit 0 (an abort is a crash:
     exit 134, or -6 when the signal is reported), with memories or without."""
     done = _run_all(
         [
-            (hook, _prompt_payload(home, transcript, prompts[i % len(prompts)]),
-             _hook_env(home, limit, pycache))
+            (hook, _prompt_payload(home, transcript, prompts[i % len(prompts)], agent),
+             _hook_env(home, limit, pycache, agent))
             for i, limit in enumerate(limits)
         ]
     )  # fmt: skip
@@ -266,12 +280,13 @@ def _measure_size(
     time_limit: float,
     pycache: Path,
     hook: list[str],
+    agent: str = "claude-code",
 ) -> dict[str, Any]:
-    env = _hook_env(home, time_limit, pycache)
+    env = _hook_env(home, time_limit, pycache, agent)
     lamina = [sys.executable, "-P", "-m", "lamina"]
 
     def payload(i: int) -> bytes:
-        return _prompt_payload(home, transcript, prompts[i % len(prompts)])
+        return _prompt_payload(home, transcript, prompts[i % len(prompts)], agent)
 
     cold = _run_all([(hook, payload(i), env) for i in range(runs)])
     _progress(f"  cold path: {runs} runs, cpu p50 {_summary(cold)['cpu_ms']['p50']} ms")
@@ -372,6 +387,14 @@ def _measure_size(
     "hooks do; `plugin`: through the Claude Code plugin's launcher (from a checkout); "
     "`module` (or when there is no script): `python -P -m lamina hook`.",
 )
+@click.option(
+    "--agent",
+    type=click.Choice(list(AGENT_ENV)),
+    default="claude-code",
+    show_default=True,
+    help="Whose installed hook to measure: the prompt event and environment that agent's hook "
+    "gets (Gemini's BeforeAgent; Codex's and Copilot's origin, Copilot's COPILOT_HOOK_DIR).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def hook_bench(
     sizes: tuple[int, ...],
@@ -382,6 +405,7 @@ def hook_bench(
     keep: Path | None,
     deadline_runs: int,
     via: str,
+    agent: str,
     as_json: bool,
 ) -> None:
     """CPU, wall time and peak memory of the real `lamina hook` per prompt, cold and warm, at
@@ -455,11 +479,13 @@ def hook_bench(
             results[str(n)] = {
                 "memories": n,
                 "build_s": round(build_s, 1),
-                **_measure_size(home, transcript, prompts, count, time_limit, pycache, hook),
+                **_measure_size(home, transcript, prompts, count, time_limit, pycache, hook, agent),
             }
             if deadline_runs and n == max(sizes):
                 limits = deadline_spread(deadline_runs)
-                deadlines = _measure_deadlines(home, transcript, prompts, limits, pycache, hook)
+                deadlines = _measure_deadlines(
+                    home, transcript, prompts, limits, pycache, hook, agent
+                )
                 results[str(n)]["deadlines"] = deadlines
                 _progress(f"  deadlines: {deadline_runs} runs, {deadlines['aborts']} aborts")
         if embedder_bank is not None:
@@ -468,6 +494,7 @@ def hook_bench(
     emit(
         {
             "benchmark": "hook",
+            "agent": agent,
             "time_limit_s": time_limit,
             "transcript": source.name,
             "session_excluded": SESSION,

@@ -27,16 +27,18 @@ def _scope(project: bool, user: bool) -> str:
 
 
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini"]))
+@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini", "copilot"]))
 @click.option(
     "--project",
     is_flag=True,
-    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/).",
+    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/; "
+    "copilot: .github/).",
 )
 @click.option(
     "--user",
     is_flag=True,
-    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/); the default.",
+    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/; copilot: "
+    "$COPILOT_HOME); the default.",
 )
 @click.option(
     "--trust", is_flag=True, help="codex: also trust Lamina's hooks, through `codex app-server`."
@@ -54,12 +56,13 @@ def install(
     as_json: bool,
 ) -> None:
     """Add Lamina's hooks to Claude Code's settings (or Codex's hooks.json and MCP server to its
-    config.toml, or the Gemini CLI's hooks and MCP server to its settings.json), keeping
-    everything else there.
+    config.toml, the Gemini CLI's to its settings.json, the Copilot CLI's to hooks/lamina.json
+    and its MCP configuration), keeping everything else there.
 
     Example: lamina install claude-code --user
     Example: lamina install codex --trust
     Example: lamina install gemini --project
+    Example: lamina install copilot
     """
     from ..integrations.claude_code.install import hook_command
     from ..integrations.claude_code.install import install as do_install
@@ -75,6 +78,11 @@ def install(
         from .gemini_setup import install_gemini
 
         install_gemini(scope, home, as_json)
+        return
+    if target == "copilot":
+        from .copilot_setup import install_copilot
+
+        install_copilot(scope, home, as_json)
         return
     if scope == "project" and home:
         # The project's settings are shared: this machine's data directory stays out of them.
@@ -98,21 +106,23 @@ def install(
 
 
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini"]))
+@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini", "copilot"]))
 @click.option(
     "--project",
     is_flag=True,
-    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/).",
+    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/; "
+    "copilot: .github/).",
 )
 @click.option(
     "--user",
     is_flag=True,
-    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/); the default.",
+    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/; copilot: "
+    "$COPILOT_HOME); the default.",
 )
 @json_option
 def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
     """Remove Lamina's hooks from Claude Code's settings, or Lamina's hooks and MCP server from
-    Codex's or the Gemini CLI's (nothing else is touched).
+    Codex's, the Gemini CLI's or the Copilot CLI's (nothing else is touched).
 
     Example: lamina uninstall claude-code --user
     """
@@ -128,6 +138,11 @@ def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
         from .gemini_setup import uninstall_gemini
 
         uninstall_gemini(scope, as_json)
+        return
+    if target == "copilot":
+        from .copilot_setup import uninstall_copilot
+
+        uninstall_copilot(scope, as_json)
         return
     path, changed = do_uninstall(scope)
     if as_json:
@@ -180,6 +195,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
     for scope, info in report.get("gemini_hooks", {}).items():
         if info["installed"]:
             click.echo(f"gemini      {scope}: installed ({info['settings']})")
+    for scope, info in report.get("copilot_hooks", {}).items():
+        if info["installed"]:
+            click.echo(f"copilot     {scope}: installed ({info['hooks_file']})")
     plugin = report["plugin"]
     state = "enabled" if plugin["enabled"] else "installed, disabled" if plugin["installed"] else ""
     click.echo(f"plugin      {plugin['id']}: {state}" if state else "plugin      not installed")

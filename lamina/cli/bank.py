@@ -255,6 +255,12 @@ def retain(
     help="Only these documents (ids, or paths of retained files).",
 )
 @click.option("--tag", "tags", multiple=True, help="Only documents with one of these tags.")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    help="Only sessions of this agent: claude-code, codex, gemini or copilot (repeatable).",
+)
 @click.option("--since", default=None, help="Only memories from this date on (ISO 8601).")
 @click.option("--until", default=None, help="Only memories up to this date (ISO 8601).")
 @click.option("--block", is_flag=True, help="Print the <lamina_memories> block for a prompt.")
@@ -286,6 +292,7 @@ def recall(
     limit: int,
     documents: tuple[str, ...],
     tags: tuple[str, ...],
+    agents: tuple[str, ...],
     since: str | None,
     until: str | None,
     block: bool,
@@ -302,15 +309,19 @@ def recall(
     memory yields to it (`lamina memory`).
 
     Example: lamina recall "which database did we pick?" --bank my-project
+    Example: lamina recall "why did we drop the cache?" --agent codex
     """
     name = bank or default_bank()
     since_date, until_date = _date(since, "--since"), _date(until, "--until")
     memory_bank = _open(ctx)
     chosen = require_documents(memory_bank, name, documents)
+    scope = frozenset(chosen) if chosen else None
+    if agents:
+        scope = memory_bank.agent_documents(name, agents, chosen)
     options = RecallOptions(
         budget=budget,
         limit=limit,
-        documents=frozenset(chosen) if chosen else None,
+        documents=scope,
         tags=frozenset(tags) if tags else None,
         since=since_date,
         until=until_date,

@@ -70,7 +70,7 @@ SUMMARIES: dict[str, str] = {
     "import": "Load a bank written by `lamina export` (safe to repeat).",
     "injections": "What the prompt hook injected on each prompt, and why.",
     "inspect": "Look inside the memory banks in a browser.",
-    "install": "Add Lamina's hooks to Claude Code, Codex or Gemini CLI.",
+    "install": "Add Lamina's hooks to Claude Code, Codex, Gemini or Copilot.",
     "keys": "API keys for `lamina serve` and `lamina mcp` over HTTP.",
     "logs": "Context logs kept in a bank: list, show, delete.",
     "mcp": "Serve the memory banks over MCP (needs the `mcp` extra).",
@@ -87,7 +87,7 @@ SUMMARIES: dict[str, str] = {
     "show": "What a transcript holds: records, turns, tokens, tools.",
     "status": "Where the data lives, hooks, banks, last retains, hook log.",
     "turns": "The conversational turns of a transcript.",
-    "uninstall": "Remove Lamina's hooks from Claude Code, Codex or Gemini CLI.",
+    "uninstall": "Remove Lamina's hooks (Claude Code, Codex, Gemini, Copilot).",
     "unpin": "Remove a pin from a context log, by name.",
     "warm": "The warm server that answers the prompt hook's recalls.",
 }

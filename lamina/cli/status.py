@@ -131,6 +131,12 @@ def _gemini(directory: str | Path | None) -> dict[str, Any]:
     return gemini_status(directory)
 
 
+def _copilot(directory: str | Path | None) -> dict[str, Any]:
+    from .copilot_setup import copilot_status
+
+    return copilot_status(directory)
+
+
 def status_report(
     home: str | Path | None = None,
     directory: str | Path | None = None,
@@ -159,6 +165,7 @@ def status_report(
         },
         "codex_hooks": _codex(directory),
         "gemini_hooks": _gemini(directory),
+        "copilot_hooks": _copilot(directory),
         "plugin": plugin,
         "mcp_servers": servers,
         "warnings": installation_warnings(plugin, scopes, servers),

@@ -237,6 +237,10 @@ class Tools:
             list[str] | None, Field(description="Only memories of these documents (ids as "
                                     "list_documents gives them).")
         ] = None,
+        agents: Annotated[
+            list[str] | None, Field(description="Only memories of sessions of these agents: "
+                                    "claude-code, codex, gemini, copilot.")
+        ] = None,
         detail: Annotated[
             bool, Field(description="Also return each memory's score per search channel, "
                         "source span and speakers, and a ready <lamina_memories> prompt block.")
@@ -244,9 +248,10 @@ class Tools:
         ctx: Context | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         name = self.pick(bank, ctx, must_exist=True)
-        options = RecallOptions(
-            budget=budget, documents=frozenset(documents) if documents else None
-        )
+        scope = frozenset(documents) if documents else None
+        if agents:
+            scope = self.memory.agent_documents(name, agents, documents)
+        options = RecallOptions(budget=budget, documents=scope)
         return compact_recall(name, self.memory.recall(query, name, options), detail)
 
     @_tool_errors

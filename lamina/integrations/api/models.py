@@ -195,6 +195,8 @@ class RecallBody(Body):
     """Only memories of these documents."""
     tags: list[str] | None = None
     """Only memories of documents carrying one of these tags."""
+    agents: list[str] | None = None
+    """Only memories of sessions of these agents (claude-code, codex, gemini, copilot)."""
     since: datetime | None = None
     """Only memories from this time on."""
     until: datetime | None = None

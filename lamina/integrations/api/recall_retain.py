@@ -25,10 +25,13 @@ router = APIRouter(prefix="/v1/banks", tags=["recall and retain"])
 def recall(bank: str, body: RecallBody, auth: Auth, memory: Memory) -> dict[str, Any]:
     """The memories that best answer `query`, within `budget` tokens, best first."""
     name = bank_for(memory, auth, bank)
+    documents = frozenset(body.documents) if body.documents else None
+    if body.agents:
+        documents = memory.agent_documents(name, body.agents, body.documents)
     options = RecallOptions(
         budget=body.budget,
         limit=body.limit,
-        documents=frozenset(body.documents) if body.documents else None,
+        documents=documents,
         tags=frozenset(body.tags) if body.tags else None,
         since=body.since,
         until=body.until,

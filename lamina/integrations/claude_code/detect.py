@@ -10,7 +10,9 @@ servers. Read from Claude Code's own files, never written.
 
 One installation wins: when the plugin is enabled, hooks from settings files stand aside (the
 hook sees it was not started by the plugin's launcher and returns nothing), so no prompt ever
-gets two memory blocks. `lamina status` reports all of them and warns about the overlap.
+gets two memory blocks. The Copilot CLI also runs a project's `.claude/settings.json` hooks
+(setting COPILOT_HOOK_DIR for them); they stand aside where Lamina's Copilot hooks are
+installed. `lamina status` reports all of them and warns about the overlap.
 """
 
 from __future__ import annotations
@@ -107,6 +109,17 @@ def stands_aside(
         from ..gemini.install import stands_aside as gemini_stands_aside
 
         return gemini_stands_aside(directory, environ)
+    if origin.startswith("copilot-"):  # and Copilot's
+        from ..copilot.install import stands_aside as copilot_stands_aside
+
+        return copilot_stands_aside(directory, environ)
+    if environ.get("COPILOT_HOOK_DIR"):
+        # Copilot runs a project's .claude/settings.json hooks too: Lamina's own Copilot
+        # hooks, where installed, serve the session instead.
+        from ..copilot.install import installed_scopes as copilot_scopes
+
+        if any(copilot_scopes(directory, environ).values()):
+            return "Lamina's hooks for Copilot"
     if plugin_state(directory, environ)["enabled"]:
         return "the Lamina plugin"
     if origin == "user" and installed_scopes(directory, environ).get("project"):

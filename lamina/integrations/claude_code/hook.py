@@ -24,6 +24,10 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
 - The Gemini CLI's **BeforeAgent** is served as UserPromptSubmit (its prompt without the
   `<hook_context>` blocks SessionStart hooks prepended; the answer names BeforeAgent) and its
   **AfterAgent** as Stop (`served_event`). Gemini's SessionStart never gets the digest.
+- The Copilot CLI's hooks carry Claude Code's event names, for which Copilot sends Claude Code's
+  payloads, but name the session file at Stop only (the other events find it from the session
+  id, `_copilot_payload`), and Copilot reads only a top-level `additionalContext`, which is how
+  the hook answers it (Lamina's Copilot hooks, or a project's Claude Code hooks Copilot runs).
 - **SessionStart**: make sure the configured database is created and migrated; with `warm` on,
   start the warm server if none runs.
 
@@ -99,6 +103,27 @@ def served_event(payload: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, st
                         flags=re.DOTALL)  # fmt: skip
         payload = {**payload, "prompt": prompt}
     return payload, event, named
+
+
+def _copilot(env: Mapping[str, str] | None) -> bool:
+    """Whether the Copilot CLI runs this hook: Lamina's Copilot hooks (their origin), or a
+    project's Claude Code hooks, which Copilot runs too (it sets COPILOT_HOOK_DIR for a hook)."""
+    environ = os.environ if env is None else env
+    origin = environ.get("LAMINA_HOOK_ORIGIN", "")
+    return origin.startswith("copilot-") or bool(environ.get("COPILOT_HOOK_DIR"))
+
+
+def _copilot_payload(
+    payload: Mapping[str, Any], env: Mapping[str, str] | None
+) -> Mapping[str, Any]:
+    """Copilot names its session file (`transcript_path`) at Stop only: the other events get
+    it from the session id, so the prompt hook reads the last turns and SessionEnd retains."""
+    if payload.get("transcript_path") or not _copilot(env):
+        return payload
+    from ..copilot.install import copilot_transcript  # imported by stands_aside anyway
+
+    found = copilot_transcript(str(payload.get("session_id") or ""), env)
+    return {**payload, "transcript_path": found} if found else payload
 
 
 def _gemini(named: str, env: Mapping[str, str] | None) -> bool:
@@ -313,6 +338,7 @@ def run_hook(
         if not isinstance(payload, dict):
             raise ValueError("the hook payload is not a JSON object")
         payload, event, named = served_event(payload)
+        payload = _copilot_payload(payload, call.env)
         session = str(payload.get("session_id") or "")
         from .detect import stands_aside
         from .project import session_directory
@@ -447,6 +473,8 @@ def _dispatch(
         digest = session_digest(payload, base, cfg)
         if not digest:
             return ""
+        if _copilot(call.env):  # a user message of its own, at the start of the session
+            return orjson.dumps({"additionalContext": digest}).decode()
         output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
                                          "additionalContext": digest}}  # fmt: skip
         return orjson.dumps(output).decode()
@@ -490,7 +518,7 @@ def _prompt(
         prompt=prompt,
         bank=hook_bank(payload, home, call.env, call.cwd),
         session=session,
-        transcript=str(payload.get("transcript_path") or ""),
+        transcript=_with_content(str(payload.get("transcript_path") or "")),
         context_turns=cfg.context_turns,
         max_query_chars=cfg.max_query_chars,
         budget=cfg.budget,
@@ -557,6 +585,8 @@ def _prompt(
     })  # fmt: skip
     if answer is None or not answer.context:
         return ""
+    if _copilot(call.env):  # Copilot reads a top-level additionalContext only
+        return orjson.dumps({"additionalContext": answer.context}).decode()
     output = {
         "hookSpecificOutput": {
             "hookEventName": answer_as,
@@ -564,6 +594,16 @@ def _prompt(
         }
     }
     return orjson.dumps(output).decode()
+
+
+def _with_content(transcript: str) -> str:
+    """The transcript the query reads its last turns from: "" for one that is not there or
+    still empty (a session file just created, as Copilot's is before its first event), whose
+    format cannot be told and which holds no turn."""
+    try:
+        return transcript if transcript and Path(transcript).stat().st_size > 0 else ""
+    except OSError:
+        return ""
 
 
 def _no_server(reason: str) -> bool:

@@ -38,6 +38,7 @@ __all__ = [
     "hooks_config",
     "install",
     "installed_scopes",
+    "is_hook_command",
     "project_commands",
     "settings_path",
     "uninstall",
@@ -122,9 +123,14 @@ def settings_path(
     raise ConfigError(f"unknown scope {scope!r} (user or project)")
 
 
+def is_hook_command(command: str) -> bool:
+    """Whether a hook's command runs `lamina hook` (by any path, in any wrapper)."""
+    return _OURS.search(command) is not None
+
+
 def _is_ours(entry: Any) -> bool:
     command = entry.get("command") if isinstance(entry, Mapping) else None
-    return isinstance(command, str) and _OURS.search(command) is not None
+    return isinstance(command, str) and is_hook_command(command)
 
 
 def _load(path: Path) -> dict[str, Any]:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # importing typing and pathlib would cost every warm prompt a
 __all__ = [
     "FORWARDED_VARIABLES",
     "MAX_MESSAGE",
+    "PROMPT_EVENTS",
     "PROTOCOL",
     "SOCKET_PATH_LIMIT",
     "WarmUnavailable",
@@ -283,9 +284,15 @@ def loads(text: str) -> object:
 
 # -- the hook's warm path ----------------------------------------------------------------------
 
-FORWARDED_VARIABLES = ("CLAUDE_PROJECT_DIR", "CLAUDE_CONFIG_DIR")
+FORWARDED_VARIABLES = (
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_CONFIG_DIR",
+    "COPILOT_HOME",
+    "COPILOT_HOOK_DIR",
+)
 """Sent with a hook to the server besides every LAMINA_* variable: what chooses the event's
-bank, settings and installation (nothing else of the environment leaves this process)."""
+bank, settings, installation and transcript, and the answer's shape (Copilot's) -- nothing
+else of the environment leaves this process."""
 
 
 def client_home(home: str | None, environ: Mapping[str, str]) -> tuple[str | None, dict[str, Any]]:
@@ -366,13 +373,18 @@ def _time_limit(environ: Mapping[str, str], config: Mapping[str, Any]) -> float:
     return 3.0
 
 
+PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
+"""The prompt events a warm server answers (the others do no recall)."""
+
+
 def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None, str]:
     """A UserPromptSubmit hook answered by the warm server: (what to print, "") when it
     answered, else (None, why not: "" when the server was not asked). Never raises."""
     try:
         started = time.monotonic() - process_age()
         payload = loads(stdin.strip() or "{}")
-        if not isinstance(payload, dict) or payload.get("hook_event_name") != "UserPromptSubmit":
+        # Gemini's BeforeAgent is its UserPromptSubmit (Copilot sends Claude Code's name).
+        if not isinstance(payload, dict) or payload.get("hook_event_name") not in PROMPT_EVENTS:
             return None, ""
         environ = os.environ
         base, config = client_home(home, environ)

@@ -37,7 +37,8 @@ import orjson
 
 from ...config import project_root
 from ...errors import ConfigError
-from ..claude_code.install import _is_ours, _load, _save, _without_ours, hook_command
+from ..claude_code.install import _is_ours, _load, _save, _without_ours
+from ..installs import SERVER, hook_commands, mcp_words, user_stands_aside
 
 __all__ = [
     "HOOK_EVENTS",
@@ -63,7 +64,6 @@ HOOK_EVENTS: Mapping[str, int] = {
 3 s: that event (like Stop) only starts the detached retain worker."""
 
 SESSION_START_MATCHER = "startup|resume|clear"
-SERVER = "lamina"
 _SNAKE = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit",
           "Stop": "stop", "SessionEnd": "session_end"}  # fmt: skip
 """How Codex names an event in a hook's trust key."""
@@ -96,15 +96,6 @@ def codex_files(
     return CodexFiles(scope, base / "hooks.json", base / "config.toml")
 
 
-def _commands(scope: str, home: str | Path | None) -> dict[str, str]:
-    if scope == "user":
-        return dict.fromkeys(HOOK_EVENTS, hook_command(home, origin="codex-user"))
-    # A teammate without Lamina: every event does nothing (Codex shows no systemMessage
-    # from SessionStart, so there is no advice to print).
-    run = "command -v lamina >/dev/null 2>&1 && LAMINA_HOOK_ORIGIN=codex-project exec lamina hook"
-    return dict.fromkeys(HOOK_EVENTS, f"{run}; true")
-
-
 def _hook_groups(commands: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for event, timeout in HOOK_EVENTS.items():
@@ -119,14 +110,7 @@ def _hook_groups(commands: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]
 def _server_table(scope: str, home: str | Path | None) -> str:
     """The `[mcp_servers.lamina]` table: this installation's `lamina mcp` (user scope), or
     `lamina mcp` from PATH (a project's)."""
-    import shlex
-
-    if scope == "user":
-        # The hook's command, without its origin and `hook`: the same executable.
-        words = shlex.split(hook_command(home))[1:-1]
-    else:
-        words = ["lamina"]
-    command, args = words[0], [*words[1:], "mcp"]
+    command, *args = mcp_words(scope, home)
 
     def string(value: str) -> str:
         return orjson.dumps(value).decode()  # a JSON string is a TOML basic string
@@ -232,7 +216,8 @@ def install(
     if not isinstance(hooks, dict):
         raise ConfigError(f"{files.hooks}: 'hooks' is not an object")
     merged = _without_ours(hooks)
-    for event, groups in _hook_groups(_commands(scope, home)).items():
+    commands = hook_commands("codex", scope, home, HOOK_EVENTS)
+    for event, groups in _hook_groups(commands).items():
         merged.setdefault(event, []).extend(groups)
     if merged != hooks or not files.hooks.exists():
         data["hooks"] = merged
@@ -309,11 +294,7 @@ def stands_aside(
 ) -> str | None:
     """Codex runs the hooks of every layer: a user-scope hook stands aside for a project's,
     so a prompt never gets two memory blocks."""
-    environ = os.environ if env is None else env
-    origin = environ.get("LAMINA_HOOK_ORIGIN")
-    if origin == "codex-user" and installed_scopes(directory, environ).get("project"):
-        return "the project's Lamina hooks for Codex"
-    return None
+    return user_stands_aside("codex", "Codex", installed_scopes, directory, env)
 
 
 class CodexUnavailable(ConfigError):

@@ -32,7 +32,15 @@ from typing import Any
 
 from ...config import project_root
 from ...errors import ConfigError
-from ..claude_code.install import _is_ours, _load, _save, _without_ours, hook_command
+from ..claude_code.install import _is_ours, _load, _save, _without_ours
+from ..installs import (
+    SERVER,
+    hook_commands,
+    mcp_words,
+    user_stands_aside,
+    with_server,
+    without_server,
+)
 
 __all__ = [
     "HOOK_EVENTS",
@@ -53,8 +61,6 @@ HOOK_EVENTS: Mapping[str, int] = {
 }
 """The events Lamina handles in Gemini, with their timeouts (milliseconds). The prompt hook
 answers within its own 3 s limit; AfterAgent and SessionEnd only start the retain worker."""
-
-SERVER = "lamina"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +86,6 @@ def settings_file(
     raise ConfigError(f"unknown scope {scope!r} (user or project)")
 
 
-def _commands(scope: str, home: str | Path | None) -> dict[str, str]:
-    if scope == "user":
-        return dict.fromkeys(HOOK_EVENTS, hook_command(home, origin="gemini-user"))
-    # A teammate without Lamina: every event does nothing.
-    run = "command -v lamina >/dev/null 2>&1 && LAMINA_HOOK_ORIGIN=gemini-project exec lamina hook"
-    return dict.fromkeys(HOOK_EVENTS, f"{run}; true")
-
-
 def _hook_groups(commands: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]:
     groups: dict[str, list[dict[str, Any]]] = {}
     for event, timeout in HOOK_EVENTS.items():
@@ -99,20 +97,10 @@ def _hook_groups(commands: Mapping[str, str]) -> dict[str, list[dict[str, Any]]]
 
 
 def _server(scope: str, home: str | Path | None) -> dict[str, Any]:
-    """`mcpServers.lamina`: this installation's `lamina mcp` (user scope), or `lamina mcp` from
-    PATH (a project's); trusted, so that headless sessions are offered its tools."""
-    import shlex
-
-    words = shlex.split(hook_command(home))[1:-1] if scope == "user" else ["lamina"]
-    return {"command": words[0], "args": [*words[1:], "mcp"], "trust": True}
-
-
-def _is_our_server(entry: Any) -> bool:
-    if not isinstance(entry, Mapping):
-        return False
-    args = entry.get("args")
-    words = [str(entry.get("command") or ""), *(str(a) for a in args or [] if a is not None)]
-    return "lamina" in " ".join(words) and "mcp" in words
+    """`mcpServers.lamina`: `lamina mcp`, trusted, so that headless sessions are offered its
+    tools."""
+    command, *args = mcp_words(scope, home)
+    return {"command": command, "args": args, "trust": True}
 
 
 def install(
@@ -130,21 +118,10 @@ def install(
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f"{path}: 'hooks' is not an object")
-    servers = data.get("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise ConfigError(f"{path}: 'mcpServers' is not an object")
-    if SERVER in servers and not _is_our_server(servers[SERVER]):
-        raise ConfigError(
-            f"{path}: mcpServers.{SERVER} runs something other than `lamina mcp`; "
-            "rename or remove it first"
-        )
     merged = _without_ours(hooks)
-    for event, groups in _hook_groups(_commands(scope, home)).items():
+    for event, groups in _hook_groups(hook_commands("gemini", scope, home, HOOK_EVENTS)).items():
         merged.setdefault(event, []).extend(groups)
-    updated = dict(data)
-    updated["hooks"] = merged
-    server = {**servers.get(SERVER, {}), **_server(scope, home)}  # keeps the user's env, timeout
-    updated["mcpServers"] = {**servers, SERVER: server}
+    updated = with_server(path, {**data, "hooks": merged}, _server(scope, home))
     if updated != data or not path.exists():
         _save(path, updated)
     return path
@@ -159,7 +136,7 @@ def uninstall(
     if not path.exists():
         return path, False
     data = _load(path)
-    updated = dict(data)
+    updated = without_server(data)
     hooks = data.get("hooks")
     if isinstance(hooks, dict):
         cleaned = _without_ours(hooks)
@@ -168,13 +145,6 @@ def uninstall(
                 updated["hooks"] = cleaned
             else:
                 updated.pop("hooks")
-    servers = data.get("mcpServers")
-    if isinstance(servers, dict) and _is_our_server(servers.get(SERVER)):
-        rest = {name: entry for name, entry in servers.items() if name != SERVER}
-        if rest:
-            updated["mcpServers"] = rest
-        else:
-            updated.pop("mcpServers")
     if updated == data:
         return path, False
     if updated:
@@ -214,8 +184,4 @@ def stands_aside(
 ) -> str | None:
     """Gemini merges the hooks of its settings layers: a user-scope hook stands aside for a
     project's, so a prompt never gets two memory blocks."""
-    environ = os.environ if env is None else env
-    origin = environ.get("LAMINA_HOOK_ORIGIN")
-    if origin == "gemini-user" and installed_scopes(directory, environ).get("project"):
-        return "the project's Lamina hooks for Gemini"
-    return None
+    return user_stands_aside("gemini", "Gemini", installed_scopes, directory, env)
