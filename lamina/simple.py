@@ -29,9 +29,9 @@ from .errors import InputError, NotFoundError
 from .store.lookup import check_bank_name
 
 if TYPE_CHECKING:
-    from .bank.model import BankStats, Document
     from .bank.retain import RetainReport
     from .embed import Embedder
+    from .memories import BankStats, Document
 
 __all__ = ["BankHandle", "MemoryStore", "open"]
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from lamina.bank.index import BankIndex
-from lamina.bank.lexical import tokenize
-from lamina.bank.model import Memory
 from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store
 from lamina.embed import HashEmbedder
+from lamina.memories import Memory
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
 from lamina.store.sqlite import SQLiteStore
+from lamina.text.lexical import tokenize
 
 WORDS = [f"w{n}" for n in range(400)]
 START = datetime(2024, 1, 1, tzinfo=UTC)

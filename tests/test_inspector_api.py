@@ -309,7 +309,7 @@ def test_memory_filters_run_in_the_store(database: str, tmp_path: Path) -> None:
     (inclusive), documents and pages filter as a user reads them; kinds count the whole bank."""
     from datetime import UTC, datetime
 
-    from lamina.bank.model import Cursor, Memory
+    from lamina.memories import Cursor, Memory
     from lamina.store.base import MemoryFilter, RetainBatch
 
     def day(n: int) -> datetime:

@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.entities import extract_entities
 from lamina.bank.index import BankIndex
-from lamina.bank.model import Vector
 from lamina.bank.recall import RecallOptions, recall_from_index, recall_from_store, without_common
 from lamina.embed import HashEmbedder
+from lamina.memories import Vector
 from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.store import open_store
 from lamina.store.search import SearchStore
+from lamina.text.entities import extract_entities
 
 # A coding session: one exchange names each identifier, between two about other things; others
 # use the identifier's words loosely and often, so that words alone rank them first.

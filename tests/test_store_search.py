@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from lamina.bank.index import BankIndex
-from lamina.bank.lexical import BM25Index, tokenize
-from lamina.bank.model import Cursor, Memory
 from lamina.bank.recall import RecallOptions
 from lamina.errors import StoreError
+from lamina.memories import Cursor, Memory
 from lamina.store import postgres_search
 from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
+from lamina.text.lexical import BM25Index, tokenize
 
 from .parity import (
     RECALL_CASES,

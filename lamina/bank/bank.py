@@ -30,14 +30,14 @@ from ..embed import (
     derived_window_vector,
     shared_embedder,
 )
+from ..memories import Bank, BankStats, Correction, Document, Memory
 from ..messages import Message
 from ..store import open_store
 from ..store.base import Store
 from ..store.lookup import check_bank_name, require_bank, require_document
 from ..store.search import SearchStore
-from .entities import extract_entities
+from ..text.entities import extract_entities
 from .fusion import model_for
-from .model import Bank, BankStats, Correction, Document, Memory
 from .recall import RecallOptions, RecallResult, recall_from_index, recall_from_store
 
 if TYPE_CHECKING:
@@ -300,7 +300,7 @@ class MemoryBank:
         if not metadata:
             return metadata
         redactor = self.retain_options.redactor
-        from .redact import redact_json
+        from ..text.redact import redact_json
 
         clean: Mapping[str, Any] = redact_json(metadata, lambda t: redactor.redact(t)[0])
         return clean

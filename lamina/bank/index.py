@@ -23,11 +23,11 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
+from ..memories import Memory, memory_tokens
 from ..store.base import Store
 from ..store.search import excluded
-from .entities import entity_terms
-from .lexical import BM25Index
-from .model import Memory, memory_tokens
+from ..text.entities import entity_terms
+from ..text.lexical import BM25Index
 
 __all__ = ["BankIndex"]
 

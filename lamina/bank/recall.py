@@ -39,10 +39,15 @@ else:
     from .._lazy import numpy as np
 
 from ..embed import Embedder
+from ..memories import Memory, memory_tokens
 from ..store.search import SearchFilter, SearchStore
 from ..tags import BLOCK_TOKENS, format_memory_block, framing_tokens
+from ..text.entities import ENTITY_PREFIX, entity_terms, extract_entities
+from ..text.lexical import idf, tokenize
+from ..text.shorten import piece_estimator, shorten
+from ..text.units import SUMMARY
+from ..text.when import TimeRange, resolve_time_expressions
 from ..tokens import count_text
-from .entities import ENTITY_PREFIX, entity_terms, extract_entities
 from .fusion import (
     CHANNEL_FEATURES,
     MEMORY_FEATURES,
@@ -53,12 +58,7 @@ from .fusion import (
     rerank_features,
     stage_order,
 )
-from .lexical import idf, tokenize
-from .model import Memory, memory_tokens
 from .relevance import ceiling, ranked, relevance
-from .shorten import piece_estimator, shorten
-from .units import SUMMARY
-from .when import TimeRange, resolve_time_expressions
 
 __all__ = [
     "Floor",

@@ -27,9 +27,9 @@ import click
 import numpy as np
 
 from ..bank.bank import MemoryBank
-from ..bank.model import Cursor, Memory
 from ..bank.recall import RecallOptions, combsum, recall_from_store
 from ..errors import InputError
+from ..memories import Cursor, Memory
 from ..readers import read_transcript
 from ..readers.locomo import read_locomo_samples
 from ..store.base import RetainBatch

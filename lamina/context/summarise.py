@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..bank.units import UnitOptions, build_units
 from ..messages import Message
+from ..text.units import UnitOptions, build_units
 from ..tokens import TokenCounter, count_text, default_counter
 from .requests import SummaryFailure, SummaryRequest, SummaryResult
 

@@ -52,7 +52,6 @@ from pydantic import Field
 
 from ..access import Access, Gate
 from ..bank.bank import MemoryBank
-from ..bank.model import Correction, Memory
 from ..bank.query import QueryOptions, compose_recall_query
 from ..bank.recall import RecallOptions
 from ..context.frontier import CompileOptions
@@ -60,6 +59,7 @@ from ..context.logs import ContextLogs, check_budget, read_message_list
 from ..context.pins import pin_json
 from ..context.stored import StoredLog
 from ..errors import InputError, NotFoundError
+from ..memories import Correction, Memory
 from ..messages import Message
 from ..store.base import MemoryFilter, Store, StoredPin, StoredSummary
 from .api.deps import Auth, Logs, bank_for

@@ -33,11 +33,11 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from ..bank.entities import entity_terms
-from ..bank.lexical import term_counts
-from ..bank.model import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..errors import StoreError
+from ..memories import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..messages import JSONValue, Message, message_from_json, message_to_json
+from ..text.entities import entity_terms
+from ..text.lexical import term_counts
 from ..tokens import count_text
 from .base import (
     SPEND_KEPT,

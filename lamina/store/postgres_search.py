@@ -36,8 +36,8 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from ..bank.lexical import idf
-from ..bank.model import Memory
+from ..memories import Memory
+from ..text.lexical import idf
 from .packs import PackCache
 from .search import BM25_B, BM25_K1, SearchFilter
 

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-from ..bank.model import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..errors import StoreError
+from ..memories import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..messages import JSONValue, Message, message_from_json, message_to_json
 from ..owned import private_dir
 from ..tokens import count_text

@@ -31,8 +31,8 @@ else:
     from .._lazy import numpy as np
 import orjson
 
-from ..bank.entities import entity_terms
-from ..bank.lexical import idf, term_counts
+from ..text.entities import entity_terms
+from ..text.lexical import idf, term_counts
 from .packs import PackCache
 from .search import BM25_B, BM25_K1
 

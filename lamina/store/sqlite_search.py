@@ -35,7 +35,7 @@ else:
     from .._lazy import numpy as np
 import orjson
 
-from ..bank.model import Memory
+from ..memories import Memory
 from .packs import PackCache
 from .search import SearchFilter
 from .sqlite_postings import Packed, Postings, Tail, bm25, pack_cache, read_postings, tail_cache

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.lexical import BM25Index
 from lamina.embed import HashEmbedder
 from lamina.store.sqlite import SQLiteStore
+from lamina.text.lexical import BM25Index
 
 from ..test_recall import FACTS, conversation
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ...bank.model import Memory
+    from ...memories import Memory
     from ...store.search import SearchFilter, SearchStore
 
 __all__ = ["ReusingStore"]
