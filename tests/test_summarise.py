@@ -293,7 +293,7 @@ def test_summariser_settings_env_then_config_file_then_defaults(tmp_path: Any) -
 
 def test_summariser_from_config_is_offline_unless_a_model_is_configured() -> None:
     from lamina.config import SummariserSettings
-    from lamina.context.summarise import summariser_from_config
+    from lamina.context.configured import summariser_from_config
 
     assert isinstance(summariser_from_config(SummariserSettings()), ExtractiveSummariser)
     asked: list[str] = []

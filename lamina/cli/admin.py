@@ -580,7 +580,7 @@ def compile_command(
     """
     from ..config import summariser_settings
     from ..context import CompileOptions, Compiler, ContextLog, StoredLog
-    from ..context.summarise import summariser_from_config
+    from ..context.configured import summariser_from_config
     from ..readers import read_transcript, reader_for
 
     if old_fmt is not None:

@@ -230,7 +230,7 @@ def log_summariser(store: Store | None = None, env: Mapping[str, str] | None = N
     switching never rewrites old ones."""
     from ..config import summariser_settings
     from ..store.ledger import StoreSpendLedger
-    from .summarise import summariser_from_config
+    from .configured import summariser_from_config
 
     ledger = StoreSpendLedger(store) if store is not None else None
     return summariser_from_config(summariser_settings(env), ledger=ledger)
