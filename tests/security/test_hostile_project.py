@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from lamina.config import default_bank, project_root
-from lamina.integrations.claude_code import install, warm
+from lamina.integrations.claude_code import install, warm_control
 
 HOSTILE = "import pathlib\npathlib.Path({marker!r}).write_text('imported from the project')\n"
 
@@ -85,8 +85,8 @@ def test_the_warm_server_started_from_a_hostile_project_imports_nothing_from_it(
             started.append(command)
             assert options.get("cwd") == "/"
 
-    monkeypatch.setattr(warm.subprocess, "Popen", Recorded)
-    warm.start_detached(tmp_path / "home", 5.0)
+    monkeypatch.setattr(warm_control.subprocess, "Popen", Recorded)
+    warm_control.start_detached(tmp_path / "home", 5.0)
     (command,) = started
     assert command[:4] == [sys.executable, "-P", "-m", "lamina"]
     # A real server, started from the project, answers; nothing of the project ran.

@@ -434,7 +434,7 @@ def _dispatch(
             store.close()
         log.write(event, session, f"ready (migrations applied: {len(applied)})")
         if cfg.warm:
-            from .warm import ensure_started
+            from .warm_control import ensure_started
 
             log.write(event, session, ensure_started(base, cfg.warm_idle))
         if not cfg.session_digest:
@@ -514,7 +514,7 @@ def _prompt(
         if cfg.warm and _no_server(record.get("warm_unavailable", "")):
             # The server exited while idle (or was killed): start one for the next prompt,
             # after this one's answer so that its start does not compete with it.
-            from .warm import start_detached
+            from .warm_control import start_detached
 
             record["warm_started"] = start_detached(home, cfg.warm_idle)
     if answer is None:
