@@ -7,14 +7,13 @@ from pathlib import Path
 
 import click
 
-from ..config import data_home
-from .common import emit_json, json_option
+from .common import emit_json, json_option, settings
 
 __all__ = ["warm"]
 
 
 def _home(ctx: click.Context) -> Path:
-    return data_home((ctx.find_root().obj or {}).get("home"))
+    return settings(ctx).home
 
 
 def _describe(status: dict[str, object]) -> str:

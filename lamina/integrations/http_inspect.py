@@ -614,11 +614,10 @@ ROUTERS = (router, activity_router)
 
 
 # -- the pages ---------------------------------------------------------------------------------
-def include_inspector(app: FastAPI, home: str | Path | None = None) -> None:
-    """Add the inspector's endpoints and pages to the API's app."""
-    from ..config import data_home
-
-    app.state.inspector_home = data_home(home)
+def include_inspector(app: FastAPI, home: Path) -> None:
+    """Add the inspector's endpoints and pages to the API's app; `home`: the data directory
+    (its hook and injection logs)."""
+    app.state.inspector_home = home
     for each in ROUTERS:
         app.include_router(each)
     app.mount("/inspector", StaticFiles(directory=ASSETS), name="inspector")

@@ -53,8 +53,6 @@ from .warm_client import (
     MAX_MESSAGE,
     PROTOCOL,
     WarmUnavailable,
-    configured_database,
-    configured_embedder,
     read_line,
     run_dir,
 )
@@ -108,11 +106,11 @@ class WarmServer:
     queries: TailQueries | None = field(default=None, repr=False)
     """What the server keeps of recent transcripts' ends, to read only what was appended."""
     database: str | None = None
-    """The database its bank was opened on, as `configured_database` names it ("": the data
-    directory's own file): a hook or recall for another one is refused."""
+    """The database its bank was opened on, as its settings name it (`database_url`, "": the
+    data directory's own file): a hook or recall for another one is refused."""
     embedder: str = ""
-    """The embedder its bank was opened with, as `configured_embedder` names it ("": the
-    bundled model): likewise."""
+    """The embedder its bank was opened with, as its settings name it ("": the bundled
+    model): likewise."""
     _stopping: bool = False
     _last: float = 0.0
     """When a recall was last answered (monotonic): the idle timeout counts from it."""
@@ -165,15 +163,16 @@ class WarmServer:
     def _open_bank(self) -> None:
         if self.memory_bank is None:
             from ...bank.bank import MemoryBank
-            from ...config import load_config
+            from ...config import resolve_settings
             from ...embed import set_model_cache
 
-            # Read before the bank opens, by the same rule: what the bank is opened on.
-            config = load_config()
-            self.database = configured_database(os.environ, config)
-            self.embedder = configured_embedder(os.environ, config)
+            # Resolved once, at the start: what the bank is opened on, and what a hook's
+            # request must name to be answered here.
+            settings = resolve_settings(home=self.home)
+            self.database = settings.database_url or ""
+            self.embedder = settings.embedder or ""
             set_model_cache(self.home / "cache")
-            self.memory_bank = MemoryBank.open(self.home, serving=True)
+            self.memory_bank = MemoryBank.open(settings=settings, serving=True)
         if self.queries is None:
             from ...bank.query import TailQueries
 
