@@ -43,12 +43,6 @@ command and hook pays for -- costs next to nothing until one of them is asked fo
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs every hook ~5 ms
 if TYPE_CHECKING:
     from .bank.bank import MemoryBank
-    from .bank.model import (
-        Bank,
-        BankStats,
-        Document,
-        Memory,
-    )
     from .bank.query import (
         QueryOptions,
         RecallQuery,
@@ -78,6 +72,12 @@ if TYPE_CHECKING:
         ReadWarning,
         StoreError,
         UnknownFormatError,
+    )
+    from .memories import (
+        Bank,
+        BankStats,
+        Document,
+        Memory,
     )
     from .messages import (
         Block,
@@ -122,10 +122,10 @@ del TYPE_CHECKING
 
 _EXPORTS: dict[str, str] = {
     "MemoryBank": ".bank.bank",
-    "Bank": ".bank.model",
-    "BankStats": ".bank.model",
-    "Document": ".bank.model",
-    "Memory": ".bank.model",
+    "Bank": ".memories",
+    "BankStats": ".memories",
+    "Document": ".memories",
+    "Memory": ".memories",
     "QueryOptions": ".bank.query",
     "RecallQuery": ".bank.query",
     "compose_recall_query": ".bank.query",

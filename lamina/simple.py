@@ -29,9 +29,9 @@ from .errors import InputError, NotFoundError
 from .store.lookup import check_bank_name
 
 if TYPE_CHECKING:
-    from .bank.model import BankStats, Document
     from .bank.retain import RetainReport
     from .embed import Embedder
+    from .memories import BankStats, Document
 
 __all__ = ["BankHandle", "MemoryStore", "open"]
 
@@ -59,9 +59,9 @@ def open(where: str | Path | None = None, *, embedder: Embedder | None = None) -
     path = Path(where).expanduser()
     if path.suffix in _SQLITE_SUFFIXES or path.is_file():
         return MemoryStore(MemoryBank.open(database_url=str(path), embedder=embedder))
-    from .config import database_path
+    from .config import DATABASE_NAME
 
-    target = str(database_path(path))
+    target = str(path / DATABASE_NAME)
     return MemoryStore(MemoryBank.open(database_url=target, embedder=embedder))
 
 

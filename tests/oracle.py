@@ -18,9 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from lamina.bank.assemble import assemble
-from lamina.bank.entities import entity_terms
-from lamina.bank.lexical import BM25Index
-from lamina.bank.model import Memory, memory_tokens
 from lamina.bank.recall import (
     RecallOptions,
     RecallResult,
@@ -34,10 +31,13 @@ from lamina.bank.recall import (
     weighs,
     without_common,
 )
-from lamina.bank.when import TimeRange
 from lamina.embed import Embedder
+from lamina.memories import Memory, memory_tokens
 from lamina.store.base import Store
 from lamina.store.search import excluded
+from lamina.text.entities import entity_terms
+from lamina.text.lexical import BM25Index
+from lamina.text.when import TimeRange
 
 
 @dataclass

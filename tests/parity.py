@@ -10,14 +10,14 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from lamina.bank.lexical import tokenize
-from lamina.bank.model import Memory
 from lamina.bank.plan import recall_from_store
 from lamina.bank.recall import RecallOptions
 from lamina.embed import HashEmbedder
+from lamina.memories import Memory
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
 from lamina.store.sqlite import SQLiteStore
+from lamina.text.lexical import tokenize
 
 from .oracle import BankIndex, recall_from_index
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank
+from lamina.config import default_bank, resolve_settings
 
 from .conftest import ROOT
 from .fake_anthropic import ScriptedAPI, last_user_text, text_of
@@ -141,7 +141,7 @@ class Machine:
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         }
-        self.bank = default_bank(self.project, {})
+        self.bank = default_bank(self.project, resolve_settings({}))
 
     def run(self, *args: str, limit: int = 180) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

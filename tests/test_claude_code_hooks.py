@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank
+from lamina.config import default_bank, resolve_settings
 from lamina.integrations.claude_code.contract import MAX_CONTEXT_CHARS, Notices
 from lamina.integrations.claude_code.install import install
 from lamina.integrations.claude_code.project import hook_bank
@@ -73,8 +73,8 @@ def test_the_bank_is_the_projects_even_after_the_agent_cds_away(
             "transcript_path": str(EXAMPLE), "cwd": str(elsewhere)}  # fmt: skip
     result = hook(home, stop, CLAUDE_PROJECT_DIR=str(project))
     assert result.returncode == 0, result.stderr
-    assert SESSION in documents(home, default_bank(project))
-    assert not documents(home, default_bank(elsewhere), timeout=0)
+    assert SESSION in documents(home, default_bank(project, resolve_settings()))
+    assert not documents(home, default_bank(elsewhere, resolve_settings()), timeout=0)
 
 
 def test_without_a_project_dir_a_session_keeps_its_first_directory(
@@ -82,10 +82,14 @@ def test_without_a_project_dir_a_session_keeps_its_first_directory(
 ) -> None:
     home = tmp_path / "home"
     env: dict[str, str] = {}
-    first = hook_bank({"session_id": "s1", "cwd": str(project / "src")}, home, env)
-    later = hook_bank({"session_id": "s1", "cwd": "/tmp"}, home, env)
-    assert first == later == default_bank(project, env)
-    assert hook_bank({"session_id": "s2", "cwd": "/tmp"}, home, env) == default_bank("/tmp", env)
+    first = hook_bank(
+        {"session_id": "s1", "cwd": str(project / "src")}, resolve_settings(env, home=home), env
+    )
+    later = hook_bank({"session_id": "s1", "cwd": "/tmp"}, resolve_settings(env, home=home), env)
+    assert first == later == default_bank(project, resolve_settings(env))
+    assert hook_bank(
+        {"session_id": "s2", "cwd": "/tmp"}, resolve_settings(env, home=home), env
+    ) == default_bank("/tmp", resolve_settings(env))
 
 
 def test_subagent_stop_retains_the_subagents_own_transcript(tmp_path: Path, cc: CC) -> None:

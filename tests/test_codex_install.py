@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank
+from lamina.config import default_bank, resolve_settings
 from lamina.errors import ConfigError
 from lamina.integrations.claude_code.detect import stands_aside
 from lamina.integrations.claude_code.prompt import last_compaction
@@ -185,7 +185,7 @@ def test_codex_events_retain_the_rollout_and_recall_it_as_developer_context(
     base = {"session_id": "01a24221-38b7-7202-868e-0659a70eb601", "cwd": str(project),
             "transcript_path": str(rollout), "model": "fake-model"}  # fmt: skip
     assert hook(home, {**base, "hook_event_name": "SessionEnd", "reason": "other"}, **env)
-    bank = default_bank(project, {})
+    bank = default_bank(project, resolve_settings({}))
     found = documents(home, bank)
     document = found[base["session_id"]]
     assert document.metadata["agent"] == "codex"

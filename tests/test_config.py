@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lamina.config import config_path, data_home, default_bank, embedder_choice, project_root
+from lamina.config import config_path, default_bank, project_root, resolve_settings
 from lamina.embed import DEFAULT_MODEL
 from lamina.errors import ConfigError
-from lamina.integrations.claude_code import HookSettings
 
 
 def write_config(tmp_path: Path, text: str) -> dict[str, str]:
@@ -24,10 +23,10 @@ def write_config(tmp_path: Path, text: str) -> dict[str, str]:
 
 def test_data_home_precedence(tmp_path: Path) -> None:
     env = write_config(tmp_path, 'home = "/from/config"\n')
-    assert data_home("/from/flag", env) == Path("/from/flag")
-    assert data_home(None, {**env, "LAMINA_HOME": "/from/env"}) == Path("/from/env")
-    assert data_home(None, env) == Path("/from/config")
-    assert data_home(None, {"LAMINA_CONFIG": str(tmp_path / "none.toml")}).name == "lamina"
+    assert resolve_settings(env, home="/from/flag").home == Path("/from/flag")
+    assert resolve_settings({**env, "LAMINA_HOME": "/from/env"}).home == Path("/from/env")
+    assert resolve_settings(env).home == Path("/from/config")
+    assert resolve_settings({"LAMINA_CONFIG": str(tmp_path / "none.toml")}).home.name == "lamina"
 
 
 def test_bank_per_project_with_worktrees_and_overrides(tmp_path: Path) -> None:
@@ -41,27 +40,30 @@ def test_bank_per_project_with_worktrees_and_overrides(tmp_path: Path) -> None:
     (main / ".git" / "worktrees" / "feature" / "gitdir").write_text(f"{worktree / '.git'}\n")
     env = {"LAMINA_CONFIG": str(tmp_path / "none.toml")}
     assert project_root(worktree) == main.resolve()
-    derived = default_bank(worktree / ".", env)
-    assert derived == default_bank(main, env) and derived.startswith("inkwell-")
+    derived = default_bank(worktree / ".", resolve_settings(env))
+    assert derived == default_bank(main, resolve_settings(env)) and derived.startswith("inkwell-")
     configured = write_config(tmp_path, f'[banks]\n"{main}" = "notes-api"\n')
-    assert default_bank(worktree, configured) == "notes-api"
-    assert default_bank(worktree, {**configured, "LAMINA_BANK": "forced"}) == "forced"
+    assert default_bank(worktree, resolve_settings(configured)) == "notes-api"
+    assert (
+        default_bank(worktree, resolve_settings({**configured, "LAMINA_BANK": "forced"}))
+        == "forced"
+    )
 
 
 def test_hook_settings_precedence(tmp_path: Path) -> None:
     env = write_config(tmp_path, "[hook]\nturns = 5\ntime_limit = 1.5\nbudget = 300\n")
-    settings = HookSettings.from_env({**env, "LAMINA_HOOK_TURNS": "2"})
+    settings = resolve_settings({**env, "LAMINA_HOOK_TURNS": "2"}).hook
     assert (settings.context_turns, settings.time_limit, settings.budget) == (2, 1.5, 300)
     assert settings.max_query_chars == 800  # the default
 
 
 def test_the_embedder_setting_chooses_what_a_bank_is_embedded_with(tmp_path: Path) -> None:
     env = write_config(tmp_path, 'embedder = "hash"\n')
-    assert embedder_choice(env) == "hash"
-    assert embedder_choice({**env, "LAMINA_EMBEDDER": "minilm-l6"}) == "minilm-l6"
-    assert embedder_choice({"LAMINA_CONFIG": str(tmp_path / "none.toml")}) is None
+    assert resolve_settings(env).embedder == "hash"
+    assert resolve_settings({**env, "LAMINA_EMBEDDER": "minilm-l6"}).embedder == "minilm-l6"
+    assert resolve_settings({"LAMINA_CONFIG": str(tmp_path / "none.toml")}).embedder is None
     with pytest.raises(ConfigError, match="embedder must be a non-empty string"):
-        embedder_choice(write_config(tmp_path, "embedder = 3\n"))
+        resolve_settings(write_config(tmp_path, "embedder = 3\n"))
     run_env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
     run_env.update(
         LAMINA_HOME=str(tmp_path / "home"), **write_config(tmp_path, 'embedder = "hash"\n')
@@ -130,7 +132,7 @@ def test_banks_of_the_earlier_default_are_named_and_moved_by_reindex_all(tmp_pat
 def test_a_broken_config_file_is_one_clear_error(tmp_path: Path) -> None:
     env = write_config(tmp_path, "home = [unclosed\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
-        data_home(None, env)
+        resolve_settings(env)
     run_env = {**os.environ, **env}
     run_env.pop("LAMINA_HOME", None)
     result = subprocess.run([sys.executable, "-m", "lamina", "banks"], capture_output=True,
@@ -160,4 +162,4 @@ def test_the_default_folders_are_platformdirs_ones(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert config_path() == user_config_path("lamina", appauthor=False) / "config.toml"
-    assert data_home() == user_data_path("lamina", appauthor=False)
+    assert resolve_settings().home == user_data_path("lamina", appauthor=False)

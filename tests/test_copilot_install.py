@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank
+from lamina.config import default_bank, resolve_settings
 from lamina.errors import ConfigError
 from lamina.integrations.claude_code.detect import stands_aside
 from lamina.integrations.copilot.install import (
@@ -170,7 +170,7 @@ def test_copilot_events_retain_the_session_and_recall_it_as_top_level_context(
            "timestamp": "2026-12-04T17:36:34.733Z", "reason": "complete"}  # fmt: skip
     ran = hook(home, end, **env)
     assert ran.returncode == 0 and ran.stdout == "", ran.stderr
-    bank = default_bank(project, {})
+    bank = default_bank(project, resolve_settings({}))
     document = documents(home, bank)[SESSION]
     assert document.metadata["agent"] == "copilot" and document.format == "copilot"
     # Another session asks: the session's words come back as a top-level additionalContext,

@@ -27,7 +27,7 @@ from lamina.embed import (
     embedder_names,
     get_embedder,
 )
-from lamina.embed_l6 import MiniLML6Embedder
+from lamina.embed.bundled import MiniLML6Embedder
 from lamina.errors import ConfigError
 
 TEXTS = [
@@ -155,7 +155,7 @@ def test_rejects_a_bare_string_and_bad_options(
 
 
 def test_loads_once_under_concurrent_first_use(model: MiniLMEmbedder | MiniLML6Embedder) -> None:
-    from lamina import embed
+    from lamina.embed import bundled as embed
 
     embed._LOADED.pop((model.name, 1), None)
     embedders = [type(model)(threads=1) for _ in range(4)]
@@ -186,7 +186,7 @@ def test_precise_int8_mode_gives_the_same_vectors(
     model: MiniLMEmbedder | MiniLML6Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Processors without VNNI run onnxruntime's precise uint8 kernels; the vectors agree."""
-    from lamina import embed
+    from lamina.embed import bundled as embed
 
     monkeypatch.setattr(embed, "_x86_without_vnni", lambda: True)
     monkeypatch.setattr(embed, "_LOADED", {})
@@ -200,7 +200,7 @@ def test_the_optimised_model_kept_on_disk_gives_the_same_vectors(
     """A process loads the model as an earlier one had onnxruntime optimise it (kept in the
     data directory's cache, with its sha256): the same vectors, bit for bit; a damaged file is
     made again."""
-    from lamina import embed
+    from lamina.embed import bundled as embed
 
     cache = tmp_path / "cache"
     monkeypatch.setattr(embed, "_model_cache", None)
@@ -339,7 +339,8 @@ def test_the_light_tokenizer_gives_the_ids_of_tokenizers() -> None:
     token or a character newer than Unicode 3.2 are left to the package."""
     import tokenizers
 
-    from lamina import embed, wordpiece
+    from lamina import wordpiece
+    from lamina.embed import bundled as embed
 
     path = embed._DATA / embed._TOKENIZER_FILE
     reference = tokenizers.Tokenizer.from_str(path.read_text("utf-8"))
@@ -387,7 +388,8 @@ def test_a_query_is_embedded_without_the_tokenizers_package() -> None:
 
 
 def test_a_tokenizer_file_it_does_not_reproduce_is_refused(tmp_path: Path) -> None:
-    from lamina import embed, wordpiece
+    from lamina import wordpiece
+    from lamina.embed import bundled as embed
 
     spec = json.loads((embed._DATA / embed._TOKENIZER_FILE).read_text("utf-8"))
     spec["normalizer"]["lowercase"] = False  # a cased model: not what the module does

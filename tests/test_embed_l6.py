@@ -28,7 +28,7 @@ from lamina.embed import (
     embedder_names,
     get_embedder,
 )
-from lamina.embed_l6 import L6_MODEL, MiniLML6Embedder
+from lamina.embed.bundled import L6_MODEL, MiniLML6Embedder
 from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.readers.locomo import read_locomo_samples
 from lamina.store.sqlite import SQLiteStore

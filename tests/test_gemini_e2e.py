@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank
+from lamina.config import default_bank, resolve_settings
 
 from .conftest import EXAMPLE
 from .fake_gemini import ScriptedGemini, contents, last_user_text, unescaped
@@ -135,7 +135,7 @@ class Machine:
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         }
-        self.bank = default_bank(self.project, {})
+        self.bank = default_bank(self.project, resolve_settings({}))
 
     def lamina(self, *args: str, stdin: str | None = None, **env: str) -> Any:
         return subprocess.run(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank
+from lamina.config import default_bank, resolve_settings
 from lamina.errors import ConfigError
 from lamina.integrations.claude_code.detect import stands_aside
 from lamina.integrations.claude_code.hook import served_event
@@ -177,7 +177,7 @@ def test_gemini_events_retain_the_chat_and_recall_it_as_before_agent_context(
              "prompt_response": "FAKE-MODEL-REPLY", "stop_hook_active": False}  # fmt: skip
     ran = hook(home, after, **env)
     assert ran.returncode == 0 and ran.stdout == "", ran.stderr
-    bank = default_bank(project, {})
+    bank = default_bank(project, resolve_settings({}))
     document = documents(home, bank)[SESSION]
     assert document.metadata["agent"] == "gemini" and document.format == "gemini"
     # SessionStart gives no context to Gemini, even with the digest on.

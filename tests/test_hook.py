@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from lamina.bank.units import build_units, memory_id
 from lamina.integrations.claude_code.hook import TIMINGS_MARK
 from lamina.readers import read_transcript
 from lamina.store.sqlite import SQLiteStore
+from lamina.text.units import build_units, memory_id
 
 from .conftest import CLAUDE_CODE, EXAMPLE
 

@@ -78,12 +78,12 @@ def test_retain_of_an_unchanged_file_stays_light(tmp_path: Path) -> None:
 
 @needs_shared
 def test_the_stemmer_is_the_english_one_alone_and_stems_as_the_package_does() -> None:
-    """lamina.bank.lexical loads snowballstemmer's English stemmer without the other 30
+    """lamina.text.lexical loads snowballstemmer's English stemmer without the other 30
     languages; its stems are the package's own, word for word."""
     import snowballstemmer  # type: ignore[import-untyped]
 
-    from lamina.bank import lexical
     from lamina.readers import read_transcript
+    from lamina.text import lexical
 
     assert type(lexical._stemmer).__name__ == "EnglishStemmer"
     words: set[str] = set()
@@ -134,5 +134,5 @@ def test_a_command_imports_its_own_module_alone(tmp_path: Path) -> None:
     assert result.returncode == 2 and "no bank named 'proj'" in result.stderr
     assert modules & COMMAND_MODULES == {"lamina.cli.bank"} and "lamina.bench" not in modules
     # Nor the retain pipeline (redaction and its rules) or the MCP relay's subprocess.
-    assert not {"lamina.bank.retain", "lamina.bank.redact", "subprocess"} & modules
+    assert not {"lamina.bank.retain", "lamina.text.redact", "subprocess"} & modules
     assert "lamina.readers" not in modules  # a recall reads no transcript

@@ -253,7 +253,7 @@ def test_every_inspector_endpoint_needs_a_key_and_hides_other_banks(tmp_path: Pa
     from fastapi.routing import APIRoute
 
     from lamina.context.logs import read_message_list
-    from lamina.integrations.http_inspect import router
+    from lamina.integrations.http_inspect import ROUTERS
 
     memory = MemoryBank(
         open_store(str(tmp_path / "keys.db")), retain_options=RetainOptions(embed=False)
@@ -265,7 +265,7 @@ def test_every_inspector_endpoint_needs_a_key_and_hides_other_banks(tmp_path: Pa
     key = "lam_alpha_key"
     memory.store.create_api_key("alpha", hash_key(key), ["alpha"])
     api = client(memory, tmp_path, Gate.at_start(memory.store, "127.0.0.1"))
-    routes = [r for r in router.routes if isinstance(r, APIRoute)]
+    routes = [r for router in ROUTERS for r in router.routes if isinstance(r, APIRoute)]
     assert len(routes) >= 8
     for route in routes:
         for method in route.methods:
@@ -309,7 +309,7 @@ def test_memory_filters_run_in_the_store(database: str, tmp_path: Path) -> None:
     (inclusive), documents and pages filter as a user reads them; kinds count the whole bank."""
     from datetime import UTC, datetime
 
-    from lamina.bank.model import Cursor, Memory
+    from lamina.memories import Cursor, Memory
     from lamina.store.base import MemoryFilter, RetainBatch
 
     def day(n: int) -> datetime:

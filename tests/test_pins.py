@@ -278,7 +278,7 @@ def test_an_exact_pin_whose_summary_cannot_be_written_says_so() -> None:
 
 
 def test_the_compile_command_warns_of_an_exact_pin_it_cannot_hold(tmp_path: Path) -> None:
-    from lamina.config import database_target
+    from lamina.config import resolve_settings
     from lamina.readers import read_transcript
 
     from .conftest import EXAMPLE
@@ -288,7 +288,7 @@ def test_the_compile_command_warns_of_an_exact_pin_it_cannot_hold(tmp_path: Path
     options = CompileOptions(budget=8_000, reserve=1_000)  # as the command's --budget 8000
     chunk = Compiler(ExtractiveSummariser()).compile(log, options).frontier.chunks[1]
     first, last = chunk.start, chunk.end - 1
-    store = open_store(database_target(tmp_path, env={"LAMINA_HOME": str(tmp_path)}))
+    store = open_store(resolve_settings({"LAMINA_HOME": str(tmp_path)}).database)
     try:
         stored = StoredLog.open(store, "b", "s", ExtractiveSummariser())
         stored.append(messages)

@@ -307,7 +307,7 @@ def test_unknown_codex_line_types_warn_once_and_are_kept(tmp_path: Path) -> None
 def test_codex_shell_calls_are_remembered_by_their_command() -> None:
     # Codex gives a shell call's command as an argument list (`["bash", "-lc", "ls"]`); the
     # activity a question finds names the command itself, not just the tool.
-    from lamina.bank.units import UnitOptions, build_units
+    from lamina.text.units import UnitOptions, build_units
 
     path = SHARED / "codex" / "acidicsoil__rollout-2025-11-17T15-30-28-019a93b9.jsonl"
     units, _segments = build_units(read_transcript(str(path)).messages, UnitOptions())

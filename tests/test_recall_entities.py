@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.entities import extract_entities
-from lamina.bank.model import Vector
 from lamina.bank.plan import recall_from_store
 from lamina.bank.recall import RecallOptions, without_common
 from lamina.embed import HashEmbedder
+from lamina.memories import Vector
 from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.store import open_store
 from lamina.store.search import SearchStore
+from lamina.text.entities import extract_entities
 
 from .oracle import BankIndex, recall_from_index
 

@@ -30,7 +30,7 @@ from lamina.bench.fusion import collect, synthetic_questions
 from lamina.bench.locomo import _bank_name, _now
 from lamina.cli import cli
 from lamina.embed import DEFAULT_MODEL, Embedder, HashEmbedder, get_embedder
-from lamina.embed_l6 import L6_MODEL
+from lamina.embed.bundled import L6_MODEL
 from lamina.readers.locomo import LocomoSample, read_locomo_samples
 from lamina.store import open_store
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.redact import Redactor
 from lamina.bank.retain import RetainOptions
 from lamina.embed import HashEmbedder
 from lamina.readers import read_transcript
 from lamina.store import open_store
+from lamina.text.redact import Redactor
 
 from .conftest import CC, CLAUDE_CODE, EXAMPLE, needs_shared
 

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.lexical import tokenize
-from lamina.bank.model import Cursor, Memory
 from lamina.bank.plan import recall_from_store
 from lamina.bank.recall import RecallOptions
 from lamina.embed import HashEmbedder
+from lamina.memories import Cursor, Memory
 from lamina.store.base import RetainBatch
 from lamina.store.search import SearchFilter, SearchStore
 from lamina.store.sqlite import SQLiteStore
 from lamina.store.vectors import VectorFile, vector_dir
+from lamina.text.lexical import tokenize
 
 from .oracle import BankIndex, recall_from_index
 from .parity import (
@@ -444,8 +444,8 @@ def test_packed_postings_follow_every_change(tmp_path: Path) -> None:
 def test_entities_changed_inside_a_pack_are_found(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lamina.bank.entities import entity_terms
     from lamina.store import sqlite_postings
+    from lamina.text.entities import entity_terms
 
     monkeypatch.setattr(sqlite_postings, "PACK_MIN", 10)  # "Alpha" (55 memories) is packed
     store = SQLiteStore(tmp_path / "lamina.db")

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from lamina.bank.model import Cursor, Memory
 from lamina.errors import StoreError
+from lamina.memories import Cursor, Memory
 from lamina.messages import (
     Block,
     ImageBlock,
@@ -542,7 +542,7 @@ def test_forgetting_memories_older_than_a_time_keeps_counts_and_search_right(
 
 
 def test_corrections_are_kept_by_memory_id_and_outlive_a_rewrite(store: Store) -> None:
-    from lamina.bank.model import Correction
+    from lamina.memories import Correction
 
     store.apply_retain(batch(0, ["r1"], [memory("m1"), memory("m2"), memory("m3")]))
     with pytest.raises(StoreError):

@@ -9,14 +9,14 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from lamina.bank.lexical import BM25Index, tokenize
-from lamina.bank.model import Cursor, Memory
 from lamina.bank.recall import RecallOptions
 from lamina.errors import StoreError
+from lamina.memories import Cursor, Memory
 from lamina.store import packs, postgres_postings, postgres_search
 from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
+from lamina.text.lexical import BM25Index, tokenize
 
 from .oracle import BankIndex
 from .parity import (

@@ -273,27 +273,30 @@ def test_recall_is_capped_by_its_budget_keeping_the_newest(task: str) -> None:
 
 
 def test_summariser_settings_env_then_config_file_then_defaults(tmp_path: Any) -> None:
-    from lamina.config import SummariserSettings, summariser_settings
+    from lamina.config import SummariserSettings, resolve_settings
     from lamina.errors import ConfigError
 
     config = tmp_path / "config.toml"
     config.write_text('summariser = "openai:gpt-4.1-mini"\ncompression_context_budget = 16000\n')
     env = {"LAMINA_CONFIG": str(config)}
-    settings = summariser_settings(env)
+    settings = resolve_settings(env).summariser
     assert settings == SummariserSettings("openai:gpt-4.1-mini", 16_000, 1_000_000, 5_000_000)
     env |= {"LAMINA_SUMMARISER": "anthropic:claude-haiku-4-5",
             "LAMINA_SUMMARISER_TOKENS_PER_HOUR": "20000"}  # fmt: skip
-    assert summariser_settings(env) == SummariserSettings(
+    assert resolve_settings(env).summariser == SummariserSettings(
         "anthropic:claude-haiku-4-5", 16_000, 20_000, 5_000_000
     )
-    assert summariser_settings({"LAMINA_CONFIG": str(tmp_path / "none.toml")}).summariser is None
+    assert (
+        resolve_settings({"LAMINA_CONFIG": str(tmp_path / "none.toml")}).summariser.summariser
+        is None
+    )
     with pytest.raises(ConfigError, match="LAMINA_SUMMARISER_TOKENS_PER_DAY must be a positive"):
-        summariser_settings(env | {"LAMINA_SUMMARISER_TOKENS_PER_DAY": "lots"})
+        resolve_settings(env | {"LAMINA_SUMMARISER_TOKENS_PER_DAY": "lots"})
 
 
 def test_summariser_from_config_is_offline_unless_a_model_is_configured() -> None:
     from lamina.config import SummariserSettings
-    from lamina.context.summarise import summariser_from_config
+    from lamina.context.configured import summariser_from_config
 
     assert isinstance(summariser_from_config(SummariserSettings()), ExtractiveSummariser)
     asked: list[str] = []

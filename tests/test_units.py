@@ -19,12 +19,12 @@ from lamina.bank.bank import MemoryBank
 from lamina.bank.query import QueryOptions, recall_query_for_file
 from lamina.bank.recall import RecallOptions
 from lamina.bank.retain import RetainOptions
-from lamina.bank.shorten import shorten
-from lamina.bank.units import UnitOptions, build_units, split_text
 from lamina.embed import HashEmbedder
 from lamina.messages import SYNTHETIC_KINDS, Message, Role
 from lamina.readers import read_transcript
 from lamina.store import open_store
+from lamina.text.shorten import shorten
+from lamina.text.units import UnitOptions, build_units, split_text
 from lamina.tokens import count_text
 from lamina.turns import conversational_text
 
@@ -255,7 +255,7 @@ def test_a_memory_is_shortened_the_same_way_in_every_process(tmp_path: Path) -> 
     ]
     code = (
         "import json, sys\n"
-        "from lamina.bank.shorten import shorten\n"
+        "from lamina.text.shorten import shorten\n"
         "texts, queries = json.loads(sys.stdin.read())\n"
         "print(json.dumps([shorten(t, q, n) for t in texts for q in queries"
         " for n in range(24, 240, 3)]))\n"

@@ -155,6 +155,7 @@ def test_the_hook_is_answered_by_the_warm_server(home: Path, tmp_path: Path) -> 
 
 CLIENT_MODULES = {
     "lamina",
+    "lamina.config",  # the settings, resolved by the same rules as every entry point's
     "lamina.entry",
     "lamina.integrations",
     "lamina.integrations.claude_code",
@@ -208,45 +209,6 @@ def test_the_server_answers_copilot_and_gemini_as_each_reads_it(home: Path, tmp_
     output = json.loads(gemini.stdout)["hookSpecificOutput"]
     assert output["hookEventName"] == "BeforeAgent" and "INKWELL" in output["additionalContext"]
     assert last_timings(home)["path"] == "warm"
-
-
-@pytest.mark.parametrize(
-    "env",
-    [
-        {},
-        {"LAMINA_HOME": "~/data"},
-        {"XDG_DATA_HOME": "/x/data"},
-        {"XDG_DATA_HOME": "  "},
-        {"XDG_CONFIG_HOME": "CONFIG"},
-        {"XDG_CONFIG_HOME": "CONFIG", "LAMINA_HOME": "/given"},
-        {"LAMINA_CONFIG": "CONFIG/lamina/config.toml"},
-    ],
-)
-def test_the_client_finds_the_data_directory_as_the_config_does(
-    tmp_path: Path, env: dict[str, str]
-) -> None:
-    """The warm client finds the data directory without lamina.config (which imports
-    platformdirs and more); both must agree, config file or not."""
-    from lamina.config import data_home
-    from lamina.integrations.claude_code.warm_client import client_home
-
-    config = tmp_path / "config" / "lamina" / "config.toml"
-    config.parent.mkdir(parents=True)
-    environ = {"HOME": str(tmp_path / "user"), **env}
-    environ = {k: v.replace("CONFIG", str(tmp_path / "config")) for k, v in environ.items()}
-    saved = dict(os.environ)
-    try:
-        os.environ.clear()
-        os.environ.update(environ)
-        for text in (None, 'home = "~/configured"\n[hook]\ntime_limit = 2\n'):
-            if text is not None:
-                config.write_text(text)
-            found, _config = client_home(None, os.environ)
-            assert found == str(data_home(None, os.environ))
-            assert client_home("/flag", os.environ)[0] == str(data_home("/flag", os.environ))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def test_warm_and_cold_answer_with_the_same_memories(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ import pytest
 from lamina.bank.bank import MemoryBank
 from lamina.bank.extract import parse_facts
 from lamina.bank.recall import RecallOptions
-from lamina.bank.when import read_day, resolve_time_expressions
 from lamina.embed import HashEmbedder
 from lamina.messages import Kind, Message, Role, TextBlock
 from lamina.readers.locomo import read_locomo_samples
 from lamina.store.sqlite import SQLiteStore
+from lamina.text.when import read_day, resolve_time_expressions
 
 from .conftest import LOCOMO, needs_shared
 

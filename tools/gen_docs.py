@@ -24,7 +24,6 @@ import click
 
 from lamina import config
 from lamina.cli import cli
-from lamina.integrations.claude_code.hook import HookSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -121,208 +120,23 @@ def missing_examples() -> list[str]:
 # The settings ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One setting of the config file and the environment.
-
-    `read` resolves it as the entry points do, from an environment (whose `LAMINA_CONFIG` names
-    the config file); the generator prints what it gives with no variable and no file as the
-    default, unless `default` describes a default that depends on the machine. The tests set
-    `variable`, and `key` in a config file, to `sample` and check that `read` gives it.
-    """
-
-    key: str | None
-    """The config file's key; `hook.turns` is `turns` under `[hook]`. None: no key."""
-    variable: str | None
-    meaning: str
-    read: Callable[[Mapping[str, str]], object] | None = None
-    sample: str = ""
-    default: str | None = None
+SETTINGS = config.SETTINGS
+"""The documented settings: lamina.config's table, in its order."""
 
 
-def _hook(field: str) -> Callable[[Mapping[str, str]], object]:
-    return lambda env: getattr(HookSettings.from_env(env), field)
-
-
-def _summariser(field: str) -> Callable[[Mapping[str, str]], object]:
-    return lambda env: getattr(config.summariser_settings(env), field)
-
-
-SETTINGS: tuple[Setting, ...] = (
-    Setting(
-        None,
-        "LAMINA_CONFIG",
-        "The config file (TOML).",
-        default="`~/.config/lamina/config.toml` (the platform's user config folder)",
-    ),
-    Setting(
-        "home",
-        "LAMINA_HOME",
-        "The data directory: the SQLite database, vector files, logs, the warm server's "
-        "socket. `--home DIR` on the command line.",
-        lambda env: str(config.data_home(env=env)),
-        "/srv/lamina",
-        "`~/.local/share/lamina` (the platform's user data folder)",
-    ),
-    Setting(
-        "database_url",
-        "LAMINA_DATABASE_URL",
-        "The database: `postgresql://...` for PostgreSQL, `sqlite:///PATH` or a path for "
-        "SQLite. `--database-url URL` on the command line.",
-        lambda env: str(config.database_target(env=env)),
-        "postgresql://lamina@db.internal/lamina",
-        "`lamina.db` in the data directory",
-    ),
-    Setting(
-        "embedder",
-        "LAMINA_EMBEDDER",
-        "The embedding model for every bank: `minilm-l6` (all-MiniLM-L6-v2) or `minilm-l3` "
-        "(paraphrase-MiniLM-L3-v2).",
-        config.embedder_choice,
-        "minilm-l3",
-        "each bank's own model; `minilm-l6` for a new bank",
-    ),
-    Setting(
-        None,
-        "LAMINA_BANK",
-        "The bank every command, hook and server uses when none is named (`--bank`). The "
-        'config file\'s `[banks]` table maps a project root to a bank: `"~/src/inkwell" = '
-        '"inkwell"`.',
-        lambda env: config.default_bank(ROOT, env),
-        "inkwell",
-        "the project's bank, named after its git root: `inkwell-3f2a91c0`",
-    ),
-    Setting(
-        "summariser",
-        "LAMINA_SUMMARISER",
-        "The context compiler's summariser, `PROVIDER:MODEL` (`anthropic:claude-haiku-4-5`, "
-        "`openai:gpt-4.1-mini`).",
-        _summariser("summariser"),
-        "anthropic:claude-haiku-4-5",
-        "none: the offline extractive summariser",
-    ),
-    Setting(
-        "compression_context_budget",
-        "LAMINA_COMPRESSION_CONTEXT_BUDGET",
-        "The summariser's window in tokens: every request, its longest retry and its output fit.",
-        _summariser("compression_context_budget"),
-        "16000",
-    ),
-    Setting(
-        "summariser_tokens_per_hour",
-        "LAMINA_SUMMARISER_TOKENS_PER_HOUR",
-        "Spend cap per model, tokens in and out: summaries, facts and query expansions count "
-        "alike, across processes.",
-        _summariser("tokens_per_hour"),
-        "20000",
-    ),
-    Setting(
-        "summariser_tokens_per_day",
-        "LAMINA_SUMMARISER_TOKENS_PER_DAY",
-        "The same cap per day.",
-        _summariser("tokens_per_day"),
-        "100000",
-    ),
-    Setting(
-        "retain_days",
-        "LAMINA_RETAIN_DAYS",
-        "Memories that happened more than this many days ago are forgotten after each retain "
-        "(the hooks' and `lamina retain`); `lamina forget --older-than` does it on demand.",
-        config.retain_days,
-        "90",
-        "none: kept for ever",
-    ),
-    Setting(
-        "exclude",
-        "LAMINA_EXCLUDE",
-        "Directories (`~/secret-project`, covering everything under them) or shell patterns "
-        "(`*/clients/*`) where the hooks do nothing: no recall, no retain. A list in the "
-        "config file; separated by `:` in the variable.",
-        lambda env: list(config.exclude_patterns(env)),
-        "~/secret-project",
-        "none",
-    ),
-    Setting(
-        "hook.turns",
-        "LAMINA_HOOK_TURNS",
-        "Turns before the prompt that go into the recall query.",
-        _hook("context_turns"),
-        "5",
-    ),
-    Setting(
-        "hook.max_chars",
-        "LAMINA_HOOK_MAX_CHARS",
-        "The recall query's length cap, in characters.",
-        _hook("max_query_chars"),
-        "600",
-    ),
-    Setting(
-        "hook.min_prompt",
-        "LAMINA_HOOK_MIN_PROMPT",
-        "Shorter prompts recall nothing.",
-        _hook("min_prompt_chars"),
-        "12",
-    ),
-    Setting(
-        "hook.time_limit",
-        "LAMINA_HOOK_TIME_LIMIT",
-        "Seconds of wall time a prompt's recall may take, from the hook process's start.",
-        _hook("time_limit"),
-        "1.5",
-    ),
-    Setting(
-        "hook.budget",
-        "LAMINA_HOOK_BUDGET",
-        "Tokens the injected memory block may take, heading and dates included.",
-        _hook("budget"),
-        "512",
-    ),
-    Setting(
-        "hook.session_digest",
-        "LAMINA_HOOK_SESSION_DIGEST",
-        "At SessionStart, inject a short digest of the project's recent sessions.",
-        _hook("session_digest"),
-        "true",
-    ),
-    Setting(
-        "hook.digest_sessions",
-        "LAMINA_HOOK_DIGEST_SESSIONS",
-        "How many recent sessions the digest covers.",
-        _hook("digest_sessions"),
-        "3",
-    ),
-    Setting(
-        "hook.warm",
-        "LAMINA_HOOK_WARM",
-        "At SessionStart, start the data directory's warm server if none runs.",
-        _hook("warm"),
-        "true",
-    ),
-    Setting(
-        "hook.warm_idle",
-        "LAMINA_HOOK_WARM_IDLE",
-        "Seconds without a prompt after which that warm server exits.",
-        _hook("warm_idle"),
-        "600",
-    ),
-    Setting(
-        "hook.floor",
-        "LAMINA_HOOK_FLOOR",
-        "Inject nothing unless some memory found is this close to the prompt (the cosine of "
-        "the default model's vectors) or holds `floor_coverage` of the prompt's terms: a "
-        "prompt nothing in the bank answers gets no memories. `0`: off.",
-        _hook("floor"),
-        "0.3",
-    ),
-    Setting(
-        "hook.floor_coverage",
-        "LAMINA_HOOK_FLOOR_COVERAGE",
-        "The floor's other test: the share of the prompt's terms (weighted by how rare they "
-        "are in the bank) one memory must hold. `0`: off.",
-        _hook("floor_coverage"),
-        "0.6",
-    ),
-)
+def read(setting: config.Setting, env: Mapping[str, str]) -> object:
+    """The setting as the entry points resolve it from `env` (whose LAMINA_CONFIG names the
+    config file): its field of `lamina.config.Settings` (the bank: the one of this
+    repository's directory); None for a setting that is no field."""
+    if setting.field is None:
+        return None
+    resolved = config.resolve_settings(env)
+    if setting.field == "bank":
+        return config.default_bank(ROOT, resolved)
+    value: object = resolved
+    for part in setting.field.split("."):
+        value = getattr(value, part)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def no_config(folder: Path) -> dict[str, str]:
@@ -347,10 +161,10 @@ def settings_table() -> str:
     ]
     absent = no_config(DOCS / "does-not-exist")
     for setting in SETTINGS:
-        if setting.default is not None or setting.read is None:
+        if setting.default is not None or setting.field is None:
             default = setting.default or ""
         else:
-            default = shown(setting.read(absent))
+            default = shown(read(setting, absent))
         key = ""
         if setting.key:
             table, _, name = setting.key.rpartition(".")

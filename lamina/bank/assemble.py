@@ -20,7 +20,11 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
+from ..memories import Memory, memory_tokens
 from ..tags import BLOCK_TOKENS, framing_tokens
+from ..text.lexical import idf, tokenize
+from ..text.shorten import piece_estimator, shorten
+from ..text.units import SUMMARY
 from ..tokens import count_text
 from .fusion import (
     CHANNEL_FEATURES,
@@ -31,8 +35,6 @@ from .fusion import (
     rerank_features,
     stage_order,
 )
-from .lexical import idf, tokenize
-from .model import Memory, memory_tokens
 from .recall import (
     Floor,
     FloorCheck,
@@ -43,8 +45,6 @@ from .recall import (
     search_filter,
 )
 from .relevance import ceiling, ranked, relevance
-from .shorten import piece_estimator, shorten
-from .units import SUMMARY
 
 __all__ = ["Counts", "assemble", "check_floor", "combsum", "fuse"]
 
@@ -438,7 +438,7 @@ ORIGINALS_LOOKAHEAD = 64
 
 
 def _restates(memory: Memory) -> bool:
-    """A compaction summary's part (lamina.bank.units.SUMMARY): what it says, the
+    """A compaction summary's part (lamina.text.units.SUMMARY): what it says, the
     conversation it summarises said first, at length."""
     return memory.speakers == (SUMMARY,)
 

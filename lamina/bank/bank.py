@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ..config import database_target, embedder_choice
+from ..config import Settings, resolve_settings
 from ..embed import (
     Embedder,
     bank_embedder,
@@ -27,14 +27,14 @@ from ..embed import (
     derived_window_vector,
     shared_embedder,
 )
+from ..memories import Bank, BankStats, Correction, Document, Memory
 from ..messages import Message
 from ..store import open_store
 from ..store.base import Store
 from ..store.lookup import check_bank_name, require_bank, require_document
 from ..store.search import SearchStore
-from .entities import extract_entities
+from ..text.entities import extract_entities
 from .fusion import model_for
-from .model import Bank, BankStats, Correction, Document, Memory
 from .plan import RecallPlan
 from .recall import RecallOptions, RecallResult
 
@@ -104,19 +104,21 @@ class MemoryBank:
         embedder: Embedder | None = None,
         retain_options: RetainOptions | None = None,
         serving: bool = False,
+        settings: Settings | None = None,
     ) -> MemoryBank:
         """A bank on the configured database (created and migrated on first use).
 
-        `database_url` wins; then $LAMINA_DATABASE_URL, the config file's `database_url`, and
-        the SQLite file of the data directory `home` (see lamina.config). Without `embedder`,
-        the one $LAMINA_EMBEDDER or the config file's `embedder` names, else the bundled model.
-        `serving`: this process answers many recalls (a server), so the store may keep what its
-        searches read in memory between them."""
-        if embedder is None:
-            choice = embedder_choice()
-            if choice is not None:
-                embedder = shared_embedder(choice)
-        store = open_store(database_target(home, database_url))
+        `settings`: what an entry point resolved (lamina.config); without them they are
+        resolved here: `database_url` wins, then $LAMINA_DATABASE_URL, the config file's
+        `database_url`, and the SQLite file of the data directory `home`. Without `embedder`,
+        the one the settings name ($LAMINA_EMBEDDER, the config file's `embedder`), else the
+        bundled model. `serving`: this process answers many recalls (a server), so the store
+        may keep what its searches read in memory between them."""
+        if settings is None:
+            settings = resolve_settings(home=home, database_url=database_url)
+        if embedder is None and settings.embedder is not None:
+            embedder = shared_embedder(settings.embedder)
+        store = open_store(settings.database)
         if serving and hasattr(store, "keep_in_memory"):
             store.keep_in_memory = True
         return cls(store, embedder, retain_options=retain_options)
@@ -296,7 +298,7 @@ class MemoryBank:
         if not metadata:
             return metadata
         redactor = self.retain_options.redactor
-        from .redact import redact_json
+        from ..text.redact import redact_json
 
         clean: Mapping[str, Any] = redact_json(metadata, lambda t: redactor.redact(t)[0])
         return clean

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, NotFoundError
-from .model import CORRECTION_STATES, Correction, Memory
+from ..memories import CORRECTION_STATES, Correction, Memory
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -113,7 +113,7 @@ def mark_memory(
     elif replacement:
         raise InputError("only a superseded memory has a replacement")
     if note.strip():
-        from .redact import Redactor
+        from ..text.redact import Redactor
 
         note = Redactor().redact(note.strip())[0]  # nothing secret is stored (invariant 9)
     correction = Correction(memory_id, state, replacement, note.strip()[:2000])

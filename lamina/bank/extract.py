@@ -15,8 +15,8 @@ import orjson
 
 from ..llm import LLM, NORMAL_STOPS, LLMError, LLMRequest
 from ..llm.spend import SpendCaps
+from ..text.when import read_day
 from ..tokens import count_text
-from .when import read_day
 
 __all__ = ["MAX_FACTS", "Fact", "FactExtractor"]
 

@@ -35,8 +35,8 @@ else:
     from .._lazy import numpy as np
 
 from ..errors import ReadError
-from .entities import extract_entities
-from .model import Memory
+from ..memories import Memory
+from ..text.entities import extract_entities
 
 __all__ = [
     "ADJUSTMENTS",

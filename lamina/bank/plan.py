@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
+from ..memories import Memory, memory_tokens
 from ..store.search import SearchFilter, SearchStore
+from ..text.entities import entity_terms
+from ..text.lexical import tokenize
 from .assemble import assemble
-from .entities import entity_terms
-from .lexical import tokenize
-from .model import Memory, memory_tokens
 from .recall import (
     RecallOptions,
     RecallResult,

@@ -4,7 +4,7 @@ Channels rank the bank's memories independently: **dense** (cosine between the q
 memories' vectors; the query embedded with the names most memories say, a conversation's
 participants, as "they": see `without_common`), **lexical** (BM25), when the query names a time
 ("last May", "two weeks ago", "in 2023"), **time** (closeness to that time, resolved against
-`RecallOptions.now`), and when it names entities (lamina.bank.entities: names, identifiers,
+`RecallOptions.now`), and when it names entities (lamina.text.entities: names, identifiers,
 paths), **entities** (BM25 of the entities query and memory share, each entity one term). The
 store runs each channel's search (lamina.bank.plan); their scores are fused and the budget
 filled (lamina.bank.assemble): by default by a calibrated logistic model (lamina.bank.fusion:
@@ -38,12 +38,12 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
+from ..memories import Memory
 from ..store.search import SearchFilter
 from ..tags import format_memory_block
-from .entities import ENTITY_PREFIX, extract_entities
-from .lexical import tokenize
-from .model import Memory
-from .when import TimeRange, resolve_time_expressions
+from ..text.entities import ENTITY_PREFIX, extract_entities
+from ..text.lexical import tokenize
+from ..text.when import TimeRange, resolve_time_expressions
 
 __all__ = [
     "Floor",

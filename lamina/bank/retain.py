@@ -25,18 +25,16 @@ from typing import Any
 from ..embed import Embedder, derived_window_vector
 from ..errors import InputError, ReadError, ReadWarning, StoreError
 from ..llm import LLMError
+from ..memories import Cursor, Memory
 from ..messages import Message
 from ..private import hide_private_all
 from ..readers import Reader, detect_format, get_reader, reader_for
 from ..readers.base import WarningSink, first_json_lines, open_source, read_head
 from ..readers.claude_code import is_subagent_file, read_claude_code
 from ..store.base import RetainBatch, Store
-from ..tokens import count_text
-from .entities import extract_entities
-from .extract import MAX_FACTS, FactExtractor
-from .model import Cursor, Memory
-from .redact import Redactor
-from .units import (
+from ..text.entities import extract_entities
+from ..text.redact import Redactor
+from ..text.units import (
     Segment,
     Unit,
     UnitOptions,
@@ -49,6 +47,8 @@ from .units import (
     units_signature,
     whole_turns,
 )
+from ..tokens import count_text
+from .extract import MAX_FACTS, FactExtractor
 
 __all__ = ["RetainOptions", "RetainReport", "Retainer", "default_document_id"]
 

@@ -23,13 +23,13 @@ import numpy as np
 import orjson
 
 from ..errors import InputError
+from ..memories import CORRECTION_STATES, Correction, Cursor, Memory
 from ..messages import Message, message_from_json, message_to_json
 from ..private import hide_private, strip_private
 from ..store.base import RetainBatch, Store, StoredPin, StoredSummary
 from ..store.lookup import check_bank_name
-from .entities import extract_entities
-from .model import CORRECTION_STATES, Correction, Cursor, Memory
-from .redact import Redactor, redact_json, redact_message
+from ..text.entities import extract_entities
+from ..text.redact import Redactor, redact_json, redact_message
 
 __all__ = ["FORMAT_VERSION", "export_bank", "import_bank"]
 

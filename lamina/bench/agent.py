@@ -37,13 +37,13 @@ import click
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
 from ..bank.retain import RetainOptions
-from ..bank.units import UnitOptions
 from ..embed import Embedder, get_embedder
 from ..errors import InputError
 from ..messages import SYNTHETIC_KINDS, Kind, Role
 from ..progress import Progress
 from ..readers.claude_code import read_claude_code
 from ..store.sqlite import SQLiteStore
+from ..text.units import UnitOptions
 from ..tokens import count_text
 from ..turns import conversational_text
 from .common import emit, shared_data_dir

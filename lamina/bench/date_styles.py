@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from ..calendar_names import MONTHS
+from ..text.calendar_names import MONTHS
 
 __all__ = ["DATE_STYLES", "DateStyle", "date_phrases", "restyle"]
 

@@ -46,12 +46,12 @@ from ..bank.fusion import (
     rerank_features,
     stage_order,
 )
-from ..bank.lexical import STOP_WORDS
 from ..bank.recall import RecallOptions, entity_scale
 from ..embed import get_embedder
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
+from ..text.lexical import STOP_WORDS
 from .common import emit, locomo_file
 from .locomo import HALVES, _bank_name, _now
 

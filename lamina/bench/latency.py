@@ -28,16 +28,16 @@ import numpy as np
 
 from ..bank.assemble import combsum
 from ..bank.bank import MemoryBank
-from ..bank.entities import entity_terms
-from ..bank.lexical import BM25Index
-from ..bank.model import Cursor, Memory
 from ..bank.plan import recall_from_store
 from ..bank.recall import RecallOptions
 from ..errors import InputError
+from ..memories import Cursor, Memory
 from ..readers import read_transcript
 from ..readers.locomo import read_locomo_samples
 from ..store.base import RetainBatch
 from ..store.sqlite import SQLiteStore
+from ..text.entities import entity_terms
+from ..text.lexical import BM25Index
 from ..turns import conversational_text
 from .common import Precomputed, emit, percentiles, shared_data_dir
 

@@ -35,7 +35,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ..bank.bank import MemoryBank
-from ..bank.lexical import tokenize
 from ..bank.plan import recall_from_store
 from ..bank.recall import RecallOptions
 from ..bank.retain import RetainOptions
@@ -45,6 +44,7 @@ from ..store import open_store
 from ..store.postgres import PostgresStore
 from ..store.postgres_search import EXACT_LIMIT
 from ..store.search import SearchFilter
+from ..text.lexical import tokenize
 from .common import Precomputed, percentiles, shared_data_dir
 
 __all__ = ["postgres_latency", "retain_throughput"]

@@ -11,7 +11,16 @@ import click
 import orjson
 
 from ..errors import InputError, NotFoundError
-from .common import count, document_label, emit_json, json_option, open_bank, server_token, when
+from .common import (
+    count,
+    document_label,
+    emit_json,
+    json_option,
+    open_bank,
+    server_token,
+    settings,
+    when,
+)
 
 if TYPE_CHECKING:
     from ..context import CompileResult, RequestFormat
@@ -161,8 +170,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     """
     from .status import status_report
 
-    obj = ctx.obj or {}
-    report = status_report(obj.get("home"), database_url=obj.get("database_url"))
+    report = status_report(settings(ctx))
     if as_json:
         emit_json(report)
         return
@@ -334,7 +342,12 @@ def mcp(
     database_url = (ctx.obj or {}).get("database_url")
     if transport == "stdio":
         server = build_server(
-            home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs
+            home,
+            bank,
+            database_url=database_url,
+            host=host,
+            allow_dirs=allow_dirs,
+            settings=settings(ctx),
         )
         server.run("stdio")
         return
@@ -352,7 +365,13 @@ def mcp(
     import uvicorn
 
     app = http_app(
-        home, bank, database_url=database_url, host=host, allow_dirs=allow_dirs, token=token
+        home,
+        bank,
+        database_url=database_url,
+        host=host,
+        allow_dirs=allow_dirs,
+        token=token,
+        settings=settings(ctx),
     )
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -401,7 +420,7 @@ def serve(ctx: click.Context, host: str, port: int, max_body: int) -> None:
         )
     token, token_file = server_token(ctx, memory.store)
     gate = Gate.at_start(memory.store, host, token=token)
-    app = create_app((ctx.find_root().obj or {}).get("home"), memory=memory, max_body=max_body,
+    app = create_app(settings=settings(ctx), memory=memory, max_body=max_body,
                      gate=gate)  # fmt: skip
     # The model and the banks load before the server listens, not on the first request.
     with contextlib.suppress(Exception):  # the first request reports what fails, in its answer
@@ -596,9 +615,8 @@ def compile_command(
 
     Example: lamina compile examples/session.jsonl --budget 8000 --to openai --report
     """
-    from ..config import summariser_settings
     from ..context import CompileOptions, Compiler, ContextLog, StoredLog
-    from ..context.summarise import summariser_from_config
+    from ..context.configured import summariser_from_config
     from ..readers import read_transcript, reader_for
 
     if old_fmt is not None:
@@ -624,18 +642,18 @@ def compile_command(
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
     if bank is None:
         log = ContextLog.from_messages(transcript.messages)
-        compiler = Compiler(summariser_from_config(summariser_settings()))
+        compiler = Compiler(summariser_from_config(settings(ctx).summariser))
         result = compiler.compile(log, options, request_format=fmt)
         _print_compile(result, compiler.forest, as_json, show_report)
         return
-    from ..config import database_target
     from ..context.logs import log_summariser
     from ..store import open_store
 
-    obj = ctx.find_root().obj or {}
-    store = open_store(database_target(obj.get("home"), obj.get("database_url")))
+    store = open_store(settings(ctx).database)
     try:
-        stored = StoredLog.open(store, bank, log_id or Path(file).stem, log_summariser(store))
+        stored = StoredLog.open(
+            store, bank, log_id or Path(file).stem, log_summariser(store, settings(ctx).summariser)
+        )
         stored.append(transcript.messages)
         result = stored.compile(options, request_format=fmt, ahead=ahead)
         _print_compile(result, stored.compiler.forest, as_json, show_report)

@@ -8,8 +8,7 @@ from typing import Any
 
 import click
 
-from ..config import data_home, default_bank
-from .common import bank_option, emit_json, json_option, open_bank
+from .common import bank_option, emit_json, json_option, open_bank, settings, this_bank
 
 __all__ = ["injections", "memory"]
 
@@ -42,7 +41,7 @@ def injections(ctx: click.Context, session: str | None, last: int, as_json: bool
     """
     from ..integrations.claude_code.injections import injections_path, read_injections
 
-    home = data_home((ctx.find_root().obj or {}).get("home"))
+    home = settings(ctx).home
     entries = read_injections(home, session=session, last=last or None)
     if as_json:
         emit_json({"log": str(injections_path(home)), "injections": entries})
@@ -111,7 +110,7 @@ def wrong(ctx: click.Context, memory_id: str, note: str, bank: str | None, as_js
 
     Example: lamina memory wrong 3f9a0c1d2e4b5a6978877665 --note "a hypothesis, not the fix"
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     mark = open_bank(ctx).mark_wrong(name, memory_id, note)
     _report(as_json, name, "wrong", mark, f"memory {memory_id} marked wrong in bank {name}")
 
@@ -131,7 +130,7 @@ def supersede(
 
     Example: lamina memory supersede 3f9a0c1d2e4b5a6978877665 8b7c6d5e4f3a2b1c0d9e8f7a
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     mark = open_bank(ctx).supersede(name, old, new, note)
     _report(as_json, name, "supersede", mark, f"memory {old} superseded by {new} in bank {name}")
 
@@ -146,7 +145,7 @@ def unmark(ctx: click.Context, memory_id: str, bank: str | None, as_json: bool) 
 
     Example: lamina memory unmark 3f9a0c1d2e4b5a6978877665
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     mark = open_bank(ctx).unmark(name, memory_id)
     _report(as_json, name, "unmark", mark, f"memory {memory_id} is no longer marked {mark.state}")
 
@@ -160,7 +159,7 @@ def marks(ctx: click.Context, bank: str | None, as_json: bool) -> None:
 
     Example: lamina memory marks --json
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     memory_bank = open_bank(ctx)
     memory_bank.require_bank(name)
     found = memory_bank.corrections(name)

@@ -18,7 +18,6 @@ import click
 
 from ..bank.bank import MemoryBank
 from ..bank.recall import RecallOptions
-from ..config import default_bank
 from ..errors import InputError, NotFoundError
 from ..progress import Progress, clear_line
 
@@ -36,6 +35,8 @@ from .common import (
     open_bank,
     require_bank,
     require_documents,
+    settings,
+    this_bank,
     when,
 )
 
@@ -68,29 +69,26 @@ def _open(ctx: click.Context, *, embed: bool = True, facts_model: str | None = N
         extractor = FactExtractor(get_llm(facts_model))
     memory_bank = open_bank(ctx, RetainOptions(embed=embed, extractor=extractor))
     if extractor is not None:
-        extractor.caps = _caps(memory_bank)
+        extractor.caps = _caps(ctx, memory_bank)
     return memory_bank
 
 
-def _caps(memory_bank: MemoryBank) -> SpendCaps:
+def _caps(ctx: click.Context, memory_bank: MemoryBank) -> SpendCaps:
     """The configured spend caps (`summariser_tokens_per_hour` / `_per_day`, shared by every
     model call), the spending kept in the bank's store so they hold across processes."""
-    from ..config import summariser_settings
     from ..llm.spend import SpendCaps
     from ..store.ledger import StoreSpendLedger
 
-    settings = summariser_settings()
-    return SpendCaps(
-        StoreSpendLedger(memory_bank.store), settings.tokens_per_hour, settings.tokens_per_day
-    )
+    caps = settings(ctx).summariser
+    return SpendCaps(StoreSpendLedger(memory_bank.store), caps.tokens_per_hour, caps.tokens_per_day)
 
 
-def _expander(memory_bank: MemoryBank, spec: str) -> QueryExpander:
+def _expander(ctx: click.Context, memory_bank: MemoryBank, spec: str) -> QueryExpander:
     """A query expander over the model `spec`, under the configured spend caps."""
     from ..bank.expand import QueryExpander
     from ..llm import get_llm
 
-    return QueryExpander(get_llm(spec), caps=_caps(memory_bank))
+    return QueryExpander(get_llm(spec), caps=_caps(ctx, memory_bank))
 
 
 SHOWN = 5
@@ -163,7 +161,7 @@ def retain(
         raise InputError("--document-id names one document; give one file with it")
     from ..readers import reader_for
 
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     memory_bank = _open(ctx, embed=not no_embed, facts_model=facts_model)
     reports = []
     failures: list[dict[str, str]] = []
@@ -211,7 +209,7 @@ def retain(
             progress.update(number)
     for bar in stages.values():
         bar.close()
-    expired = _expire(memory_bank, name) if reports else 0
+    expired = _expire(ctx, memory_bank, name) if reports else 0
     if expired and not as_json:
         click.echo(f"{name}: forgot {expired} memories older than retain_days")
     if as_json:
@@ -311,7 +309,7 @@ def recall(
     Example: lamina recall "which database did we pick?" --bank my-project
     Example: lamina recall "why did we drop the cache?" --agent codex
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     since_date, until_date = _date(since, "--since"), _date(until, "--until")
     memory_bank = _open(ctx)
     chosen = require_documents(memory_bank, name, documents)
@@ -328,7 +326,7 @@ def recall(
         framed=block,
         show_wrong=show_wrong,
     )
-    expander = _expander(memory_bank, expand_model) if expand_model else None
+    expander = _expander(ctx, memory_bank, expand_model) if expand_model else None
     result = memory_bank.recall(query, name, options, expander=expander)
     if result.expansion is not None and not as_json:
         if result.expansion.skipped:
@@ -395,12 +393,12 @@ def banks(ctx: click.Context, as_json: bool) -> None:
             }
         )
     if as_json:
-        emit_json({"default": default_bank(), "banks": rows})
+        emit_json({"default": this_bank(ctx), "banks": rows})
         return
     if not rows:
         click.echo("no banks yet (lamina retain FILE creates one)")
     for row in rows:
-        mark = " (this directory)" if row["bank"] == default_bank() else ""
+        mark = " (this directory)" if row["bank"] == this_bank(ctx) else ""
         click.echo(
             f"{row['bank']}{mark}: {count(row['documents'], 'document', 'documents')}, "
             f"{count(row['memories'], 'memory', 'memories')}, "
@@ -417,7 +415,7 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
 
     Example: lamina documents --bank my-project
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     memory_bank = _open(ctx)
     docs = memory_bank.documents(require_bank(memory_bank, name))
     if as_json:
@@ -446,11 +444,9 @@ def documents(ctx: click.Context, bank: str | None, as_json: bool) -> None:
         click.echo(f"{document_label(d.id, d.source)}  retained {when(d.updated_at)}{where}")
 
 
-def _expire(memory_bank: MemoryBank, bank: str) -> int:
+def _expire(ctx: click.Context, memory_bank: MemoryBank, bank: str) -> int:
     """Forget the bank's memories older than `retain_days` (config file); how many went."""
-    from ..config import retain_days
-
-    days = retain_days()
+    days = settings(ctx).retain_days
     if days is None:
         return 0
     return memory_bank.forget_before(bank, datetime.now(UTC) - timedelta(days=days))
@@ -537,7 +533,7 @@ def forget(
     if all_of_bank and bank and all_of_bank != bank:
         raise InputError(f"--all-of-bank {all_of_bank} and --bank {bank} name two banks")
     cutoff = older_than(age) if age is not None else None
-    name = all_of_bank or bank or default_bank()
+    name = all_of_bank or this_bank(ctx, bank)
     memory_bank = _open(ctx)
     require_bank(memory_bank, name)
     if all_of_bank is not None:
@@ -616,7 +612,7 @@ def reindex(
     if every_bank:
         names = [b.name for b in memory_bank.banks()]
     else:
-        names = [require_bank(memory_bank, bank or default_bank())]
+        names = [require_bank(memory_bank, this_bank(ctx, bank))]
     model = memory_bank.embedder.name
     results: list[dict[str, object]] = []
     for name in names:
@@ -661,7 +657,7 @@ def export_command(
 
     if as_json and output == "-":
         raise InputError("--json needs -o FILE (the export itself goes to stdout otherwise)")
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     memory_bank = _open(ctx)
     require_bank(memory_bank, name)  # before the output file is opened: no empty file left
     lines = export_bank(memory_bank.store, name, with_embeddings=not no_embeddings)

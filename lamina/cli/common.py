@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from ..bank.bank import MemoryBank
     from ..bank.retain import RetainOptions
+    from ..config import Settings
     from ..context.logs import ContextLogs
     from ..store.base import Store
 
@@ -31,21 +32,44 @@ __all__ = [
     "require_bank",
     "require_documents",
     "server_token",
+    "settings",
+    "this_bank",
     "when",
 ]
+
+
+def settings(ctx: click.Context) -> Settings:
+    """The settings of this command line (its --home and --database-url, the environment, the
+    config file), resolved on first use and kept for the rest of the command."""
+    from ..config import resolve_settings
+
+    root = ctx.find_root()
+    if root.obj is None:
+        root.obj = {}
+    found: Settings | None = root.obj.get("settings")
+    if found is None:
+        found = root.obj["settings"] = resolve_settings(
+            home=root.obj.get("home"), database_url=root.obj.get("database_url")
+        )
+    return found
+
+
+def this_bank(ctx: click.Context, bank: str | None = None, directory: str | None = None) -> str:
+    """`bank`, else the bank of `directory`'s project (None: the working directory's) as the
+    settings choose it (lamina.config.default_bank)."""
+    from ..config import default_bank
+
+    return bank or default_bank(directory, settings(ctx))
 
 
 def open_bank(ctx: click.Context, retain_options: RetainOptions | None = None) -> MemoryBank:
     """The memory bank the command line's --home / --database-url (or their defaults) name."""
     from ..bank.bank import MemoryBank
-    from ..config import data_home
     from ..embed import set_model_cache
 
-    obj = ctx.find_root().obj or {}
-    set_model_cache(data_home(obj.get("home")) / "cache")  # the optimised model, kept
-    bank = MemoryBank.open(
-        obj.get("home"), database_url=obj.get("database_url"), retain_options=retain_options
-    )
+    resolved = settings(ctx)
+    set_model_cache(resolved.home / "cache")  # the optimised model, kept
+    bank = MemoryBank.open(settings=resolved, retain_options=retain_options)
     exposed = getattr(bank.store, "exposed", None)
     for path in exposed() if exposed is not None else ():
         click.echo(f"warning: {path} is readable by other users; chmod go-rwx it", err=True)
@@ -69,11 +93,10 @@ def server_token(ctx: click.Context, store: Store) -> tuple[str | None, Path | N
     """For a server on loopback with no API key: the data directory's local token, which it
     asks of every request, and its file (None, None when keys exist: they are asked instead)."""
     from ..access import LOCAL_TOKEN_FILE, local_token
-    from ..config import data_home
 
     if store.count_api_keys():
         return None, None
-    home = data_home((ctx.find_root().obj or {}).get("home"))
+    home = settings(ctx).home
     return local_token(home), home / LOCAL_TOKEN_FILE
 
 

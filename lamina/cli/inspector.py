@@ -10,9 +10,8 @@ from pathlib import Path
 
 import click
 
-from ..config import data_home
 from ..errors import InputError
-from .common import open_bank, server_token
+from .common import open_bank, server_token, settings
 
 __all__ = ["inspect"]
 
@@ -86,7 +85,7 @@ def inspect(ctx: click.Context, port: int, no_browser: bool) -> None:
     token, token_file = server_token(ctx, memory.store)
     gate = Gate.at_start(memory.store, "127.0.0.1", token=token)
     url = f"{base}?token={gate.login_code()}" if gate.open else base
-    home = data_home((ctx.find_root().obj or {}).get("home"))
+    home = settings(ctx).home
     app = create_app(home, memory=memory, gate=gate)
     click.echo(url)
     described = gate.describe(token_file)

@@ -11,9 +11,8 @@ from typing import Any
 
 import click
 
-from ..config import default_bank
 from ..context.pins import Pin
-from .common import bank_option, confirm_or_yes, emit_json, json_option, open_logs
+from .common import bank_option, confirm_or_yes, emit_json, json_option, open_logs, this_bank
 
 __all__ = ["logs"]
 
@@ -32,7 +31,7 @@ def logs_list(ctx: click.Context, bank: str | None, as_json: bool) -> None:
 
     Example: lamina logs list --bank my-project
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     with open_logs(ctx) as context_logs:
         rows, _ = context_logs.listing(name)
     if as_json:
@@ -60,7 +59,7 @@ def logs_show(ctx: click.Context, log: str, bank: str | None, as_json: bool) -> 
 
     Example: lamina logs show session-42 --bank my-project
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     with open_logs(ctx) as context_logs:
         data = context_logs.describe(name, log)
     if as_json:
@@ -108,7 +107,7 @@ def logs_delete(ctx: click.Context, log: str, bank: str | None, yes: bool, as_js
 
     Example: lamina logs delete session-42 --bank my-project --yes
     """
-    name = bank or default_bank()
+    name = this_bank(ctx, bank)
     with open_logs(ctx) as context_logs:
         info = context_logs.find(name, log)
         confirm_or_yes(

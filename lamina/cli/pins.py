@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..config import default_bank
 from ..errors import InputError
-from .common import bank_option, emit_json, json_option, open_logs
+from .common import bank_option, emit_json, json_option, open_logs, this_bank
 
 if TYPE_CHECKING:
     from ..context.pins import Pin
@@ -65,7 +64,7 @@ def pin(
     """
     from ..context.pins import Pin, PinMode, parse_range
 
-    bank_name = bank or default_bank()
+    bank_name = this_bank(ctx, bank)
     listing = span is None and document is None
     given = (("raw", raw), ("exact", level is not None), ("max", max_level is not None))
     modes = [m for m, on in given if on]  # --max-level 0 is given (raw is allowed, no folding)
@@ -111,7 +110,7 @@ def unpin(ctx: click.Context, log: str, name: str, bank: str | None, as_json: bo
 
     Example: lamina unpin session-42 messages-120-180
     """
-    bank_name = bank or default_bank()
+    bank_name = this_bank(ctx, bank)
     with open_logs(ctx) as logs:
         logs.unpin(bank_name, log, name)
     if as_json:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import click
 
-from ..config import data_home, default_bank
 from ..pause import pause, resume
-from .common import bank_option, emit_json, json_option
+from .common import bank_option, emit_json, json_option, settings, this_bank
 
 __all__ = ["pause_command", "resume_command"]
 
@@ -23,13 +22,15 @@ _SESSION = click.option(
 )
 
 
-def _target(bank: str | None, session: str | None) -> tuple[str | None, str | None, str]:
+def _target(
+    ctx: click.Context, bank: str | None, session: str | None
+) -> tuple[str | None, str | None, str]:
     """(bank, session, directory): the project's bank unless a session or bank is named."""
     if session is not None:
         return None, session, ""
     # Inside a Claude Code session (a slash command) the project is the one its hooks use.
     directory = os.environ.get("CLAUDE_PROJECT_DIR") or str(Path.cwd())
-    return bank or default_bank(directory), None, directory if bank is None else ""
+    return this_bank(ctx, bank, directory), None, directory if bank is None else ""
 
 
 @click.command("pause")
@@ -49,8 +50,8 @@ def pause_command(ctx: click.Context, session: str | None, bank: str | None, as_
 
     Example: lamina pause --session 7c1e4b2a-93d5-4f60-b8a2-5e0d6c3f9a17
     """
-    home = data_home((ctx.find_root().obj or {}).get("home"))
-    chosen_bank, chosen_session, directory = _target(bank, session)
+    home = settings(ctx).home
+    chosen_bank, chosen_session, directory = _target(ctx, bank, session)
     result = pause(home, bank=chosen_bank, session=chosen_session, directory=directory)
     if as_json:
         emit_json(result)
@@ -72,8 +73,8 @@ def resume_command(
 
     Example: lamina resume
     """
-    home = data_home((ctx.find_root().obj or {}).get("home"))
-    chosen_bank, chosen_session, _directory = _target(bank, session)
+    home = settings(ctx).home
+    chosen_bank, chosen_session, _directory = _target(ctx, bank, session)
     was = resume(home, bank=chosen_bank, session=chosen_session)
     name = chosen_session or chosen_bank
     kind = "session" if chosen_session else "bank"

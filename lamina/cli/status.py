@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ..config import data_home, database_target, default_bank, embedder_choice
+from ..config import Settings, default_bank
 from ..errors import ConfigError
 from ..integrations.claude_code.detect import installation_warnings, mcp_servers, plugin_state
 from ..integrations.claude_code.hook import TIMINGS_MARK
@@ -66,13 +66,12 @@ def prompt_timings(log: Path, count: int = PROMPT_TIMINGS) -> list[dict[str, Any
     return found[::-1]
 
 
-def configured_model() -> str | ConfigError | None:
+def configured_model(choice: str | None) -> str | ConfigError | None:
     """The name the configured embedder stores with its vectors, without loading it; None when
     none is configured (each bank then uses its own model, `lamina.embed.bank_embedder`); the
     configuration's error if it names no model."""
     from ..embed import get_embedder
 
-    choice = embedder_choice()
     if choice is None:
         return None
     try:
@@ -137,13 +136,10 @@ def _copilot(directory: str | Path | None) -> dict[str, Any]:
     return copilot_status(directory)
 
 
-def status_report(
-    home: str | Path | None = None,
-    directory: str | Path | None = None,
-    database_url: str | None = None,
-) -> dict[str, Any]:
-    base = data_home(home)
-    target = database_target(home, database_url)
+def status_report(settings: Settings, directory: str | Path | None = None) -> dict[str, Any]:
+    """What `lamina status` reports, for the settings of this command line."""
+    base = settings.home
+    target = settings.database
     # A server database is there to be asked; a SQLite file is not created just to report.
     exists = target.exists() if isinstance(target, Path) else True
     scopes = installed_scopes(directory)
@@ -151,7 +147,7 @@ def status_report(
     servers = mcp_servers(directory)
     from ..pause import paused
 
-    here = default_bank(directory)
+    here = default_bank(directory, settings)
     stopped = paused(base)
     report: dict[str, Any] = {
         "data_dir": str(base),
@@ -184,7 +180,7 @@ def status_report(
             )
     if not exists:
         return report
-    model = configured_model()
+    model = configured_model(settings.embedder)
     if isinstance(model, ConfigError):
         report["warnings"].append(str(model))
     store = open_store(target)

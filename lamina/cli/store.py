@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import click
 
-from ..config import database_target
 from ..errors import NotFoundError
 from ..progress import Progress
 from ..store import describe_target, open_store, sqlite_path
-from .common import emit_json, json_option
+from .common import emit_json, json_option, settings
 
 __all__ = ["copy_command", "migrate"]
 
@@ -24,8 +23,7 @@ def migrate(ctx: click.Context, as_json: bool) -> None:
 
     Example: lamina --database-url postgresql://lamina@db/lamina migrate
     """
-    obj = ctx.find_root().obj or {}
-    target = database_target(obj.get("home"), obj.get("database_url"))
+    target = settings(ctx).database
     store = open_store(target)
     try:
         applied = store.migrate()

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import click
 
-from ..config import data_home
-from .common import emit_json, json_option
+from .common import emit_json, json_option, settings
 
 __all__ = ["warm"]
 
 
 def _home(ctx: click.Context) -> Path:
-    return data_home((ctx.find_root().obj or {}).get("home"))
+    return settings(ctx).home
 
 
 def _describe(status: dict[str, object]) -> str:
@@ -52,7 +51,7 @@ def start(ctx: click.Context, idle_timeout: float, as_json: bool) -> None:
 
     Example: lamina warm start
     """
-    from ..integrations.claude_code.warm import start_server
+    from ..integrations.claude_code.warm_control import start_server
 
     status = start_server(_home(ctx), idle_timeout)
     if as_json:
@@ -69,7 +68,7 @@ def stop(ctx: click.Context, as_json: bool) -> None:
 
     Example: lamina warm stop
     """
-    from ..integrations.claude_code.warm import stop_server
+    from ..integrations.claude_code.warm_control import stop_server
 
     result = stop_server(_home(ctx))
     if as_json:
@@ -89,7 +88,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     Example: lamina warm status --json
     """
-    from ..integrations.claude_code.warm import warm_status
+    from ..integrations.claude_code.warm_control import warm_status
 
     result = warm_status(_home(ctx))
     if as_json:

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ..config import SummariserSettings
 from ..errors import InputError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..readers.values import plain_values, read_message_values, with_content_ids
@@ -222,18 +223,19 @@ def _no_log(bank: str, log: str) -> NotFoundError:
     return NotFoundError(f"no log {log!r} in bank {bank!r}", what="log", name=log)
 
 
-def log_summariser(store: Store | None = None, env: Mapping[str, str] | None = None) -> Summariser:
-    """The summariser stored logs are compiled with over HTTP, MCP and the CLI: the configured
-    one (`summariser` in the config file or `LAMINA_SUMMARISER`; see `lamina.config`), else the
-    offline `ExtractiveSummariser`. Its spending is counted in `store`, so the caps hold across
-    every process using the database. A log's summaries record which summariser wrote them, so
-    switching never rewrites old ones."""
-    from ..config import summariser_settings
+def log_summariser(
+    store: Store | None = None, settings: SummariserSettings | None = None
+) -> Summariser:
+    """The summariser stored logs are compiled with over HTTP, MCP and the CLI: the one the
+    entry point's settings name (`summariser` in the config file or `LAMINA_SUMMARISER`; see
+    lamina.config), else the offline `ExtractiveSummariser`. Its spending is counted in
+    `store`, so the caps hold across every process using the database. A log's summaries
+    record which summariser wrote them, so switching never rewrites old ones."""
     from ..store.ledger import StoreSpendLedger
-    from .summarise import summariser_from_config
+    from .configured import summariser_from_config
 
     ledger = StoreSpendLedger(store) if store is not None else None
-    return summariser_from_config(summariser_settings(env), ledger=ledger)
+    return summariser_from_config(settings or SummariserSettings(), ledger=ledger)
 
 
 def with_system(messages: list[Message], system: Any, scope: str = "") -> list[Message]:

@@ -4,7 +4,7 @@
     log.append(new_messages)          # stored once each, whatever is appended twice
     result = log.compile(CompileOptions(budget=32_000))
 
-Everything stored is redacted first (`lamina.bank.redact`): appended messages and summaries
+Everything stored is redacted first (`lamina.text.redact`): appended messages and summaries
 keep no secret, whichever summariser wrote them. What was marked `<private>` is gone before that
 (`lamina.private`): a message that was all private is not appended at all.
 
@@ -23,12 +23,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ..bank.redact import Redactor, redact_message
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..private import hide_private, strip_private
 from ..store.base import Store, StoredPin, StoredSummary
 from ..store.lookup import check_bank_name
+from ..text.redact import Redactor, redact_message
 from ..tokens import TokenCounter, default_counter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult

@@ -11,26 +11,22 @@ for every turn of the chunk, what the user asked, the agent's last words and the
 Good for: keeping a long session's thread visible (what was asked, what was done, which files)
 at a predictable size, cheaply and reproducibly. Not good for: abstraction; it cannot say what
 a long exchange concluded unless someone wrote it down. Configure a model provider for that
-(`ModelSummariser` in ladder.py; `summariser_from_config` picks one from the settings).
+(`ModelSummariser` in ladder.py; `summariser_from_config` in configured.py picks one from the
+settings).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from ..bank.units import UnitOptions, build_units
 from ..messages import Message
+from ..text.units import UnitOptions, build_units
 from ..tokens import TokenCounter, count_text, default_counter
 from .requests import SummaryFailure, SummaryRequest, SummaryResult
 
-if TYPE_CHECKING:
-    from ..config import SummariserSettings
-    from ..llm import LLM
-    from ..llm.spend import SpendLedger
-
-__all__ = ["ExtractiveSummariser", "Summariser", "summariser_from_config", "write_summary"]
+__all__ = ["ExtractiveSummariser", "Summariser", "write_summary"]
 
 
 class Summariser(Protocol):
@@ -123,28 +119,3 @@ class ExtractiveSummariser:
         else:
             text = self.merge([s.text for s in request.summaries], request.target_tokens)
         return SummaryResult(text=text, summariser=self.name)
-
-
-def summariser_from_config(
-    settings: SummariserSettings,
-    *,
-    env: Mapping[str, str] | None = None,
-    get_llm: Callable[[str, Mapping[str, str] | None], LLM] | None = None,
-    ledger: SpendLedger | None = None,
-) -> Summariser:
-    """The summariser the settings name: the offline `ExtractiveSummariser` when none is
-    configured (nothing downloaded, no network), else a `ModelSummariser` over that provider
-    with the settings' window and spend caps, counted in `ledger` (default: this process's
-    calls only). `get_llm` builds the provider (tests pass a fake)."""
-    if not settings.summariser:
-        return ExtractiveSummariser()
-    from ..llm import get_llm as default_get_llm
-    from .ladder import ModelOptions, ModelSummariser
-
-    llm = (get_llm or default_get_llm)(settings.summariser, env)
-    options = ModelOptions(
-        window=settings.compression_context_budget,
-        tokens_per_hour=settings.tokens_per_hour,
-        tokens_per_day=settings.tokens_per_day,
-    )
-    return ModelSummariser(llm, options, ledger=ledger)

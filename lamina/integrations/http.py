@@ -89,6 +89,7 @@ from fastapi.responses import HTMLResponse
 from .. import __version__
 from ..access import Gate
 from ..bank.bank import MemoryBank
+from ..config import Settings, resolve_settings
 from ..context.logs import ContextLogs, log_summariser
 from .api import banks, context, marks, operations, recall_retain
 from .api.deps import Auth, access
@@ -110,9 +111,13 @@ def create_app(
     memory: MemoryBank | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     gate: Gate | None = None,
+    settings: Settings | None = None,
 ) -> FastAPI:
-    """The app; `gate` decides who may use which bank (default: as started on loopback)."""
-    bank_api = memory or MemoryBank.open(home, serving=True)
+    """The app; `gate` decides who may use which bank (default: as started on loopback).
+    `settings`: what the entry point resolved (default: resolved here, with `home`)."""
+    if settings is None:
+        settings = resolve_settings(home=home)
+    bank_api = memory or MemoryBank.open(settings=settings, serving=True)
     app = FastAPI(
         title="Lamina",
         version=__version__,
@@ -122,7 +127,9 @@ def create_app(
     )
     app.state.memory = bank_api
     app.state.gate = gate or Gate.at_start(bank_api.store, "127.0.0.1")
-    app.state.logs = ContextLogs(bank_api.store, log_summariser(bank_api.store))
+    app.state.logs = ContextLogs(
+        bank_api.store, log_summariser(bank_api.store, settings.summariser)
+    )
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(LoopbackHosts, gate=app.state.gate)
     install(app)
@@ -146,5 +153,5 @@ def create_app(
         app.include_router(router)
     from .http_inspect import include_inspector  # the web inspector's pages and reads
 
-    include_inspector(app, home)
+    include_inspector(app, settings.home)
     return app

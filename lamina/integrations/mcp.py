@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..access import Gate
 from ..bank.bank import MemoryBank
-from ..config import default_bank
+from ..config import Settings, default_bank, resolve_settings
 from ..context.logs import ContextLogs, log_summariser
 from ..errors import AccessError
 from .mcp_stdio import INSTRUCTIONS
@@ -54,15 +54,18 @@ def _build(
     host: str,
     allow_dirs: Sequence[str | Path],
     token: str | None = None,
-) -> tuple[MCPServer, Gate]:
-    memory = MemoryBank.open(home, database_url=database_url, serving=True)
+    settings: Settings | None = None,
+) -> tuple[MCPServer, Gate, Settings]:
+    if settings is None:
+        settings = resolve_settings(home=home, database_url=database_url)
+    memory = MemoryBank.open(settings=settings, serving=True)
     gate = Gate.at_start(memory.store, host, allow_dirs, token)
     # Claude Code names the project it started the server for; it stays put, unlike cwd.
-    fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
-    logs = ContextLogs(memory.store, log_summariser(memory.store))
+    fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None, settings)
+    logs = ContextLogs(memory.store, log_summariser(memory.store, settings.summariser))
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
     register(server, Tools(memory, gate, fallback, logs))
-    return server, gate
+    return server, gate, settings
 
 
 def build_server(
@@ -72,15 +75,15 @@ def build_server(
     database_url: str | None = None,
     host: str = "127.0.0.1",
     allow_dirs: Sequence[str | Path] = (),
+    settings: Settings | None = None,
 ) -> MCPServer:
     """The MCP server with Lamina's tools (for stdio; over HTTP serve `http_app`), and over
     stdio `pause_memory` / `resume_memory` (lamina.integrations.mcp_pause)."""
-    from ..config import data_home
     from .mcp_pause import register_pause
 
-    server = _build(home, bank, database_url, host, allow_dirs)[0]
-    project = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None)
-    register_pause(server, data_home(home), project)
+    server, _gate, settings = _build(home, bank, database_url, host, allow_dirs, settings=settings)
+    project = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None, settings)
+    register_pause(server, settings.home, project)
     return server
 
 
@@ -121,8 +124,9 @@ def http_app(
     host: str = "127.0.0.1",
     allow_dirs: Sequence[str | Path] = (),
     token: str | None = None,
+    settings: Settings | None = None,
 ) -> ASGIApp:
     """The MCP server over streamable HTTP at `/mcp`, behind `KeyCheck`; `token` is what it
     asks while no API key exists (by default one nobody knows: pass `local_token`)."""
-    server, gate = _build(home, bank, database_url, host, allow_dirs, token)
+    server, gate, _settings = _build(home, bank, database_url, host, allow_dirs, token, settings)
     return KeyCheck(server.streamable_http_app(host=host), gate)

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from lamina.calendar_names import MONTHS
 from lamina.errors import ReadError, ReadWarning
 from lamina.messages import Block, Kind, Message, Role, Source, TextBlock
+from lamina.text.calendar_names import MONTHS
 from lamina.turns import classify
 
 from .base import WarningSink, load_json_document

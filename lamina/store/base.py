@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ..bank.model import Bank, BankStats, Correction, Cursor, Document, Memory
+from ..memories import Bank, BankStats, Correction, Cursor, Document, Memory
 from ..messages import JSONValue, Message
 
 __all__ = [

@@ -23,8 +23,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..bank.model import Cursor, Document, Memory
 from ..errors import InputError, StoreError
+from ..memories import Cursor, Document, Memory
 from .base import RetainBatch, Store
 
 __all__ = ["CopyReport", "copy_banks"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..bank.model import Bank, BankStats, Cursor, Document, Memory
+from ..memories import Bank, BankStats, Cursor, Document, Memory
 from . import rows
 from .base import RetainBatch, RetainOutcome
 from .dialect import SQLBase

@@ -8,8 +8,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..bank.model import Correction, Memory
 from ..errors import StoreError
+from ..memories import Correction, Memory
 from .base import MemoryFilter, MemoryPage, MemoryRow
 from .dialect import SQLBase
 from .paging import page_seqs

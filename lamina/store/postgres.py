@@ -37,10 +37,10 @@ from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 import numpy as np
 import numpy.typing as npt
 
-from ..bank.entities import entity_terms
-from ..bank.lexical import term_counts
-from ..bank.model import Memory
 from ..errors import StoreError
+from ..memories import Memory
+from ..text.entities import entity_terms
+from ..text.lexical import term_counts
 from ..tokens import count_text
 from . import rows
 from .dialect import Columns, Dialect, Rows, cached

@@ -34,8 +34,8 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from ..bank.lexical import idf
-from ..bank.model import Memory
+from ..memories import Memory
+from ..text.lexical import idf
 from .packs import PackCache, Raw
 from .postgres_postings import (
     IN_MEMORY_COST,

@@ -3,7 +3,7 @@
 A store reads the postings of a query's terms (seqs ascending, term frequencies, memory
 lengths) its own way; scoring them, summing each memory's terms and picking the best `k` is
 done here, in numpy, with the in-process index's k1, b, idf and order of operations
-(lamina.bank.lexical), so every store ranks the same, to the last bit of a score.
+(lamina.text.lexical), so every store ranks the same, to the last bit of a score.
 """
 
 from __future__ import annotations

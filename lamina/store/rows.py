@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, NamedTuple
 
-from ..bank.model import Bank, Correction, Cursor, Document, Memory
+from ..memories import Bank, Correction, Cursor, Document, Memory
 from .base import ContextLogInfo, StoredPin, StoredSummary
 from .dialect import Dialect
 

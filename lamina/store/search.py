@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-from ..bank.model import Memory
+from ..memories import Memory
 
 __all__ = ["DatabaseSearch", "FilterSQL", "SearchFilter", "SearchStore"]
 

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-from ..bank.model import Memory
 from ..errors import StoreError
+from ..memories import Memory
 from ..owned import private_dir
 from ..tokens import count_text
 from . import rows

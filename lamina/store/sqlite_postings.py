@@ -1,6 +1,6 @@
 """BM25 postings in SQLite: written at retain, packed for common terms, scored with numpy.
 
-Every memory's terms (lamina.bank.lexical.tokenize, plus its entities) are rows of
+Every memory's terms (lamina.text.lexical.tokenize, plus its entities) are rows of
 `postings` (bank, term, seq, tf, the memory's length). A query reads the rows of its terms
 only; but a common word is held by tens of thousands of memories, and reading that many rows
 one by one costs more than the rest of a recall. So a term held by at least PACK_MIN memories
@@ -32,8 +32,8 @@ else:
     from .._lazy import numpy as np
 import orjson
 
-from ..bank.entities import entity_terms
-from ..bank.lexical import idf, term_counts
+from ..text.entities import entity_terms
+from ..text.lexical import idf, term_counts
 from .packs import PackCache, decode, encode
 from .ranking import contributions, summed
 
@@ -60,7 +60,7 @@ STALE_FLOOR = 128
 
 
 def postings_of(text: str, entities: Iterable[str]) -> tuple[int, Counter[str]]:
-    """A memory's BM25 length and term frequencies (lamina.bank.lexical.term_counts), its
+    """A memory's BM25 length and term frequencies (lamina.text.lexical.term_counts), its
     entities among its terms."""
     return term_counts(text, entity_terms(entities))
 

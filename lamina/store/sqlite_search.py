@@ -36,7 +36,7 @@ else:
     from .._lazy import numpy as np
 import orjson
 
-from ..bank.model import Memory
+from ..memories import Memory
 from .packs import PackCache
 from .ranking import best, members
 from .search import DatabaseSearch, Dated, FilterSQL, SearchFilter, rows_dated

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank, project_root
-from lamina.integrations.claude_code import install, warm
+from lamina.config import default_bank, project_root, resolve_settings
+from lamina.integrations.claude_code import install, warm_control
 
 HOSTILE = "import pathlib\npathlib.Path({marker!r}).write_text('imported from the project')\n"
 
@@ -85,8 +85,8 @@ def test_the_warm_server_started_from_a_hostile_project_imports_nothing_from_it(
             started.append(command)
             assert options.get("cwd") == "/"
 
-    monkeypatch.setattr(warm.subprocess, "Popen", Recorded)
-    warm.start_detached(tmp_path / "home", 5.0)
+    monkeypatch.setattr(warm_control.subprocess, "Popen", Recorded)
+    warm_control.start_detached(tmp_path / "home", 5.0)
     (command,) = started
     assert command[:4] == [sys.executable, "-P", "-m", "lamina"]
     # A real server, started from the project, answers; nothing of the project ran.
@@ -168,7 +168,9 @@ NO_CONFIG = {"LAMINA_CONFIG": "/nonexistent/lamina.toml"}
 def test_a_real_worktree_shares_its_repositorys_bank(victim: Path) -> None:
     worktree = victim.with_name("victim-feature")
     assert project_root(worktree / ".") == victim.resolve()
-    assert default_bank(worktree, NO_CONFIG) == default_bank(victim, NO_CONFIG)
+    assert default_bank(worktree, resolve_settings(NO_CONFIG)) == default_bank(
+        victim, resolve_settings(NO_CONFIG)
+    )
 
 
 def test_a_planted_git_pointer_does_not_reach_another_projects_bank(
@@ -176,15 +178,15 @@ def test_a_planted_git_pointer_does_not_reach_another_projects_bank(
 ) -> None:
     hostile = tmp_path / "downloaded"
     hostile.mkdir()
-    own = default_bank(hostile, NO_CONFIG)
+    own = default_bank(hostile, resolve_settings(NO_CONFIG))
     # A git directory of its own whose commondir names the victim's repository.
     (hostile / ".git").write_text("gitdir: .fake\n")
     (hostile / ".fake").mkdir()
     (hostile / ".fake" / "commondir").write_text(f"{victim / '.git'}\n")
-    assert default_bank(hostile, NO_CONFIG) == own
+    assert default_bank(hostile, resolve_settings(NO_CONFIG)) == own
     # The victim's real worktree entry, which names another worktree.
     (hostile / ".git").write_text(f"gitdir: {victim / '.git' / 'worktrees' / 'victim-feature'}\n")
-    assert default_bank(hostile, NO_CONFIG) == own
+    assert default_bank(hostile, resolve_settings(NO_CONFIG)) == own
     (hostile / "sub").mkdir()
     assert project_root(hostile / "sub") == hostile.resolve()
 

@@ -244,8 +244,8 @@ def test_a_cached_model_is_loaded_only_when_it_is_the_users_own(
 ) -> None:
     """Another valid model (here the other bundled one, optimised) put in place of the kept
     one must not be loaded: the vectors stay those of the right model."""
-    from lamina import embed
-    from lamina.embed_l6 import MiniLML6Embedder
+    from lamina.embed import bundled as embed
+    from lamina.embed.bundled import MiniLML6Embedder
 
     cache = tmp_path / "cache"
     monkeypatch.setattr(embed, "_LOADED", {})

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from lamina.bank.bank import MemoryBank
-from lamina.bank.redact import Redactor, redact_message
 from lamina.bank.retain import RetainOptions
 from lamina.bank.transfer import export_bank
 from lamina.embed import HashEmbedder
 from lamina.store import open_store
+from lamina.text.redact import Redactor, redact_message
 
 from ..conftest import CC
 from .secrets_corpus import CODE_LINES, CORPUS, PLACEHOLDERS, secret_of
@@ -201,7 +201,7 @@ def test_every_bundled_rule_compiles() -> None:
     import re
     import warnings
 
-    from lamina.bank.redact import gitleaks_rules
+    from lamina.text.redact import gitleaks_rules
 
     rules, shared = gitleaks_rules()
     patterns = [p for rule in (*rules, *shared) for p in (rule.regex, *(a for a, _t in rule.allow))]

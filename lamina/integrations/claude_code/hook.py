@@ -72,12 +72,12 @@ from typing import Any, NoReturn
 import orjson
 
 from ... import __version__
-from ...config import data_home, load_config
+from ...config import HookSettings, Settings, resolve_settings
 from ...owned import private_dir, private_opener
 from .contract import Notices, clamp_block, user_should_know, with_system_message
 from .project import hook_bank
 from .prompt import PromptAnswer, PromptRequest
-from .warm_client import WarmUnavailable, ask, configured_database, configured_embedder, process_age
+from .warm_client import WarmUnavailable, ask, process_age
 
 __all__ = ["HookCall", "HookSettings", "hook_main", "process_age", "run_hook", "run_worker"]
 
@@ -133,68 +133,6 @@ def _gemini(named: str, env: Mapping[str, str] | None) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class HookSettings:
-    context_turns: int = 3
-    max_query_chars: int = 800
-    min_prompt_chars: int = 5
-    time_limit: float = 3.0
-    budget: int = 1024
-    session_digest: bool = False
-    """On SessionStart, inject a short digest of the project's recent sessions."""
-    digest_sessions: int = 5
-    warm: bool = False
-    """On SessionStart, start the data directory's warm server if none runs."""
-    warm_idle: float = 1800.0
-    """Seconds without a prompt after which a warm server started by SessionStart exits."""
-    floor: float = 0.28
-    """Inject nothing unless some memory's dense score reaches this, or its coverage of the
-    prompt's terms `floor_coverage`: lamina.bank.recall.Floor, whose defaults these are
-    (written out, so that the hook need not import recall to read its settings); 0: off."""
-    floor_coverage: float = 0.5
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> HookSettings:
-        """Environment first, then the config file's [hook] table, then the defaults."""
-        environ = os.environ if env is None else env
-        table = load_config(environ).get("hook")
-        configured = table if isinstance(table, dict) else {}
-
-        def number(key: str, default: float) -> float:
-            for raw in (environ.get(f"LAMINA_HOOK_{key.upper()}"), configured.get(key)):
-                try:
-                    if raw is not None and raw != "":
-                        return float(raw)
-                except (TypeError, ValueError):
-                    continue
-            return default
-
-        return cls(
-            context_turns=int(number("turns", 3)),
-            max_query_chars=int(number("max_chars", 800)),
-            min_prompt_chars=int(number("min_prompt", 5)),
-            time_limit=number("time_limit", 3.0),
-            budget=int(number("budget", 1024)),
-            session_digest=_flag(
-                environ.get("LAMINA_HOOK_SESSION_DIGEST"), configured.get("session_digest")
-            ),
-            digest_sessions=int(number("digest_sessions", 5)),
-            warm=_flag(environ.get("LAMINA_HOOK_WARM"), configured.get("warm")),
-            warm_idle=number("warm_idle", 1800.0),
-            floor=number("floor", 0.28),
-            floor_coverage=number("floor_coverage", 0.5),
-        )
-
-
-def _flag(*values: object) -> bool:
-    for value in values:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip():
-            return value.strip().lower() in ("1", "true", "yes", "on")
-    return False
-
-
-@dataclass(frozen=True, slots=True)
 class HookCall:
     """Where an event is handled: by this process for itself (the defaults), or by the warm
     server for a hook process that handed it over (lamina.integrations.claude_code.warm)."""
@@ -231,12 +169,13 @@ def _is_trivial(prompt: str, settings: HookSettings) -> bool:
     return text.startswith("/") and len(text.split()) == 1
 
 
-def session_digest(payload: Mapping[str, Any], home: Path, cfg: HookSettings) -> str:
+def session_digest(payload: Mapping[str, Any], settings: Settings) -> str:
     """The project's most recent other sessions: when, and what each opened with."""
     from ...bank.bank import MemoryBank
 
-    bank_name = hook_bank(payload, home)
-    memory_bank = MemoryBank.open(home)
+    cfg = settings.hook
+    bank_name = hook_bank(payload, settings)
+    memory_bank = MemoryBank.open(settings=settings)
     if memory_bank.store.get_bank(bank_name) is None:
         return ""
     current = str(payload.get("session_id") or "")
@@ -284,14 +223,15 @@ def _retained_source(payload: Mapping[str, Any], event: str) -> tuple[str, str, 
 
 
 def _spawn_worker(
-    payload: Mapping[str, Any], home: Path, event: str, *, skip: bool = False
+    payload: Mapping[str, Any], settings: Settings, event: str, *, skip: bool = False
 ) -> None:
+    home = settings.home
     transcript, document, extra = _retained_source(payload, event)
     if not transcript or not document:
         raise ValueError("the payload names no transcript_path or session_id")
     if not Path(transcript).is_file():
         raise FileNotFoundError(f"{transcript}: no such transcript")
-    bank = hook_bank(payload, home)
+    bank = hook_bank(payload, settings)
     # Only the installed Lamina may run: `-P` keeps the working directory (the project the
     # agent works in, which may hold a `lamina/` folder of its own) off sys.path, and the
     # worker starts from a neutral directory (design invariant 10).
@@ -323,17 +263,28 @@ def run_hook(
     started = time.monotonic() - process_age() if call.started is None else call.started
     event = session = ""
     try:
-        base = data_home(home)
+        resolved = resolve_settings(call.env, home=home)
     except Exception as exc:  # a broken config file must not block the user either
+        if call.answer is not None:
+            raise  # the warm server answers with an error: the hook process does the work
         print(f"lamina: hook failed open: {exc}", file=sys.stderr)
-        from platformdirs import user_data_path
+        environ = os.environ if call.env is None else call.env
+        given = home or environ.get("LAMINA_HOME")
+        if given:
+            base = Path(given).expanduser()
+        else:  # only the config file can fail here: the notice goes to the default folder
+            from platformdirs import user_data_path
 
-        # Only the config file can fail here, so the notice goes to the default data folder.
-        default = user_data_path("lamina", appauthor=False)
-        return _notice(default, stdin, "", f"Lamina is not working: {exc}")
+            base = user_data_path("lamina", appauthor=False)
+        with contextlib.suppress(ValueError, AttributeError):
+            event = str(orjson.loads(stdin or b"{}").get("hook_event_name") or "")
+        HookLog(base).write(event, session, f"failed: {exc!r}")
+        return _notice(base, stdin, "", f"Lamina failed ({event or 'hook'}): {exc}")
+    if settings is not None:
+        resolved = resolved.replace(hook=settings)
+    base = resolved.home
     log = HookLog(base)
     try:
-        cfg = settings or HookSettings.from_env(call.env)
         payload = orjson.loads(stdin or b"{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook payload is not a JSON object")
@@ -343,7 +294,7 @@ def run_hook(
         from .detect import stands_aside
         from .project import session_directory
 
-        excluded = _excluded(payload, call)
+        excluded = _excluded(payload, call, resolved)
         if excluded:
             reason = f"excluded by the config file's exclude {excluded}"
             log.write(event, session, f"skipped: {reason}")
@@ -355,11 +306,11 @@ def run_hook(
             return ""
         from ...pause import pause_reason
 
-        paused = pause_reason(base, hook_bank(payload, base, call.env, call.cwd), session)
+        paused = pause_reason(base, hook_bank(payload, resolved, call.env, call.cwd), session)
         if paused:
-            return _paused(payload, base, log, event, session, paused)
+            return _paused(payload, resolved, log, event, session, paused)
         return with_system_message(
-            _dispatch(payload, base, cfg, started, log, event, session, call, named),
+            _dispatch(payload, resolved, started, log, event, session, call, named),
             Notices(base).take(session),
         )
     except Exception as exc:
@@ -374,35 +325,41 @@ def run_hook(
         return ""
 
 
-def _excluded(payload: Mapping[str, Any], call: HookCall) -> str | None:
+def _excluded(payload: Mapping[str, Any], call: HookCall, settings: Settings) -> str | None:
     """The `exclude` entry of the config file that covers this event's directories (the
     project's, the payload's `cwd`, the hook's own), or None."""
-    from ...config import exclude_patterns, excluded
+    from ...config import excluded
 
     environ = os.environ if call.env is None else call.env
-    if not exclude_patterns(environ):
+    if not settings.exclude:
         return None
     places = {environ.get("CLAUDE_PROJECT_DIR") or "", str(payload.get("cwd") or "")}
     places.add(call.cwd or str(Path.cwd()))
     for place in sorted(p for p in places if p):
-        found = excluded(place, environ)
+        found = excluded(place, settings)
         if found:
             return found
     return None
 
 
 def _paused(
-    payload: Mapping[str, Any], base: Path, log: HookLog, event: str, session: str, reason: str
+    payload: Mapping[str, Any],
+    settings: Settings,
+    log: HookLog,
+    event: str,
+    session: str,
+    reason: str,
 ) -> str:
     """An event while memory is paused: no recall, no injection, no retain; a retain event
     moves the session's cursor past what was said meanwhile (a worker with `--skip`)."""
+    base = settings.home
     if event in RETAIN_EVENTS:
-        _spawn_worker(payload, base, event, skip=True)
+        _spawn_worker(payload, settings, event, skip=True)
         log.write(event, session, f"skipped: {reason}; what was said is left out for good")
         return ""
     log.write(event, session, f"skipped: {reason}")
     if event == "UserPromptSubmit":
-        _skipped(base, event, session, hook_bank(payload, base), reason, None)
+        _skipped(base, event, session, hook_bank(payload, settings), reason, None)
         return with_system_message("", Notices(base).take(session, [f"Lamina: {reason}."]))
     return ""
 
@@ -432,8 +389,7 @@ def _notice(home: Path, stdin: str, output: str, message: str) -> str:
 
 def _dispatch(
     payload: Mapping[str, Any],
-    base: Path,
-    cfg: HookSettings,
+    settings: Settings,
     started: float,
     log: HookLog,
     event: str,
@@ -441,26 +397,26 @@ def _dispatch(
     call: HookCall,
     named: str = "",
 ) -> str:
+    base, cfg = settings.home, settings.hook
     if event == "UserPromptSubmit":
-        return _prompt(payload, base, cfg, started, log, call, named or event)
+        return _prompt(payload, settings, started, log, call, named or event)
     if call.answer is not None:
         raise ValueError(f"the warm server answers UserPromptSubmit only, not {event!r}")
     if event in RETAIN_EVENTS:
-        _spawn_worker(payload, base, event)
+        _spawn_worker(payload, settings, event)
         log.write(event, session, "retain started in the background")
         return ""
     if event == "SessionStart":
-        from ...config import database_target
         from ...store import open_store
 
-        store = open_store(database_target(base))
+        store = open_store(settings.database)
         try:
             applied = store.migrate()
         finally:
             store.close()
         log.write(event, session, f"ready (migrations applied: {len(applied)})")
         if cfg.warm:
-            from .warm import ensure_started
+            from .warm_control import ensure_started
 
             log.write(event, session, ensure_started(base, cfg.warm_idle))
         if not cfg.session_digest:
@@ -470,7 +426,7 @@ def _dispatch(
             # prompt from the history on resume: the digest is not given there.
             log.write(event, session, "no digest: Gemini loses the prompt it is prepended to")
             return ""
-        digest = session_digest(payload, base, cfg)
+        digest = session_digest(payload, settings)
         if not digest:
             return ""
         if _copilot(call.env):  # a user message of its own, at the start of the session
@@ -488,8 +444,7 @@ TIMINGS_MARK = " | timings "
 
 def _prompt(
     payload: Mapping[str, Any],
-    home: Path,
-    cfg: HookSettings,
+    settings: Settings,
     started: float,
     log: HookLog,
     call: HookCall,
@@ -497,6 +452,7 @@ def _prompt(
 ) -> str:
     """UserPromptSubmit (Gemini's BeforeAgent, answered under that name): the warm server's
     answer, else this process's own within the limit."""
+    home, cfg = settings.home, settings.hook
     session = str(payload.get("session_id") or "")
     prompt = str(payload.get("prompt") or "")
     from .injections import preview_ahead
@@ -516,7 +472,7 @@ def _prompt(
     deadline = started + cfg.time_limit - 0.05
     request = PromptRequest(
         prompt=prompt,
-        bank=hook_bank(payload, home, call.env, call.cwd),
+        bank=hook_bank(payload, settings, call.env, call.cwd),
         session=session,
         transcript=_with_content(str(payload.get("transcript_path") or "")),
         context_turns=cfg.context_turns,
@@ -535,14 +491,14 @@ def _prompt(
         answer = None
         record["warm_unavailable"] = call.warm_tried
     else:
-        answer = _ask_warm(home, request, deadline, record, call.env)
+        answer = _ask_warm(settings, request, deadline, record)
     stages["warm"] = time.monotonic() - mark
     if answer is None:
-        answer = _cold(request, home, cfg, deadline, stages)
+        answer = _cold(request, settings, deadline, stages)
         if cfg.warm and _no_server(record.get("warm_unavailable", "")):
             # The server exited while idle (or was killed): start one for the next prompt,
             # after this one's answer so that its start does not compete with it.
-            from .warm import start_detached
+            from .warm_control import start_detached
 
             record["warm_started"] = start_detached(home, cfg.warm_idle)
     if answer is None:
@@ -611,26 +567,20 @@ def _no_server(reason: str) -> bool:
 
 
 def _ask_warm(
-    home: Path,
+    settings: Settings,
     request: PromptRequest,
     deadline: float,
     record: dict[str, Any],
-    env: Mapping[str, str] | None,
 ) -> PromptAnswer | None:
     """The warm server's answer, or None (the reason in `record`). It gets at most half of the
     time left, so a server that hangs still leaves the cold path the other half."""
-    environ = os.environ if env is None else env
     try:
-        config = load_config(environ)
-        database = configured_database(environ, config)
-        if database is None:
-            raise WarmUnavailable("database_url in the config file is not a non-empty string")
         reply = ask(
-            home,
+            settings.home,
             {
                 "op": "recall",
-                "database": database,
-                "embedder": configured_embedder(environ, config),
+                "database": settings.database_url or "",
+                "embedder": settings.embedder or "",
                 "request": request.as_json(),
             },
             timeout=max(0.05, (deadline - time.monotonic()) / 2),
@@ -663,13 +613,13 @@ def _ask_warm(
 
 
 def _cold(
-    request: PromptRequest, home: Path, cfg: HookSettings, deadline: float, stages: dict[str, float]
+    request: PromptRequest, settings: Settings, deadline: float, stages: dict[str, float]
 ) -> PromptAnswer | None:
     """Recall in this process, in a worker thread given until `deadline`: the full answer if it
     is ready by then, else the lexical-only answer if that is, else None. The query must be
     embedded by `deadline` minus a reserve for the search that follows."""
     box: dict[str, Any] = {}
-    reserve = min(0.3, 0.1 * cfg.time_limit)
+    reserve = min(0.3, 0.1 * settings.hook.time_limit)
 
     def keep_early(answer: PromptAnswer) -> None:
         box["early"] = answer
@@ -685,8 +635,8 @@ def _cold(
             keep_freed_memory()  # ctypes is loaded already (by numpy)
             now = time.monotonic()
             stages["imports"] = now - mark
-            set_model_cache(home / "cache")
-            memory_bank = MemoryBank.open(home)
+            set_model_cache(settings.home / "cache")
+            memory_bank = MemoryBank.open(settings=settings)
             stages["open_store"] = time.monotonic() - now
             try:
                 box["answer"] = answer_prompt(
@@ -732,13 +682,12 @@ def hook_main(
 # -- the detached worker ---------------------------------------------------------------------
 
 
-def _expire(memory_bank: Any, bank: str, log: HookLog, event: str, session: str) -> None:
+def _expire(
+    memory_bank: Any, days: int | None, bank: str, log: HookLog, event: str, session: str
+) -> None:
     """Forget the bank's memories older than `retain_days` (when the config file sets it)."""
     from datetime import timedelta
 
-    from ...config import retain_days
-
-    days = retain_days()
     if days is None:
         return
     gone = memory_bank.forget_before(bank, datetime.now(UTC) - timedelta(days=days))
@@ -761,7 +710,8 @@ def run_worker(
     the transcript is a subagent's: tagged `subagent` and linked to the parent session. With
     `skip` (memory paused), only move the document's cursor to the transcript's end. After a
     retain, memories older than the config file's `retain_days` are forgotten."""
-    base = data_home(home)
+    settings = resolve_settings(home=home)
+    base = settings.home
     log = HookLog(base)
     locks = private_dir(base / "locks")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
@@ -781,7 +731,7 @@ def run_worker(
                 from ...embed import set_model_cache
 
                 set_model_cache(base / "cache")
-                memory_bank = MemoryBank.open(base)
+                memory_bank = MemoryBank.open(settings=settings)
                 while skip:
                     mark.unlink(missing_ok=True)
                     report = memory_bank.skip_file(
@@ -813,7 +763,7 @@ def run_worker(
                     if not mark.exists():
                         break
                 if not skip:
-                    _expire(memory_bank, bank, log, event, session)
+                    _expire(memory_bank, settings.retain_days, bank, log, event, session)
                 memory_bank.close()
             except Exception as exc:
                 import traceback

@@ -56,7 +56,7 @@ def _redact(text: str) -> str:
     global _redactor
     with _redactor_lock:
         if _redactor is None:
-            from ...bank.redact import Redactor
+            from ...text.redact import Redactor
 
             _redactor = Redactor()
         redactor = _redactor

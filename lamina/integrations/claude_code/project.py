@@ -14,10 +14,13 @@ import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...config import default_bank
 from ...owned import private_dir, write_private
+
+if TYPE_CHECKING:
+    from ...config import Settings
 
 __all__ = ["hook_bank", "session_directory"]
 
@@ -52,10 +55,10 @@ def session_directory(
 
 def hook_bank(
     payload: Mapping[str, Any],
-    home: Path,
+    settings: Settings,
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
 ) -> str:
-    """The bank this event's session reads and writes (`cwd`: the hook process's working
-    directory, when another process answers for it)."""
-    return default_bank(session_directory(payload, home, env) or cwd, env)
+    """The bank this event's session reads and writes, by the hook's settings (`cwd`: the
+    hook process's working directory, when another process answers for it)."""
+    return default_bank(session_directory(payload, settings.home, env) or cwd, settings)

@@ -32,8 +32,6 @@ import fcntl
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -54,44 +52,24 @@ from .prompt import PromptAnswer, PromptRequest, answer_prompt
 from .warm_client import (
     MAX_MESSAGE,
     PROTOCOL,
-    SOCKET_PATH_LIMIT,
     WarmUnavailable,
-    ask,
-    configured_database,
-    configured_embedder,
     read_line,
     run_dir,
-    socket_path,
 )
+from .warm_control import DEFAULT_IDLE_TIMEOUT, LOCK_WAIT, check_socket_path
 
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
     from ...bank.query import TailQueries
 
-__all__ = [
-    "DEFAULT_IDLE_TIMEOUT",
-    "WarmServer",
-    "ensure_started",
-    "start_detached",
-    "start_server",
-    "stop_server",
-    "warm_status",
-]
+__all__ = ["WarmServer", "serve_forever"]
 
-DEFAULT_IDLE_TIMEOUT = 1800.0
 CONNECTION_TIMEOUT = 5.0
 """How long one client may take to send its request line (it holds only its own thread)."""
 WORKERS = 8
 """Connections answered at once; more wait to be accepted."""
 ACCEPT_POLL = 0.5
 """How often the accepting thread wakes to see a stop asked for by a request."""
-START_TIMEOUT = 60.0
-"""How long `start_server` waits for a new server to answer (it loads the model first)."""
-
-
-LOCK_WAIT = 5.0
-"""How long a new server waits for the data directory's lock (a server being replaced is
-still shutting down)."""
 
 
 class _Stop(Exception):
@@ -108,17 +86,6 @@ def _lock_within(handle: Any, seconds: float) -> bool:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.05)
-
-
-def _check_socket_path(home: Path) -> Path:
-    path = socket_path(home)
-    size = len(os.fsencode(path))
-    if size > SOCKET_PATH_LIMIT:
-        raise InputError(
-            f"{path}: too long for a unix socket ({size} bytes, at most {SOCKET_PATH_LIMIT}); "
-            "use a shorter data directory (--home) for the warm path"
-        )
-    return path
 
 
 def _private_dir(path: Path) -> Path:
@@ -139,11 +106,11 @@ class WarmServer:
     queries: TailQueries | None = field(default=None, repr=False)
     """What the server keeps of recent transcripts' ends, to read only what was appended."""
     database: str | None = None
-    """The database its bank was opened on, as `configured_database` names it ("": the data
-    directory's own file): a hook or recall for another one is refused."""
+    """The database its bank was opened on, as its settings name it (`database_url`, "": the
+    data directory's own file): a hook or recall for another one is refused."""
     embedder: str = ""
-    """The embedder its bank was opened with, as `configured_embedder` names it ("": the
-    bundled model): likewise."""
+    """The embedder its bank was opened with, as its settings name it ("": the bundled
+    model): likewise."""
     _stopping: bool = False
     _last: float = 0.0
     """When a recall was last answered (monotonic): the idle timeout counts from it."""
@@ -156,7 +123,7 @@ class WarmServer:
         when the socket path is too long or another server holds the data directory."""
         home = self.home.resolve()
         self.home = home
-        path = _check_socket_path(home)
+        path = check_socket_path(home)
         run = _private_dir(run_dir(home))
         log = HookLog(home)
         with open(run / "warm.lock", "a", opener=private_opener) as lock:
@@ -196,15 +163,16 @@ class WarmServer:
     def _open_bank(self) -> None:
         if self.memory_bank is None:
             from ...bank.bank import MemoryBank
-            from ...config import load_config
+            from ...config import resolve_settings
             from ...embed import set_model_cache
 
-            # Read before the bank opens, by the same rule: what the bank is opened on.
-            config = load_config()
-            self.database = configured_database(os.environ, config)
-            self.embedder = configured_embedder(os.environ, config)
+            # Resolved once, at the start: what the bank is opened on, and what a hook's
+            # request must name to be answered here.
+            settings = resolve_settings(home=self.home)
+            self.database = settings.database_url or ""
+            self.embedder = settings.embedder or ""
             set_model_cache(self.home / "cache")
-            self.memory_bank = MemoryBank.open(self.home, serving=True)
+            self.memory_bank = MemoryBank.open(settings=settings, serving=True)
         if self.queries is None:
             from ...bank.query import TailQueries
 
@@ -377,125 +345,6 @@ def _read_request(conn: socket.socket) -> bytes:
         return read_line(conn)
     except EOFError:
         raise ValueError("the request ended before its newline") from None
-
-
-# -- managing a server from the command line and the hook --------------------------------------
-
-
-def warm_status(home: Path, timeout: float = 2.0) -> dict[str, Any]:
-    """`running` and what the server says of itself, or why none answers (`reason`)."""
-    home = home.resolve()
-    try:
-        reply = ask(home, {"op": "ping"}, timeout=timeout, version=__version__)
-    except WarmUnavailable as exc:
-        status: dict[str, Any] = {
-            "running": False,
-            "socket": str(socket_path(home)),
-            "reason": exc.reason,
-        }
-        if exc.other_version_pid is not None:
-            status["other_version_pid"] = exc.other_version_pid
-        return status
-    reply.pop("ok", None)
-    return {"running": True, "socket": str(socket_path(home)), **reply}
-
-
-def start_server(home: Path, idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> dict[str, Any]:
-    """Start a detached server for `home` unless one answers; wait (bounded) until it does."""
-    home = home.resolve()
-    _check_socket_path(home)
-    status = warm_status(home)
-    if status["running"]:
-        return {**status, "started": False}
-    _retire(status)
-    process = _spawn(home, idle_timeout)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise InputError(
-                f"the warm server exited at once (code {process.returncode}); "
-                f"see {home / 'logs' / 'hooks.log'}"
-            )
-        status = warm_status(home, timeout=1.0)
-        if status["running"]:
-            return {**status, "started": True}
-        time.sleep(0.05)
-    raise InputError(f"the warm server did not answer within {START_TIMEOUT:g}s")
-
-
-def ensure_started(home: Path, idle_timeout: float) -> str:
-    """For SessionStart: start a server without waiting for it; one line for the hook log."""
-    try:
-        _check_socket_path(home.resolve())
-    except InputError as exc:
-        return f"warm path off: {exc}"
-    status = warm_status(home, timeout=0.5)
-    if status["running"]:
-        return f"warm server {status.get('pid')} already running"
-    retired = _retire(status, wait=0.0)
-    process = _spawn(home.resolve(), idle_timeout)
-    replaced = f", replacing {retired} of another version" if retired else ""
-    return f"warm server starting (pid {process.pid}{replaced})"
-
-
-def start_detached(home: Path, idle_timeout: float) -> int | None:
-    """For a prompt hook that found no server: start one for the next prompt without waiting
-    or asking again; its pid, or None when the socket path cannot work."""
-    try:
-        _check_socket_path(home.resolve())
-    except InputError:
-        return None
-    return _spawn(home.resolve(), idle_timeout).pid
-
-
-def _retire(status: dict[str, Any], wait: float = LOCK_WAIT) -> int | None:
-    """Terminate a server of another Lamina version (left running by an upgrade: it cannot
-    serve this version's hooks, and would hold the data directory until idle). Waits up to
-    `wait` seconds for it to go; returns its pid, or None when there was none."""
-    pid = status.get("other_version_pid")
-    if not isinstance(pid, int):
-        return None
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        return None
-    deadline = time.monotonic() + wait
-    path = Path(status["socket"])
-    while path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return pid
-
-
-def _spawn(home: Path, idle_timeout: float) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-P", "-m", "lamina", "--home", str(home), "warm", "serve",
-               "--idle-timeout", f"{idle_timeout:g}"]  # fmt: skip
-    return subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-        cwd="/",
-    )
-
-
-def stop_server(home: Path, timeout: float = 10.0) -> dict[str, Any]:
-    """Ask the server to stop and wait (bounded) until its socket is gone."""
-    home = home.resolve()
-    try:
-        reply = ask(home, {"op": "stop"}, timeout=timeout, version=__version__)
-    except WarmUnavailable as exc:
-        status = {"socket": str(socket_path(home)), "other_version_pid": exc.other_version_pid}
-        retired = _retire(status, wait=timeout)
-        if retired is not None:
-            return {"stopped": not socket_path(home).exists(), "pid": retired}
-        return {"stopped": False, "reason": exc.reason}
-    path = socket_path(home)
-    deadline = time.monotonic() + timeout
-    while path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return {"stopped": not path.exists(), "pid": reply.get("pid")}
 
 
 def serve_forever(home: Path, idle_timeout: float) -> None:

@@ -24,19 +24,18 @@ under a millisecond.
 """
 
 # os.path, not pathlib: importing pathlib would cost every warm prompt a few ms.
-# ruff: noqa: PTH109, PTH110, PTH111, PTH118, PTH123
+# ruff: noqa: PTH109, PTH118, PTH123
 
 from __future__ import annotations
 
 import _socket
 import os
 import stat  # imported by os already: costs nothing
-import sys
 import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # importing typing and pathlib would cost every warm prompt a few ms
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from pathlib import Path
     from typing import Any
 
@@ -49,9 +48,6 @@ __all__ = [
     "WarmUnavailable",
     "answer_hook",
     "ask",
-    "client_home",
-    "configured_database",
-    "configured_embedder",
     "dumps",
     "loads",
     "process_age",
@@ -295,84 +291,6 @@ bank, settings, installation and transcript, and the answer's shape (Copilot's) 
 else of the environment leaves this process."""
 
 
-def client_home(home: str | None, environ: Mapping[str, str]) -> tuple[str | None, dict[str, Any]]:
-    """The data directory as `lamina.config.data_home` finds it, with the standard library
-    only, and the config file's contents ({} when there is none). None where that takes more
-    than this: outside Linux (unless LAMINA_CONFIG names the file), or a config file that
-    cannot be read (the full hook reports it)."""
-    path = environ.get("LAMINA_CONFIG")
-    if path:
-        path = os.path.expanduser(path)
-    elif sys.platform == "linux" and "ANDROID_DATA" not in environ:
-        # platformdirs' user config folder on Linux, which lamina.config uses.
-        folder = environ.get("XDG_CONFIG_HOME", "")
-        folder = folder if folder.strip() else os.path.expanduser("~/.config")
-        path = os.path.join(folder, "lamina", "config.toml")
-    else:
-        return None, {}
-    config: dict[str, Any] = {}
-    if os.path.exists(path):
-        import tomllib
-
-        try:
-            with open(path, "rb") as handle:
-                config = tomllib.load(handle)
-        except (OSError, ValueError):
-            return None, {}
-    if home:
-        return os.path.expanduser(home), config
-    if environ.get("LAMINA_HOME"):
-        return os.path.expanduser(environ["LAMINA_HOME"]), config
-    configured = config.get("home")
-    if isinstance(configured, str) and configured:
-        return os.path.expanduser(configured), config
-    if sys.platform != "linux" or "ANDROID_DATA" in environ:
-        return None, config
-    # platformdirs' user data folder on Linux.
-    folder = environ.get("XDG_DATA_HOME", "")
-    folder = folder if folder.strip() else os.path.expanduser("~/.local/share")
-    return os.path.join(folder, "lamina"), config
-
-
-def configured_database(environ: Mapping[str, str], config: Mapping[str, Any]) -> str | None:
-    """The database chosen besides the data directory, as `lamina.config.database_target`
-    chooses it: LAMINA_DATABASE_URL, else the config file's `database_url`, else "" (the data
-    directory's own SQLite file). None when the config file's value is not a non-empty string
-    (the full hook reports that). A warm server answers only hooks whose choice equals its own."""
-    if environ.get("LAMINA_DATABASE_URL"):
-        return environ["LAMINA_DATABASE_URL"]
-    configured = config.get("database_url")
-    if configured is None:
-        return ""
-    return configured if isinstance(configured, str) and configured else None
-
-
-def configured_embedder(environ: Mapping[str, str], config: Mapping[str, Any]) -> str:
-    """The embedder chosen, as `lamina.config.embedder_choice` reads it: LAMINA_EMBEDDER, else
-    the config file's `embedder`, else "" (the bundled model). A warm server answers only hooks
-    whose choice equals its own: vectors of one model do not compare with another's."""
-    if environ.get("LAMINA_EMBEDDER"):
-        return environ["LAMINA_EMBEDDER"]
-    configured = config.get("embedder")
-    return configured if isinstance(configured, str) else ""
-
-
-def _time_limit(environ: Mapping[str, str], config: Mapping[str, Any]) -> float:
-    """LAMINA_HOOK_TIME_LIMIT, else the config file's [hook] time_limit, else 3 s (as
-    HookSettings reads it)."""
-    table = config.get("hook")
-    for raw in (
-        environ.get("LAMINA_HOOK_TIME_LIMIT"),
-        table.get("time_limit") if isinstance(table, dict) else None,
-    ):
-        try:
-            if raw is not None and raw != "":
-                return float(raw)
-        except (TypeError, ValueError):
-            continue
-    return 3.0
-
-
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
 """The prompt events a warm server answers (the others do no recall)."""
 
@@ -387,26 +305,28 @@ def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None,
         if not isinstance(payload, dict) or payload.get("hook_event_name") not in PROMPT_EVENTS:
             return None, ""
         environ = os.environ
-        base, config = client_home(home, environ)
-        database = configured_database(environ, config)
-        if base is None or database is None:
+        from ...config import resolve_settings  # the same rules as every entry point's
+
+        try:
+            settings = resolve_settings(environ, home=home)
+        except Exception:  # a broken config file: the full hook reports it
             return None, ""
-        limit = _time_limit(environ, config)
+        limit = settings.hook.time_limit
         forwarded = {
             k: v for k, v in environ.items() if k.startswith("LAMINA_") or k in FORWARDED_VARIABLES
         }
         left = started + limit - 0.05 - time.monotonic()
         request = {
             "op": "hook",
-            "database": database,
-            "embedder": configured_embedder(environ, config),
+            "database": settings.database_url or "",
+            "embedder": settings.embedder or "",
             "payload": stdin,
             "env": forwarded,
             "cwd": os.getcwd(),
             "age": time.monotonic() - started,
         }
         # At most half of the time left, so a server that hangs leaves the cold path the rest.
-        reply = ask(base, request, timeout=max(0.05, left / 2), version=version)
+        reply = ask(str(settings.home), request, timeout=max(0.05, left / 2), version=version)
         output = reply.get("output")
         if not isinstance(output, str):
             raise WarmUnavailable("warm server sent an answer of the wrong shape")

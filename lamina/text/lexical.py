@@ -78,7 +78,7 @@ def _stem(word: str) -> str:
 
 LINE_CACHED = 2_000
 """Lines up to this many characters keep what is read from them, in a cache per reader (their
-terms here, their entities in lamina.bank.entities): a window repeats its units' lines."""
+terms here, their entities in lamina.text.entities): a window repeats its units' lines."""
 
 
 def _terms(text: str) -> list[str]:

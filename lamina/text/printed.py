@@ -31,7 +31,7 @@ lines of only carets or box drawing are never chosen. A failed call always keeps
 the first informative one, else its first line. File tools (Read, Write, Edit) print the file
 or a confirmation, so only their errors count; tools that talk at length (a subagent's report,
 a web page's summary, plan mode) are left to what people said. The user's words in a rejected
-call are what was said (lamina.bank.said), not output.
+call are what was said (lamina.text.said), not output.
 
 Bounded per call: at most `MAX_LINES` lines, each cut to `LINE_CHARS` characters. The result
 text is redacted whole before any line is chosen or cut (a secret is never split where the
@@ -101,7 +101,7 @@ approval): only their errors are kept."""
 
 _REJECTED = "The user doesn't want to proceed with this tool use."
 """A call the user turned down: this sentence is kept; the words they added are what they
-said (lamina.bank.said), not output."""
+said (lamina.text.said), not output."""
 _SKIP_RESULTS = ("[Request interrupted", "<tool_use_error>Sibling tool call errored")
 
 # -- the kinds of line, most informative first ---------------------------------------------------

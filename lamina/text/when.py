@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeAlias
 
-from ..calendar_names import MONTHS, WEEKDAYS
+from .calendar_names import MONTHS, WEEKDAYS
 
 __all__ = ["TimeRange", "read_day", "resolve_time_expressions"]
 

@@ -2,7 +2,7 @@
 
 A **segment** runs from a turn start to the next one (a session change, as between LoCoMo
 sessions, also starts one). Its unit text is what was said, line by line with the speaker: the
-conversational text of each message, what the user said through tools (lamina.bank.said:
+conversational text of each message, what the user said through tools (lamina.text.said:
 answers to the agent's questions, plan approvals and rejections, messages typed while the agent
 worked) and the plans the agent put up for approval, plus the tool activity condensed into short
 lines of actions (`actions: Read app.py · Bash: pytest -q (error) · Edit app.py`), never pasted
@@ -18,7 +18,7 @@ one (an agentic turn: one prompt, hundreds of tool calls, many assistant message
 part opening with the prompt it answers (cut to `context_tokens`) unless it holds the prompt
 itself. Its tool activity goes into `activity` units: lines a question would use (what a
 command was for, the command, a commit's whole message), each call followed by the few lines
-its result printed that a question would look for (lamina.bank.printed: the informative line
+its result printed that a question would look for (lamina.text.printed: the informative line
 of an error, a test run's counts and failing tests, a commit's `[branch hash] subject`, a
 linter's `file:line:col` lines, a pull request's URL, ...), packed under the cap (with
 `activity` off, each part closes with the actions taken in its stretch instead, trimmed to
@@ -140,7 +140,7 @@ class UnitOptions:
     """A turn cut into parts also gets `activity` units: its tool activity as lines a question
     would use (what a command was for, the command, a commit message or a reason given on the
     command line) and what each call printed that a question would look for
-    (lamina.bank.printed), packed under the cap; so does a turn within the cap when a call
+    (lamina.text.printed), packed under the cap; so does a turn within the cap when a call
     printed something. A part's actions line holds only what room its statements leave. On
     the tuning half of `lamina bench agent` (within 1,000 / 1,500 tokens) 0.825 / 0.895
     without them, 0.860 / 0.930 with call lines and errors' first lines. With what tools
@@ -398,7 +398,7 @@ def _activity(
 ) -> list[Entry]:
     """The tool activity of these messages, one entry per call: the call's line (at the
     call's message), then what its result printed that a question would look for
-    (lamina.bank.printed; at the result's message). A call said again in the same words is
+    (lamina.text.printed; at the result's message). A call said again in the same words is
     shown again only when it printed something new."""
     results: dict[str, tuple[int, ToolResultBlock]] = {
         b.tool_use_id: (i, b)
