@@ -70,7 +70,13 @@ from ..store.sqlite import SQLiteStore
 from .common import emit, locomo_file, shared_data_dir
 from .locomo import HALVES, _bank_name, _now
 
-__all__ = ["fusion_bench", "synthetic_questions"]
+__all__ = [
+    "CodingQuestion",
+    "coding_questions",
+    "fusion_bench",
+    "statements",
+    "synthetic_questions",
+]
 
 SEED = 17
 PER_CONVERSATION = 300
@@ -271,8 +277,8 @@ STYLES = ("words", "rare", "related")
 """How a coding question words what it asks about: `words` as the chat questions do (a few of
 the statement's words, rarer ones likelier, with words of other statements as noise); `rare`
 only one or two of its rarest words among words of the statements around it; `related` none of
-its words, each replaced by the word that most often goes with it elsewhere in the sessions
-(a paraphrase as far as the lexical channel can tell)."""
+its words, each replaced by a word that goes with it elsewhere in the sessions (`_Related`: a
+paraphrase as far as the lexical channel can tell)."""
 FIT_STYLES = ("words",)
 """The coding questions the model is fitted on: the other STYLES are reported, held out. Fitted
 on all three, the model is no better on held-out synthetic questions (within 1,500 tokens 0.680
