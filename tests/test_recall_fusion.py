@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,26 +19,36 @@ from lamina.bank.bank import MemoryBank
 from lamina.bank.fusion import (
     ADJUSTMENTS,
     FEATURES,
+    MEMORY_FEATURES,
     RERANK,
     FusionModel,
     default_model,
     fit_logistic,
     model_for,
+    rerank_features,
     shipped_models,
 )
 from lamina.bank.recall import RecallOptions
-from lamina.bench.fusion import collect, synthetic_questions
+from lamina.bench.fusion import STYLES, coding_questions, collect, synthetic_questions
 from lamina.bench.locomo import _bank_name, _now
 from lamina.cli import cli
 from lamina.embed import DEFAULT_MODEL, Embedder, HashEmbedder, get_embedder
 from lamina.embed.bundled import L6_MODEL
+from lamina.memories import Memory
 from lamina.readers.locomo import LocomoSample, read_locomo_samples
 from lamina.store import open_store
+from lamina.text.lexical import tokenize
+from lamina.text.units import SUMMARY
 
-from .conftest import LOCOMO
+from .conftest import CLAUDE_CODE, LOCOMO
 
 needs_locomo = pytest.mark.skipif(
     not LOCOMO.is_file(), reason="../shared/data/locomo/locomo-dev.json is not beside the checkout"
+)
+
+
+needs_sessions = pytest.mark.skipif(
+    not CLAUDE_CODE.is_dir(), reason="../shared/data/claude-code is not beside the checkout"
 )
 
 
@@ -130,17 +141,78 @@ def test_the_fit_command_prints_one_json_document_and_writes_the_model(tmp_path:
     path.write_text(json.dumps([{**small, "conversation": conversation}]), encoding="utf-8")
     written = tmp_path / "fusion.json"
     args = ["bench", "fusion", "--data", str(path), "--per-conversation", "40", "--json"]
+    args += ["--per-session", "0"]  # the chat questions alone (the coding ones: below)
     result = CliRunner().invoke(cli, [*args, "--embedder", "hash", "--write", str(written)])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["questions"] == 40
     assert report["embedder"] == "hash-ngram@1"
-    assert 0 < report["all"]["learned_any@10"] <= 1
+    assert report["corpora"] == {"chat": 40}
+    assert 0 < report["all"]["learned"]["any@10"] <= 1
     document = json.loads(written.read_text(encoding="utf-8"))
     assert document["embedder"] == "hash-ngram@1"  # what recall looks it up by
     assert "--embedder hash" in document["about"]
     model = FusionModel.from_dict(document["model"])
     assert set(model.weights) == set(FEATURES)
+
+
+@needs_sessions
+def test_a_models_weights_for_the_coding_kinds_move_recall() -> None:
+    # Parts, activity, turns and compaction summaries' restatements each have a feature of
+    # their own: a model's weight for one is what recall adds to those memories' scores.
+    assert {"turn", "part", "activity", "restates"} <= set(MEMORY_FEATURES)
+    bank = MemoryBank(open_store(":memory:"), HashEmbedder())
+    bank.retain_file(CLAUDE_CODE / "drmaciver-python-to-rust-port.jsonl", "c")
+    shipped = default_model()
+    assert all(shipped.weights.get(kind, 0.0) == 0 for kind in ("part", "activity"))
+
+    def kinds(activity: float) -> list[str]:
+        model = FusionModel({**shipped.weights, "activity": activity}, shipped.bias)
+        options = RecallOptions(budget=100_000, limit=8, model=model)
+        return [h.memory.kind for h in bank.recall("cargo test coverage", "c", options).hits]
+
+    assert "activity" in kinds(0.0) and "part" in kinds(0.0)
+    assert kinds(20.0)[:3] == ["activity"] * 3
+    assert "activity" not in kinds(-20.0)[:3]
+    summary = Memory(
+        "s",
+        "b",
+        "d",
+        "part",
+        "summary: the build failed on the linker",
+        ("r",),
+        speakers=(SUMMARY,),
+    )
+    part = replace(summary, speakers=("assistant",))
+    rows = rerank_features("why did the build fail?", [summary, part], [40, 40])
+    restates = MEMORY_FEATURES.index("restates")
+    assert list(rows[:, restates]) == [1.0, 0.0]
+    assert rows[0, MEMORY_FEATURES.index("part")] == rows[1, MEMORY_FEATURES.index("part")] == 1
+
+
+def _coding_memories() -> list[tuple[str, Memory]]:
+    bank = MemoryBank(open_store(":memory:"), HashEmbedder())
+    bank.retain_file(CLAUDE_CODE / "drmaciver-python-to-rust-port.jsonl", "c")
+    return [("claude-code", m) for m in bank.memories("c", with_embeddings=False)]
+
+
+@needs_sessions
+def test_coding_questions_come_from_what_a_session_said_and_are_reproducible() -> None:
+    memories = _coding_memories()
+    questions = coding_questions(memories, per_session=30)
+    assert questions == coding_questions(memories, per_session=30)
+    assert 20 <= len(questions) <= 30
+    assert {q.style for q in questions} == set(STYLES)
+    texts = [" ".join(m.text.lower().split()) for _s, m in memories]
+    for q in questions:
+        # A statement some memory holds (a prompt's, a reply's or a tool's line) ...
+        assert any(q.phrase in t for t in texts), q
+        asked = set(tokenize(q.question))
+        said = set(tokenize(q.phrase))
+        if q.style == "related":
+            assert not asked & said, q  # ... asked in none of its words
+        else:
+            assert asked & said, q
 
 
 @needs_locomo

@@ -1,19 +1,23 @@
 """Calibrated fusion: recall's channels combined by a small logistic model, not by hand.
 
 Each memory a channel proposed gets a few features from the channels (its lexical and dense
-scores, min-max normalised over the candidates, and its ranks there; its raw cosine; its time
-and entity scores) and, for the best `RERANK` of them, a few from the memory itself: its kind
-(line or window), its length, and whether its speaker is the participant the query names (the
-speaker is a signal, never a filter). The score is the model's log-odds that the memory holds
-what the query asks about.
+scores, min-max normalised over the candidates; its time and entity scores) and, for the best
+`RERANK` of them, a few from the memory itself: its kind (a chat's `line` or `window`, an agent
+session's `turn`, `part` or `activity`), whether it restates (a compaction summary's part), its
+length, and whether its speaker is the participant the query names (the speaker is a signal,
+never a filter). Each is a comparison or two on a memory already read: the prompt path costs
+what it did. The score is the model's log-odds that the memory holds what the query asks about.
 
 The coefficients ship in `lamina/data/fusion*.json`, one model per embedder (each file names the
-embedder whose vectors it was fitted with; `fusion.json` is the bundled model's, and the one
-recall falls back to for an embedder without its own). They were fitted on synthetic questions
-made from the shared conversations' own turns (a few of a turn's words, often its speaker's name,
-in a question frame; that turn relevant), never on a benchmark's questions or answers: `lamina
-bench fusion [--embedder NAME] --write` fits them again, reproducibly (fixed seed), with numpy
-alone.
+embedder whose vectors it was fitted with; `fusion-minilm-l6.json` is the default embedder's,
+and the one recall falls back to for an embedder without its own). They were fitted on
+synthetic questions made from the shared conversations' own turns (a few of a turn's words,
+often its speaker's name, in a question frame; that turn relevant), never on a benchmark's
+questions or answers. `lamina bench fusion [--embedder NAME] --write` fits them again,
+reproducibly (fixed seed), with numpy alone, on those and on questions made from the shared
+agent sessions' statements (lamina.bench.fusion); the shipped files keep their earlier
+coefficients, with the coding kinds at 0, because those refits were no better on the tuning
+halves of the real coding questions and lower on LoCoMo dev (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ else:
 from ..errors import ReadError
 from ..memories import Memory
 from ..text.entities import extract_entities
+from ..text.units import SUMMARY
 
 __all__ = [
     "ADJUSTMENTS",
     "CHANNEL_FEATURES",
     "FEATURES",
+    "KINDS",
     "MEMORY_FEATURES",
     "RERANK",
     "FusionModel",
@@ -64,7 +70,10 @@ _DATA = Path(__file__).parents[1] / "data"
 
 CHANNEL_FEATURES = ("lexical", "dense", "time", "entities")
 """Features from the channels alone: known for every candidate before any memory is read."""
-MEMORY_FEATURES = ("line", "window", "own_speaker", "other_speaker", "length")
+KINDS = ("line", "window", "turn", "part", "activity")
+"""The memory kinds with a weight of their own (lamina.text.units: `line` and `window` in a
+chat, `turn`, `part` and `activity` in an agent's session; any other kind weighs none)."""
+MEMORY_FEATURES = (*KINDS, "restates", "own_speaker", "other_speaker", "length")
 """Features from the memory itself: computed for the best `RERANK` candidates only."""
 FEATURES = CHANNEL_FEATURES + MEMORY_FEATURES
 ADJUSTMENTS = ("list_window",)
@@ -203,8 +212,8 @@ def memory_features(memory: Memory, named: frozenset[str], tokens: int) -> list[
     own = bool(named) and bool(speakers) and speakers <= named
     other = bool(named) and bool(speakers) and not (speakers & named)
     return [
-        float(memory.kind == "line"),
-        float(memory.kind == "window"),
+        *(float(memory.kind == kind) for kind in KINDS),
+        float(memory.speakers == (SUMMARY,)),
         float(own),
         float(other),
         math.log1p(max(tokens, 0)) / math.log(1000),

@@ -1,23 +1,36 @@
 """`lamina bench fusion`: fit recall's calibrated fusion on synthetic questions, and check it.
 
-The questions are made from the shared conversations' own turns, never from a benchmark's
-questions or answers: a turn with enough content words gives a question of a few of them (kept in
-order), most often with its speaker's name in a question frame ("When did Caroline ... ?"),
-sometimes with a word of another turn of the conversation as noise, sometimes with the month the
-turn was said in. The memories holding that turn are the relevant ones. For each question the
-candidates recall re-scores (the first RERANK by the channels) get their features, computed by
-the same functions recall uses (lamina.bank.fusion), and a label, and a logistic regression is
-fitted on them with numpy (fixed seed: the same data gives the same coefficients).
+The questions are made from two kinds of shared data, never from a benchmark's questions or
+answers, nor from ../shared/data/claude-code-entire (the sessions recall is checked on):
 
-The JSON reports, for held-out synthetic questions, how often the turn is found in the top 10
-under the fitted model and under the hand-set CombSUM, fitting on one half of the conversations
-and testing on the other (both ways), then the coefficients fitted on all of them; `--write`
-stores those, with the name of the embedder they were fitted with (`--embedder`: the dense
-channel's scores have its scale and spread). Recall reads the model shipped for the embedder
-that made a bank's vectors:
+- **chat** (the LoCoMo conversations' own turns): a turn with enough content words gives a
+  question of a few of them (kept in order), most often with its speaker's name in a question
+  frame ("When did Caroline ... ?"), sometimes with a word of another turn of the conversation as
+  noise, sometimes with the month the turn was said in. The memories holding that turn are the
+  relevant ones, a window in proportion to the share of it the turn is.
+- **coding** (the shared Claude Code, Codex, Gemini and Copilot sessions, retained as recall
+  retains them): a statement of a memory (a line of a prompt or a reply, a command, a line a tool
+  printed) gives a question worded in one of three ways in turn (`STYLES`): a few of its words
+  with noise in a question frame, as above; only one or two of its rarest words among words of
+  the statements around it; or none of its words, each replaced by a word that goes with it
+  elsewhere in the sessions. The memories holding the statement are the relevant ones, in
+  proportion to the tokens they spend on it (the smallest one's over their own).
 
-    lamina bench fusion --write lamina/data/fusion.json                   # the bundled model
-    lamina bench fusion --embedder minilm-l6 --write lamina/data/fusion-minilm-l6.json
+For each question the candidates recall re-scores (the first RERANK by the channels) get their
+features, computed by the same functions recall uses (lamina.bank.fusion), and a label, and a
+logistic regression is fitted on both kinds together with numpy (fixed seed: the same data
+gives the same coefficients).
+
+The JSON reports held-out synthetic figures under the fitted model and under the hand-set
+CombSUM, fitting on everything but one half of the conversations (or of the sessions) and
+testing on that half: for chat questions how often the turn is in the top 10 (`any@10`), for
+coding ones how often a memory holding the statement is returned within 1,000 and 1,500 tokens.
+Then the coefficients fitted on all of them; `--write` stores those, with the name of the
+embedder they were fitted with (`--embedder`: the dense channel's scores have its scale and
+spread). Recall reads the model shipped for the embedder that made a bank's vectors:
+
+    lamina bench fusion --write lamina/data/fusion-minilm-l6.json         # the default embedder
+    lamina bench fusion --embedder minilm-l3 --write lamina/data/fusion.json
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ import random
 import re
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +60,23 @@ from ..bank.fusion import (
     stage_order,
 )
 from ..bank.recall import RecallOptions, entity_scale
-from ..embed import get_embedder
+from ..embed import Embedder, get_embedder
+from ..memories import Memory
 from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
-from ..text.lexical import STOP_WORDS
-from .common import emit, locomo_file
+from ..text.lexical import STOP_WORDS, tokenize
+from ..text.units import SUMMARY
+from .common import emit, locomo_file, shared_data_dir
 from .locomo import HALVES, _bank_name, _now
 
-__all__ = ["fusion_bench", "synthetic_questions"]
+__all__ = [
+    "CodingQuestion",
+    "coding_questions",
+    "fusion_bench",
+    "statements",
+    "synthetic_questions",
+]
 
 SEED = 17
 PER_CONVERSATION = 300
@@ -175,13 +196,25 @@ def synthetic_questions(
 
 @dataclass
 class Rows:
-    x: list[npt.NDArray[np.float64]]
-    y: list[npt.NDArray[np.float64]]
-    group: list[str]
-    """The conversation of each question (for the split)."""
-    turns: list[list[tuple[str, ...]]]
+    x: list[npt.NDArray[np.float64]] = field(default_factory=list)
+    y: list[npt.NDArray[np.float64]] = field(default_factory=list)
+    group: list[str] = field(default_factory=list)
+    """The conversation or session of each question (for the split)."""
+    turns: list[list[tuple[str, ...]]] = field(default_factory=list)
     """Each question's candidates' records (row order)."""
-    target: list[str]
+    target: list[str] = field(default_factory=list)
+    relevant: list[npt.NDArray[np.bool_]] = field(default_factory=list)
+    """Which candidates hold what the question was made from."""
+    tokens: list[npt.NDArray[np.int64]] = field(default_factory=list)
+    """Each candidate's tokens (for the found-within-a-budget figures)."""
+    corpus: list[str] = field(default_factory=list)
+    """`chat` (LoCoMo) or `coding` (agent sessions)."""
+    style: list[str] = field(default_factory=list)
+    """How each question was worded (`chat`, or one of the coding STYLES)."""
+
+    def extend(self, other: Rows) -> None:
+        for name in ("x", "y", "group", "turns", "target", "relevant", "tokens", "corpus", "style"):
+            getattr(self, name).extend(getattr(other, name))
 
 
 def collect(
@@ -189,7 +222,7 @@ def collect(
 ) -> Rows:
     """Each question's re-scored candidates (the first RERANK, as recall reads them): their
     features and labels."""
-    rows = Rows([], [], [], [], [])
+    rows = Rows()
     by_id = {s.sample_id: s for s in samples}
     with Progress("features", total=len(questions), unit="q") as progress:
         for done, q in enumerate(questions, 1):
@@ -205,11 +238,11 @@ def collect(
             head = stage_order(slots, base.sum(axis=1))[:RERANK]
             base = base[head]
             found.prefetch([int(s) for s in slots[head]])
-            read = [found.memory_at(int(s)) for s in slots[head]]
-            memories = [m for m in read if m is not None]
-            extra = rerank_features(
-                q.question, memories, [found.tokens_at(int(s)) for s in slots[head]]
-            )
+            kept = [int(s) for s in slots[head] if found.memory_at(int(s)) is not None]
+            memories = [m for s in kept if (m := found.memory_at(s)) is not None]
+            sizes = [found.tokens_at(s) for s in kept]
+            base = base[[i for i, s in enumerate(slots[head]) if int(s) in set(kept)]]
+            extra = rerank_features(q.question, memories, sizes)
             rows.x.append(np.hstack([base, extra]))
             # A memory holding the turn counts in proportion to the share of it the turn is:
             # a window of four turns spends four places of a ranking on it.
@@ -219,8 +252,317 @@ def collect(
             rows.group.append(q.sample)
             rows.turns.append([m.record_ids for m in memories])
             rows.target.append(q.turn)
+            rows.relevant.append(np.array([q.turn in m.record_ids for m in memories]))
+            rows.tokens.append(np.array(sizes))
+            rows.corpus.append("chat")
+            rows.style.append("chat")
             progress.update(done)
     return rows
+
+
+# -- coding sessions -------------------------------------------------------------------------
+CODING = ("claude-code", "codex", "gemini", "copilot")
+"""The shared folders of agent sessions the coding questions come from (never
+claude-code-entire: its sessions are the ones recall is checked on)."""
+PER_SESSION = 150
+"""Questions per session at most (a subagent's transcript counts with its parent's)."""
+CODING_HALVES: dict[str, frozenset[str]] = {
+    "sessions-a": frozenset(
+        {"spotter-258c7280", "ccviewer-fe5e1c67", "drmaciver-python-to-rust-port", "codex"}
+    ),
+    "sessions-b": frozenset({"spotter-8463c716", "obra-long-conversation", "gemini", "copilot"}),
+}
+"""The coding sessions' split: fit on one half, test on the other (each about as large)."""
+CODING_MIN_WORDS = 3
+STYLES = ("words", "rare", "related")
+"""How a coding question words what it asks about: `words` as the chat questions do (a few of
+the statement's words, rarer ones likelier, with words of other statements as noise); `rare`
+only one or two of its rarest words among words of the statements around it; `related` none of
+its words, each replaced by a word that goes with it elsewhere in the sessions (`_Related`: a
+paraphrase as far as the lexical channel can tell)."""
+FIT_STYLES = ("words",)
+"""The coding questions the model is fitted on: the other STYLES are reported, held out. Fitted
+on all three, the model is no better on held-out synthetic questions (within 1,500 tokens 0.680
+/ 0.708 on the two halves of the sessions, against 0.676 / 0.706) and worse on the tuning half
+of the real coding questions (`lamina bench agent`: 0.912 against 0.930 within 1,500 tokens;
+entire-dev 0.458 against 0.479 within 1,000)."""
+CODING_FRAMES = (
+    "What did we decide about {w}?",
+    "Why did {w} fail?",
+    "How did we fix {w}?",
+    "Which file has {w}?",
+    "What was the {w}?",
+    "What happened with {w}?",
+    "Which command {w}?",
+    "What was said about {w}?",
+    "Where did we {w}?",
+)
+_CODE_WORD = re.compile(r"(?<![\w'])[A-Za-z][\w-]{2,}(?![\w'])")
+_LABEL = re.compile(r"^(?:[\w' ]{1,40}?(?: \([^)]{0,80}\))?):\s+")
+_BULLET = re.compile(r"^(?:[-*#>→•]+|\d+[.)])\s*")
+MAX_PHRASE_WORDS = 24
+"""A statement longer than this is asked about by its first words only."""
+
+
+@dataclass(frozen=True, slots=True)
+class CodingQuestion:
+    session: str
+    """The session it was made from (the split's group)."""
+    document: str
+    question: str
+    phrase: str
+    """The statement (lowercased, spaces collapsed) a memory holds to answer it."""
+    style: str
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _session_group(document: str, source: str) -> str:
+    """A session's group: its transcript's name (a subagent's transcript goes with its
+    parent's); the other agents' short sessions are one group per agent."""
+    if source != "claude-code":
+        return source
+    return document.split(".", 1)[0]
+
+
+def statements(memory: Memory) -> list[str]:
+    """What a memory says, statement by statement: its lines without their speaker or tool
+    label and list marks, the prompt a part opens with left out (it is the prompt's own
+    memory's statement)."""
+    out: list[str] = []
+    for line in memory.text.split("\n"):
+        if line.endswith(" […]") or line.strip() in ("activity:", ""):
+            continue
+        body = _BULLET.sub("", _LABEL.sub("", line.strip(), count=1)).strip()
+        words = body.split()
+        if len(words) > MAX_PHRASE_WORDS:
+            body = " ".join(words[:MAX_PHRASE_WORDS])
+        if body:
+            out.append(body)
+    return out
+
+
+def _code_words(text: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for word in _CODE_WORD.findall(text):
+        if word.lower() not in STOP_WORDS:
+            seen.setdefault(word, None)
+    return list(seen)
+
+
+class _Related:
+    """For a word, a word that goes with it in other statements of the sessions (one of the
+    three of highest pointwise mutual information over distinct statements, at least twice
+    together, said in at least three), sharing no index term with the statement asked
+    about."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        texts = sorted({_flat(t) for t in texts})
+        self.terms = [set(tokenize(t)) for t in texts]
+        self.where: dict[str, list[int]] = {}
+        surface: dict[str, dict[str, int]] = {}
+        for i, text in enumerate(texts):
+            for term in self.terms[i]:
+                self.where.setdefault(term, []).append(i)
+            for word in _code_words(text):
+                for term in tokenize(word):
+                    forms = surface.setdefault(term, {})
+                    forms[word] = forms.get(word, 0) + 1
+        self.surface = {t: max(f, key=lambda w: (f[w], w)) for t, f in surface.items()}
+        self.n = len(texts)
+
+    def best(self, word: str, avoid: set[str], rng: random.Random) -> str | None:
+        terms = tokenize(word)
+        if not terms:
+            return None
+        term = terms[0]
+        together: dict[str, int] = {}
+        for i in self.where.get(term, ())[:400]:
+            for other in self.terms[i]:
+                if other not in avoid and other in self.surface and len(self.where[other]) > 2:
+                    together[other] = together.get(other, 0) + 1
+        own = len(self.where.get(term, ()))
+        scored = sorted(
+            (
+                (math.log(c * self.n / (own * len(self.where[t]))), t)
+                for t, c in together.items()
+                if c >= 2
+            ),
+            reverse=True,
+        )
+        if not scored:
+            return None
+        return self.surface[rng.choice(scored[:3])[1]]
+
+
+def coding_questions(
+    memories: Sequence[tuple[str, Memory]],
+    per_session: int = PER_SESSION,
+    seed: int = SEED,
+) -> list[CodingQuestion]:
+    """Questions made from what agent sessions' memories say (each with its source folder):
+    one statement each (a prompt's or a reply's line, a command or a line it printed), in the
+    three STYLES in turn; the memories holding that statement are the relevant ones."""
+    rng = random.Random(seed)
+    by_session: dict[str, dict[tuple[str, str], list[str]]] = {}
+    around: dict[tuple[str, str], list[str]] = {}
+    texts: list[str] = []
+    for source, memory in memories:
+        if memory.kind not in ("turn", "line", "part", "activity"):
+            continue
+        if memory.speakers == (SUMMARY,):
+            continue  # a restatement: its statements are the originals'
+        said = statements(memory)
+        for n, phrase in enumerate(said):
+            words = _code_words(phrase)
+            texts.append(phrase)
+            if len(words) < CODING_MIN_WORDS:
+                continue
+            key = (memory.document, _flat(phrase))
+            group = by_session.setdefault(_session_group(memory.document, source), {})
+            if key not in group:
+                group[key] = words
+                around[key] = [w for p in said[max(n - 2, 0) : n + 3] for w in _code_words(p)]
+    related = _Related(texts)
+    df: dict[str, int] = {}
+    for text in texts:
+        for term in set(tokenize(text)):
+            df[term] = df.get(term, 0) + 1
+
+    def rarity(word: str) -> float:
+        terms = tokenize(word)
+        return math.log(len(texts) / max(min((df.get(t, 1) for t in terms), default=1), 1))
+
+    pool = [w for group in by_session.values() for words in group.values() for w in words]
+    out: list[CodingQuestion] = []
+    for session in sorted(by_session):
+        group = by_session[session]
+        keys = sorted(group)
+        chosen = rng.sample(keys, min(per_session, len(keys)))
+        for n, key in enumerate(chosen):
+            words = group[key]
+            style = STYLES[n % len(STYLES)]
+            weights = [rarity(w) ** 2 + 1e-3 for w in words]
+            own = set(tokenize(" ".join(words)))
+            if style == "words":
+                k = rng.randint(1, min(3, len(words)))
+                part = [words[i] for i in sorted(_weighted_sample(rng, weights, k))]
+                if rng.random() < 0.8:
+                    part.insert(rng.randrange(len(part) + 1), rng.choice(pool))
+            elif style == "rare":
+                k = rng.randint(1, 2)
+                part = [words[i] for i in sorted(_weighted_sample(rng, [w**2 for w in weights], k))]
+                near = [w for w in around[key] if not set(tokenize(w)) & own]
+                for _ in range(min(2, len(near))):
+                    part.insert(rng.randrange(len(part) + 1), rng.choice(near))
+            else:
+                k = rng.randint(2, min(3, len(words)))
+                picked = [words[i] for i in sorted(_weighted_sample(rng, weights, k))]
+                part = []
+                for word in picked:
+                    other = related.best(word, own, rng)
+                    if other is not None and other not in part:
+                        part.append(other)
+                if len(part) < 2:
+                    continue
+            text = " ".join(part)
+            if rng.random() < 0.8:
+                question = rng.choice(CODING_FRAMES).format(w=text)
+            else:
+                question = text[0].upper() + text[1:] + "?"
+            out.append(CodingQuestion(session, key[0], question, key[1], style))
+    return out
+
+
+def collect_coding(bank: MemoryBank, name: str, questions: Sequence[CodingQuestion]) -> Rows:
+    """As `collect`, for questions on agent sessions retained into the bank `name`: a
+    candidate is relevant when it holds the statement; it counts in proportion to the share
+    of it the statement is, as the smallest relevant candidate's tokens over its own (a
+    budget spends that many more tokens on it)."""
+    rows = Rows()
+    with Progress("coding features", total=len(questions), unit="q") as progress:
+        for done, q in enumerate(questions, 1):
+            plan = bank.plan(q.question, name, RecallOptions(), bank.embedder)
+            found = plan.search(bank.embedder)
+            slots, base = pool_features(found.channels, entity_scale(plan.counts[0]))
+            if not len(slots):
+                continue
+            head = stage_order(slots, base.sum(axis=1))[:RERANK]
+            found.prefetch([int(s) for s in slots[head]])
+            rows_kept = [
+                (i, m)
+                for i, s in enumerate(slots[head])
+                if (m := found.memory_at(int(s))) is not None
+            ]
+            base = base[head][[i for i, _m in rows_kept]]
+            memories = [m for _i, m in rows_kept]
+            tokens = np.array(
+                [found.tokens_at(int(slots[head][i])) for i, _m in rows_kept], dtype=np.int64
+            )
+            extra = rerank_features(q.question, memories, list(tokens))
+            relevant = np.array(
+                [m.document == q.document and q.phrase in _flat(m.text) for m in memories]
+            )
+            cheapest = float(tokens[relevant].min()) if relevant.any() else 1.0
+            rows.x.append(np.hstack([base, extra]))
+            rows.y.append(relevant * np.minimum(1.0, cheapest / np.maximum(tokens, 1)))
+            rows.group.append(q.session)
+            rows.turns.append([m.record_ids for m in memories])
+            rows.target.append(q.phrase)
+            rows.relevant.append(relevant)
+            rows.tokens.append(tokens)
+            rows.corpus.append("coding")
+            rows.style.append(q.style)
+            progress.update(done)
+    return rows
+
+
+def coding_rows(embedder: Embedder, per_session: int, tmp: Path) -> Rows:
+    """The coding questions' rows: each shared folder of agent sessions retained into a bank
+    of its own, its questions asked there."""
+    rows = Rows()
+    bank = MemoryBank(SQLiteStore(tmp / "coding.db"), embedder)
+    try:
+        memories: list[tuple[str, Memory]] = []
+        for source in CODING:
+            folder = shared_data_dir(source)
+            if folder is None:
+                continue
+            for path in sorted(p for p in folder.iterdir() if p.suffix in (".json", ".jsonl")):
+                bank.retain_file(path, source, document=path.name)
+            memories += [(source, m) for m in bank.memories(source, with_embeddings=False)]
+        questions = coding_questions(memories, per_session)
+        for source in CODING:
+            asked = [q for q in questions if _source_of(q.session) == source]
+            if asked:
+                rows.extend(collect_coding(bank, source, asked))
+    finally:
+        bank.close()
+    return rows
+
+
+def _source_of(session: str) -> str:
+    return session if session in CODING else "claude-code"
+
+
+def found_within(rows: Rows, keep: Sequence[int], model: FusionModel, budget: int) -> float:
+    """Share of the questions a relevant candidate is returned for within `budget` tokens
+    (taken in the model's order, one that no longer fits passed over)."""
+    w = model.vector(FEATURES)
+    hits = 0
+    for i in keep:
+        used = 0
+        for j in np.argsort(-(rows.x[i] @ w), kind="stable"):
+            cost = int(rows.tokens[i][j])
+            if used + cost > budget:
+                continue
+            used += cost
+            if rows.relevant[i][j]:
+                hits += 1
+                break
+    return round(hits / max(len(keep), 1), 4)
 
 
 TIED: tuple[tuple[str, ...], ...] = (("lexical", "dense", "time", "entities"),)
@@ -270,13 +612,19 @@ def found_at(rows: Rows, keep: Sequence[int], model: FusionModel, k: int = 10) -
 @click.command("fusion")
 @click.option("--data", default=None, help="LoCoMo JSON file (default: the shared dev set).")
 @click.option("--per-conversation", default=PER_CONVERSATION, show_default=True)
+@click.option(
+    "--per-session",
+    default=PER_SESSION,
+    show_default=True,
+    help="Questions per agent session (0: none, the chat questions alone).",
+)
 @click.option("--l2", default=1.0, show_default=True, help="L2 penalty of the fit.")
 @click.option(
     "--write",
     "write",
     default=None,
     metavar="PATH",
-    help="Write the model fitted on all conversations here, with the embedder's name "
+    help="Write the model fitted on all questions here, with the embedder's name "
     "(lamina/data/fusion*.json ship; recall reads the one for the bank's embedder).",
 )
 @click.option(
@@ -285,21 +633,23 @@ def found_at(rows: Rows, keep: Sequence[int], model: FusionModel, k: int = 10) -
     default="default",
     show_default=True,
     help="Fit for this dense channel's model (see lamina.embed.get_embedder: 'default' or "
-    "'minilm-l6').",
+    "'minilm-l3').",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def fusion_bench(
     data: str | None,
     per_conversation: int,
+    per_session: int,
     l2: float,
     write: str | None,
     embedder_name: str,
     as_json: bool,
 ) -> None:
-    """Fit the calibrated fusion on synthetic questions from the conversations' own turns,
-    for one embedder; report held-out synthetic recall against the hand-set fusion.
+    """Fit the calibrated fusion on synthetic questions from the LoCoMo conversations' turns
+    and the shared agent sessions' statements, for one embedder; report held-out synthetic
+    recall against the hand-set fusion.
 
-    Example: lamina bench fusion --embedder minilm-l6 --write lamina/data/fusion-minilm-l6.json
+    Example: lamina bench fusion --embedder minilm-l3 --write lamina/data/fusion.json
     """
     data = locomo_file(data)
     samples = read_locomo_samples(data)
@@ -311,33 +661,10 @@ def fusion_bench(
             bank.retain_messages(sample.messages, _bank_name(sample), sample.sample_id)
         rows = collect(bank, samples, questions)
         bank.close()
-    everything = list(range(len(rows.x)))
-    splits: dict[str, Any] = {}
-    for name, ids in HALVES.items():
-        test = [i for i in everything if rows.group[i] in ids]
-        train = [i for i in everything if rows.group[i] not in ids]
-        if not test or not train:
-            continue
-        model = _fit(rows, train, l2)
-        splits[f"test_{name}"] = {
-            "questions": len(test),
-            "learned_any@10": found_at(rows, test, model),
-            "combsum_any@10": found_at(rows, test, HANDSET),
-            "model": model.as_dict(),
-        }
-    model = _fit(rows, everything, l2)
-    result = {
-        "benchmark": "fusion",
-        "data": data,
-        "embedder": embedder.name,
-        "questions": len(rows.x),
-        "splits": splits,
-        "all": {
-            "learned_any@10": found_at(rows, everything, model),
-            "combsum_any@10": found_at(rows, everything, HANDSET),
-        },
-        "model": model.as_dict(),
-    }
+        if per_session > 0:
+            rows.extend(coding_rows(embedder, per_session, Path(tmp)))
+    result = report(rows, l2)
+    result = {"benchmark": "fusion", "data": data, "embedder": embedder.name, **result}
     if write:
         refit = "" if embedder_name == "default" else f" --embedder {embedder_name}"
         document = {
@@ -347,12 +674,65 @@ def fusion_bench(
             "embedder": embedder.name,
             "fitted_on": {
                 "data": Path(data).name,
-                "questions": len(rows.x),
+                "questions": result["fitted_on"],
                 "per_conversation": per_conversation,
+                "per_session": per_session,
+                "sessions": [s for s in CODING if per_session > 0],
+                "styles": list(FIT_STYLES) if per_session > 0 else [],
                 "seed": SEED,
                 "l2": l2,
             },
-            "model": model.as_dict(),
+            "model": result["model"],
         }
         Path(write).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     emit(result, as_json)
+
+
+def _scores(rows: Rows, test: Sequence[int], model: FusionModel) -> dict[str, float]:
+    chat = [i for i in test if rows.corpus[i] == "chat"]
+    coding = [i for i in test if rows.corpus[i] == "coding"]
+    out: dict[str, float] = {}
+    if chat:
+        out["any@10"] = found_at(rows, chat, model)
+    if coding:
+        out["within_1000t"] = found_within(rows, coding, model, 1_000)
+        out["within_1500t"] = found_within(rows, coding, model, 1_500)
+        for style in STYLES:
+            asked = [i for i in coding if rows.style[i] == style]
+            if asked:
+                out[f"{style}_within_1500t"] = found_within(rows, asked, model, 1_500)
+    return out
+
+
+def report(rows: Rows, l2: float) -> dict[str, Any]:
+    """Held-out figures (for each half of the conversations and of the sessions: fitted on
+    everything else, tested there, against CombSUM), then the model fitted on everything (the
+    coding questions of FIT_STYLES)."""
+    everything = list(range(len(rows.x)))
+    fitted = [i for i in everything if rows.style[i] in ("chat", *FIT_STYLES)]
+    halves = {**HALVES, **CODING_HALVES}
+    splits: dict[str, Any] = {}
+    for name, ids in halves.items():
+        test = [i for i in everything if rows.group[i] in ids]
+        train = [i for i in fitted if rows.group[i] not in ids]
+        if not test or not train:
+            continue
+        model = _fit(rows, train, l2)
+        splits[f"test_{name}"] = {
+            "questions": len(test),
+            "learned": _scores(rows, test, model),
+            "combsum": _scores(rows, test, HANDSET),
+            "model": model.as_dict(),
+        }
+    model = _fit(rows, fitted, l2)
+    return {
+        "questions": len(rows.x),
+        "fitted_on": len(fitted),
+        "corpora": {c: rows.corpus.count(c) for c in sorted(set(rows.corpus))},
+        "splits": splits,
+        "all": {
+            "learned": _scores(rows, everything, model),
+            "combsum": _scores(rows, everything, HANDSET),
+        },
+        "model": model.as_dict(),
+    }
