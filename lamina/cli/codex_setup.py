@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError
-from .common import emit_json
+from .common import emit_json, report_uninstall
 
 __all__ = ["codex_status", "install_codex", "uninstall_codex"]
 
@@ -78,14 +78,8 @@ def uninstall_codex(scope: str, as_json: bool) -> None:
     from ..integrations.codex.install import uninstall
 
     files, changed = uninstall(scope)
-    if as_json:
-        emit_json({"target": "codex", "scope": scope, "hooks_file": str(files.hooks),
-                   "config": str(files.config), "removed": changed})  # fmt: skip
-        return
-    if changed:
-        click.echo(f"removed Lamina's hooks and MCP server from {files.hooks.parent}")
-    else:
-        click.echo(f"no Lamina hooks or MCP server in {files.hooks.parent}")
+    paths = {"hooks_file": str(files.hooks), "config": str(files.config)}
+    report_uninstall("codex", scope, paths, str(files.hooks.parent), changed, as_json)
 
 
 def codex_status(directory: str | Path | None = None) -> dict[str, Any]:

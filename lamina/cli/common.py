@@ -29,6 +29,8 @@ __all__ = [
     "json_option",
     "open_bank",
     "open_logs",
+    "report_install",
+    "report_uninstall",
     "require_bank",
     "require_documents",
     "server_token",
@@ -152,6 +154,43 @@ def emit_json(value: Any) -> None:
     """Print exactly one JSON document on stdout."""
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
     sys.stdout.write("\n")
+
+
+def report_install(
+    target: str,
+    scope: str,
+    paths: dict[str, str],
+    *,
+    hooks: str,
+    mcp: str,
+    notes: list[str],
+    as_json: bool,
+) -> None:
+    """What `lamina install AGENT` says: the files written (`paths`, named as the JSON names
+    them), then where the hooks and the MCP server went (`hooks`, `mcp`: the lines' own
+    words), the notes on stderr, and that the agent's next sessions remember."""
+    if as_json:
+        emit_json({"target": target, "scope": scope, **paths, "installed": True, "advice": notes})
+        return
+    click.echo(f"installed Lamina's hooks for {target} in {hooks}")
+    click.echo(f"registered Lamina's MCP server as {mcp}")
+    for line in notes:
+        click.echo(f"note: {line}", err=True)
+    name = target.capitalize()
+    click.echo(f"new {name} sessions now recall before each prompt and retain after each turn")
+
+
+def report_uninstall(
+    target: str, scope: str, paths: dict[str, str], where: str, changed: bool, as_json: bool
+) -> None:
+    """What `lamina uninstall AGENT` says: the files looked at (`paths`, as the JSON names
+    them; `where` in words) and whether Lamina's hooks and MCP server were taken out."""
+    if as_json:
+        emit_json({"target": target, "scope": scope, **paths, "removed": changed})
+    elif changed:
+        click.echo(f"removed Lamina's hooks and MCP server from {where}")
+    else:
+        click.echo(f"no Lamina hooks or MCP server in {where}")
 
 
 def bank_option(f: Callable[..., Any]) -> Callable[..., Any]:

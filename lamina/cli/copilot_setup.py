@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
-
-from .common import emit_json
+from .common import report_install, report_uninstall
 
 __all__ = ["copilot_status", "install_copilot", "uninstall_copilot"]
 
@@ -25,30 +23,19 @@ def install_copilot(scope: str, home: str | None, as_json: bool) -> None:
     notes = []
     if scope == "project":
         notes = [TRUST_NOTE, "they run `lamina` from PATH: each teammate installs Lamina once"]
-    if as_json:
-        emit_json({"target": "copilot", "scope": scope, "hooks_file": str(files.hooks),
-                   "mcp_config": str(files.mcp), "installed": True, "advice": notes})  # fmt: skip
-        return
-    click.echo(f"installed Lamina's hooks for copilot in {files.hooks}")
-    click.echo(f"registered Lamina's MCP server as mcpServers.lamina in {files.mcp}")
-    for line in notes:
-        click.echo(f"note: {line}", err=True)
-    click.echo("new Copilot sessions now recall before each prompt and retain after each turn")
+    paths = {"hooks_file": str(files.hooks), "mcp_config": str(files.mcp)}
+    mcp = f"mcpServers.lamina in {files.mcp}"
+    report_install(
+        "copilot", scope, paths, hooks=str(files.hooks), mcp=mcp, notes=notes, as_json=as_json
+    )
 
 
 def uninstall_copilot(scope: str, as_json: bool) -> None:
     from ..integrations.copilot.install import uninstall
 
     files, changed = uninstall(scope)
-    if as_json:
-        emit_json({"target": "copilot", "scope": scope, "hooks_file": str(files.hooks),
-                   "mcp_config": str(files.mcp), "removed": changed})  # fmt: skip
-        return
-    where = f"{files.hooks} and {files.mcp}"
-    if changed:
-        click.echo(f"removed Lamina's hooks and MCP server from {where}")
-    else:
-        click.echo(f"no Lamina hooks or MCP server in {where}")
+    paths = {"hooks_file": str(files.hooks), "mcp_config": str(files.mcp)}
+    report_uninstall("copilot", scope, paths, f"{files.hooks} and {files.mcp}", changed, as_json)
 
 
 def copilot_status(directory: str | Path | None = None) -> dict[str, Any]:

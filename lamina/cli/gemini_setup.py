@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
-
-from .common import emit_json
+from .common import report_install, report_uninstall
 
 __all__ = ["gemini_status", "install_gemini", "uninstall_gemini"]
 
@@ -28,28 +26,23 @@ def install_gemini(scope: str, home: str | None, as_json: bool) -> None:
     notes = [TRUST_NOTE, MCP_NOTE]
     if scope == "project":
         notes.append("they run `lamina` from PATH: each teammate installs Lamina once")
-    if as_json:
-        emit_json({"target": "gemini", "scope": scope, "settings": str(path),
-                   "installed": True, "advice": notes})  # fmt: skip
-        return
-    click.echo(f"installed Lamina's hooks for gemini in {path}")
-    click.echo(f"registered Lamina's MCP server as mcpServers.lamina in {path}")
-    for line in notes:
-        click.echo(f"note: {line}", err=True)
-    click.echo("new Gemini sessions now recall before each prompt and retain after each turn")
+    mcp = f"mcpServers.lamina in {path}"
+    report_install(
+        "gemini",
+        scope,
+        {"settings": str(path)},
+        hooks=str(path),
+        mcp=mcp,
+        notes=notes,
+        as_json=as_json,
+    )
 
 
 def uninstall_gemini(scope: str, as_json: bool) -> None:
     from ..integrations.gemini.install import uninstall
 
     path, changed = uninstall(scope)
-    if as_json:
-        emit_json({"target": "gemini", "scope": scope, "settings": str(path), "removed": changed})
-        return
-    if changed:
-        click.echo(f"removed Lamina's hooks and MCP server from {path}")
-    else:
-        click.echo(f"no Lamina hooks or MCP server in {path}")
+    report_uninstall("gemini", scope, {"settings": str(path)}, str(path), changed, as_json)
 
 
 def gemini_status(directory: str | Path | None = None) -> dict[str, Any]:
