@@ -15,8 +15,9 @@ from lamina.embed import HashEmbedder
 from lamina.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from lamina.readers import read_transcript
 from lamina.store import open_store
+from lamina.text.actions import STATED_CHARS
 from lamina.text.printed import LINE_CHARS, MAX_LINES, printed_lines
-from lamina.text.units import STATED_CHARS, UnitOptions, build_units, segments, unit_keys
+from lamina.text.units import UnitOptions, build_units, segments, unit_keys
 from lamina.tokens import count_text
 
 from .conftest import CC, CLAUDE_CODE, SHARED, needs_shared

@@ -41,15 +41,24 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ..messages import SYNTHETIC_KINDS, Kind, Message, Role, ToolResultBlock, ToolUseBlock
 from ..tokens import count_text
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
+from .actions import (
+    Entry,
+    Redact,
+    action_entries,
+    actions_line,
+    activity_entries,
+    cap_text,
+    fit_actions,
+    same,
+)
 from .printed import MAX_LINES as PRINTED_LINES
-from .printed import printed_lines, tool_command
 from .said import plan_text, user_said
 
 __all__ = [
@@ -70,21 +79,6 @@ __all__ = [
 UNITS_VERSION = 6
 """Bumped whenever the unit rules change, so banks retained under older rules are rebuilt
 (see `units_signature`)."""
-
-_TARGET_KEYS = (
-    "file_path",
-    "path",
-    "notebook_path",
-    "absolute_path",
-    "dir_path",
-    "command",
-    "pattern",
-    "url",
-    "query",
-    "description",
-    "skill",
-    "prompt",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,204 +224,6 @@ def _label(message: Message) -> str:
     return message.speaker or message.role.value
 
 
-Redact = Callable[[str], str]
-"""Replaces secrets in a text; applied before anything is cut, so no cut splits a secret."""
-
-
-def _same(text: str) -> str:
-    return text
-
-
-def _clip(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, the cut marked "…"."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-_PATH_KEYS = frozenset({"file_path", "path", "notebook_path", "absolute_path", "dir_path"})
-
-
-def _target(block: ToolUseBlock, redact: Redact = _same) -> str:
-    data = block.input if isinstance(block.input, Mapping) else {}
-    for key in _TARGET_KEYS:
-        value = tool_command(data) if key == "command" else data.get(key)
-        if isinstance(value, str) and value.strip():
-            line = " ".join(redact(value).split())
-            if key in _PATH_KEYS and len(line) > 80:
-                return "…" + line[-79:]  # a path's end names the file
-            return _clip(line, 80)
-    return ""
-
-
-def _tool_name(name: str) -> str:
-    if name.startswith("mcp__"):
-        parts = name.split("__")
-        return ".".join(p for p in parts[1:] if p)
-    return name or "tool"
-
-
-def _cap(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    half = (limit - 5) // 2
-    return f"{text[:half]}\n[…]\n{text[-half:]}"
-
-
-def _workdir(message: Message) -> str:
-    """The directory the agent worked in when it wrote this message (Claude Code records it
-    as `cwd`), "" when unknown."""
-    for record in message.records:
-        cwd = record.get("cwd")
-        if isinstance(cwd, str) and len(cwd.strip("/")) > 0:
-            return cwd.rstrip("/") + "/"
-    return ""
-
-
-def _here(message: Message, redact: Redact) -> Redact:
-    """`redact`, then paths under the message's working directory made relative to it: the
-    file's name, not the checkout's, is what a question names (and a path's tokens cost)."""
-    cwd = _workdir(message)
-    if not cwd:
-        return redact
-    return lambda text: redact(text).replace(cwd, "")
-
-
-def _action_entries(messages: Sequence[Message], redact: Redact = _same) -> list[str]:
-    errors = {
-        b.tool_use_id
-        for m in messages
-        for b in m.blocks
-        if isinstance(b, ToolResultBlock) and b.is_error
-    }
-    entries: list[str] = []
-    for message in messages:
-        for block in message.blocks:
-            if isinstance(block, ToolUseBlock):
-                target = clean_text(_target(block, _here(message, redact)))
-                entry = _tool_name(block.name) + (f": {target}" if target else "")
-                if block.id in errors:
-                    entry += " (error)"
-                if entry not in entries:
-                    entries.append(entry)
-    return entries
-
-
-def _actions_line(entries: Sequence[str], limit: int) -> str:
-    if not entries:
-        return ""
-    shown = " · ".join(entries[:limit])
-    more = len(entries) - limit
-    return f"actions: {shown}" + (f" · +{more} more" if more > 0 else "")
-
-
-def _actions(messages: Sequence[Message], limit: int) -> str:
-    return _actions_line(_action_entries(messages), limit)
-
-
-def _fit_actions(entries: Sequence[str], limit: int, room: int) -> str:
-    """The longest actions line of at most `limit` entries within `room` tokens ("" if none)."""
-    for shown in range(min(limit, len(entries)), 0, -1):
-        line = _actions_line(entries, shown)
-        if count_text(line) <= room:
-            return line
-    return ""
-
-
-# -- tool activity in words ----------------------------------------------------------------------
-_QUIET_TOOLS = frozenset({"TodoWrite", "BashOutput", "KillShell", "KillBash", "TaskOutput"})
-"""Tools whose calls say nothing a question would ask about (polling, the agent's own list)."""
-
-_STATED = re.compile(
-    r"""(?:-m|--message|--reason|--title|--description|--body)[= ]\s*"""
-    r"""(?:"\$\(cat <<'?EOF'?\n(?P<heredoc>.*?)\n\s*EOF"""
-    r"""|"(?P<double>(?:[^"\\]|\\.)*)"|'(?P<single>[^']*)')""",
-    re.S,
-)
-"""A message written on a command line: a commit message, a reason for closing a task."""
-
-_TRAILER = re.compile(r"^(?:[\w-]+-by: .*|.*\bGenerated with \[?Claude Code\b.*)$", re.I)
-"""Lines a commit message ends with that say nothing of the change (`Co-Authored-By: ...`)."""
-
-STATED_CHARS = 480
-"""Characters kept of a message stated on a command line (a commit's whole message, mostly)."""
-
-
-def _stated_on_command_line(command: str) -> str:
-    """The messages given on a command line (a commit's, a pull request's title and body),
-    their lines joined, trailers left out ("" if none); cut to `STATED_CHARS`."""
-    lines: list[str] = []
-    for found in _STATED.finditer(command):
-        text = next(g for g in found.groups() if g is not None)
-        lines += [ln.strip() for ln in text.replace("\\n", "\n").split("\n") if ln.strip()]
-    said = " ".join(ln for ln in lines if not _TRAILER.match(ln))
-    return _clip(said, STATED_CHARS)
-
-
-def _activity_line(block: ToolUseBlock, redact: Redact) -> str:
-    """One tool call in words: the tool, what it was for, its target; "" for quiet tools."""
-    if block.name in _QUIET_TOOLS:
-        return ""
-    data = block.input if isinstance(block.input, Mapping) else {}
-    name = _tool_name(block.name)
-    command = tool_command(data)
-    description = data.get("description")
-    why = " ".join(redact(description).split()) if isinstance(description, str) else ""
-    if command is not None and command.strip():
-        # Redacted whole, as the actions line's target is (the redactor sees it once).
-        command = redact(command)
-        said = _stated_on_command_line(command)
-        stated = _STATED.search(command) if said else None
-        # A stated message is shown once, after the command that carries it.
-        head = command[: stated.start()] + "…" if stated is not None else command
-        head = _clip(" ".join(head.split()), 120)
-        line = f"{name} ({why}): {head}" if why else f"{name}: {head}"
-        if said:
-            line += f" — {said}"
-    else:
-        target = _target(block, redact)
-        line = f"{name}: {target}" if target else name
-    return clean_text(line)
-
-
-Entry = list[tuple[int, str]]
-"""One tool call in words: its line and what its result printed, each with the index of the
-message it came from."""
-
-
-def _activity(
-    messages: Sequence[Message], redact: Redact, rules: TurnRules = DEFAULT_RULES
-) -> list[Entry]:
-    """The tool activity of these messages, one entry per call: the call's line (at the
-    call's message), then what its result printed that a question would look for
-    (lamina.text.printed; at the result's message). A call said again in the same words is
-    shown again only when it printed something new."""
-    results: dict[str, tuple[int, ToolResultBlock]] = {
-        b.tool_use_id: (i, b)
-        for i, m in enumerate(messages)
-        for b in m.blocks
-        if isinstance(b, ToolResultBlock)
-    }
-    out: list[Entry] = []
-    seen: set[str] = set()
-    shown: set[tuple[str, str]] = set()
-    for i, message in enumerate(messages):
-        for block in message.blocks:
-            if not isinstance(block, ToolUseBlock):
-                continue
-            here = _here(message, redact)
-            line = _activity_line(block, here)
-            if not line:
-                continue
-            at, result = results.get(block.id, (i, None))
-            printed = printed_lines(block, result, here, rules)
-            printed = [p for p in printed if (line, p) not in shown]
-            if line in seen and not printed:
-                continue
-            seen.add(line)
-            shown.update((line, p) for p in printed)
-            out.append([(i, line)] + [(at, p) for p in printed])
-    return out
-
-
 # -- what was said ---------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _Said:
@@ -453,7 +249,7 @@ def cut_paste(text: str, limit: int) -> str:
 
 
 def _statements(
-    messages: Sequence[Message], options: UnitOptions, redact: Redact = _same
+    messages: Sequence[Message], options: UnitOptions, redact: Redact = same
 ) -> list[_Said]:
     out: list[_Said] = []
     keep = options.max_said_chars
@@ -601,9 +397,9 @@ def _speakers(said: Sequence[_Said]) -> list[str]:
 def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redact) -> list[Unit]:
     """The units of one segment: one `turn`, or its `part`s when the turn is over the cap."""
     said = _statements(messages, options, redact)
-    entries = _action_entries(_acting(messages, options), redact)
+    entries = action_entries(_acting(messages, options), redact)
     lines = [f"{s.label}: {s.text}" for s in said]
-    actions = _actions_line(entries, options.max_actions)
+    actions = actions_line(entries, options.max_actions)
     if actions:
         lines.append(actions)
     if not lines:
@@ -612,7 +408,9 @@ def _turn_units(messages: Sequence[Message], options: UnitOptions, redact: Redac
     cap = options.max_tokens
     if cap is None:
         return [
-            _unit(messages[0].id, "turn", _cap(text, options.max_chars), messages, _speakers(said))
+            _unit(
+                messages[0].id, "turn", cap_text(text, options.max_chars), messages, _speakers(said)
+            )
         ]
     if count_text(text) <= cap:
         apart = _lines(messages, said, actions) if options.lines else []
@@ -643,7 +441,7 @@ def _activity_units(
     about it (within 1,500 tokens 0.912 with the prompt, 0.930 without; within 1,000 the
     same)."""
     acting = {id(m) for m in _acting(messages, options)}
-    entries = _activity(messages, redact, options.rules)
+    entries = activity_entries(messages, redact, options.rules)
     entries = [e for e in entries if id(messages[e[0][0]]) in acting]
     if not entries or (printed_only and all(len(e) == 1 for e in entries)):
         return []
@@ -751,13 +549,13 @@ def _parts(
         # Its span covers every record whose words it carries: the prompt it opens with too
         # (the actions below are its own stretch's).
         carried = _with_prompt(messages, stretch) if context and start > 0 else stretch
-        entries = _action_entries(_acting(stretch, options), redact)
+        entries = action_entries(_acting(stretch, options), redact)
         # With activity units the actions are there, in more words: a part keeps its room for
         # what was said (tuning half the same, parts 220 tokens at the median, not 232).
         actions = (
             ""
             if options.activity
-            else _fit_actions(entries, options.max_actions, cap - count_text(body) - 1)
+            else fit_actions(entries, options.max_actions, cap - count_text(body) - 1)
         )
         if actions:
             body += "\n" + actions
@@ -790,7 +588,7 @@ def _summary_units(message: Message, options: UnitOptions, redact: Redact) -> li
         return []
     label = f"{SUMMARY}: "
     if options.max_tokens is None:
-        chunks = [_cap(text, options.max_chars)]
+        chunks = [cap_text(text, options.max_chars)]
     else:
         chunks = split_text(text, options.max_tokens - count_text(label) - 1)
     return [
@@ -838,7 +636,7 @@ def _windows(
                 Unit(
                     key=f"w{opts.windows}:{group[0].key}",
                     kind="window",
-                    text=_cap("\n".join(u.text for u in group), opts.max_chars * 2),
+                    text=cap_text("\n".join(u.text for u in group), opts.max_chars * 2),
                     record_ids=tuple(dict.fromkeys(r for u in group for r in u.record_ids)),
                     occurred_at=group[0].occurred_at,
                     speakers=tuple(dict.fromkeys(s for u in group for s in u.speakers)),
@@ -870,11 +668,11 @@ def build_units(
     base: list[tuple[int, Unit]] = []
     for number, seg in enumerate(segs):
         turn = messages[seg.start : seg.end]
-        base.extend((number, u) for u in _turn_units(turn, opts, once if redact else _same))
+        base.extend((number, u) for u in _turn_units(turn, opts, once if redact else same))
     units = [u for _n, u in base]
     for message in messages:
         if opts.summaries and message.kind is Kind.COMPACT_SUMMARY:
-            units.extend(_summary_units(message, opts, once if redact else _same))
+            units.extend(_summary_units(message, opts, once if redact else same))
     if opts.windows > 1:
         # Activity units stand beside what was said: windows join what was said.
         said = [(n, u) for n, u in base if u.kind != "activity"]
