@@ -130,10 +130,6 @@ def actions_line(entries: Sequence[str], limit: int) -> str:
     return f"actions: {shown}" + (f" · +{more} more" if more > 0 else "")
 
 
-def _actions(messages: Sequence[Message], limit: int) -> str:
-    return actions_line(action_entries(messages), limit)
-
-
 def fit_actions(entries: Sequence[str], limit: int, room: int) -> str:
     """The longest actions line of at most `limit` entries within `room` tokens ("" if none)."""
     for shown in range(min(limit, len(entries)), 0, -1):
