@@ -229,6 +229,23 @@ def test_corrupt_transcript_is_retained_as_far_as_it_reads(tmp_path: Path) -> No
     assert wait_for_records(home, 83) == 83
 
 
+def test_a_session_file_written_after_the_stop_hook_is_still_retained(tmp_path: Path) -> None:
+    """Copilot writes its session file in the background: on a loaded machine its Stop (and
+    SessionEnd) hooks can run before the file exists. The hook answers at once and its worker
+    waits for the file (lamina.integrations.claude_code.hook.TRANSCRIPT_WAIT)."""
+    home = tmp_path / "home"
+    late = tmp_path / "late.jsonl"
+    for event in ("Stop", "SessionEnd"):
+        result = hook(home, {"hook_event_name": event, "session_id": SESSION,
+                             "transcript_path": str(late), "cwd": str(tmp_path)})  # fmt: skip
+        assert result.returncode == 0 and result.stdout == "", result.stderr
+    time.sleep(2)
+    late.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert wait_for_records(home, 83) == 83
+    log = (home / "logs" / "hooks.log").read_text()
+    assert not failures(log), failures(log)
+
+
 def test_session_start_prepares_the_database(tmp_path: Path) -> None:
     home = tmp_path / "home"
     result = hook(home, {"hook_event_name": "SessionStart", "session_id": "s"})

@@ -222,6 +222,22 @@ def _retained_source(payload: Mapping[str, Any], event: str) -> tuple[str, str, 
     return transcript, session, []
 
 
+TRANSCRIPT_WAIT = 30.0
+"""Seconds a retain worker waits for a session file that does not exist yet (its folder does):
+Copilot writes its events.jsonl in the background, and on a loaded machine its Stop and even
+its SessionEnd hook can run before the file is there."""
+
+
+def _appears(path: Path, seconds: float) -> bool:
+    """True once `path` is a file; False when it is not one within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not path.is_file():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def _spawn_worker(
     payload: Mapping[str, Any], settings: Settings, event: str, *, skip: bool = False
 ) -> None:
@@ -229,7 +245,10 @@ def _spawn_worker(
     transcript, document, extra = _retained_source(payload, event)
     if not transcript or not document:
         raise ValueError("the payload names no transcript_path or session_id")
-    if not Path(transcript).is_file():
+    path = Path(transcript)
+    # A session file not there yet, in a folder that is (Copilot writes events.jsonl in the
+    # background, beside the session's other files), is the worker's to wait for.
+    if not path.is_file() and not path.parent.is_dir():
         raise FileNotFoundError(f"{transcript}: no such transcript")
     bank = hook_bank(payload, settings)
     # Only the installed Lamina may run: `-P` keeps the working directory (the project the
@@ -716,6 +735,9 @@ def run_worker(
     locks = private_dir(base / "locks")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
     lock_path, mark = locks / f"{safe}.lock", locks / f"{safe}.pending"
+    if not _appears(Path(transcript), TRANSCRIPT_WAIT):
+        log.write(event, session, f"retain failed: {transcript}: no such transcript")
+        return 1
     from ...bank.bank import MemoryBank
     from ..transcript import transcript_format
 
