@@ -299,6 +299,34 @@ def test_session_start_digest_is_off_by_default_and_lists_recent_sessions(tmp_pa
     assert "PostgreSQL or SQLite?" in context and "[2026-03-14]" in context
 
 
+def test_session_start_digest_skips_an_opener_marked_wrong(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    retain_example(home, tmp_path)
+    start = {"hook_event_name": "SessionStart", "session_id": "new", "cwd": str(tmp_path)}
+    env = {"LAMINA_HOOK_SESSION_DIGEST": "1"}
+
+    def opener() -> str:
+        shown = hook(home, start, **env)
+        context = json.loads(shown.stdout)["hookSpecificOutput"]["additionalContext"]
+        return next(line for line in context.splitlines() if line.startswith("- ["))
+
+    before = opener()
+    store = SQLiteStore(home / "lamina.db")
+    memories = [row.memory for row in store.iter_memories("proj", with_embeddings=False)]
+    store.close()
+    first = next(m for m in memories if m.text.split("\n", 1)[0][:200] in before)
+    environ = {**os.environ, "LAMINA_HOME": str(home)}
+    marked = subprocess.run(
+        [sys.executable, "-m", "lamina", "memory", "wrong", first.id, "--bank", "proj"],
+        capture_output=True, text=True, env=environ, timeout=60,
+    )  # fmt: skip
+    assert marked.returncode == 0, marked.stderr
+    # The session's line now comes from its next memory (here a part of the same turn, which
+    # opens with the prompt cut short), never from the marked one.
+    after = opener()
+    assert after != before and after.startswith(before[:16])
+
+
 @pytest.mark.skipif(not CLAUDE_CODE.is_dir(), reason="../shared/data/claude-code absent")
 def test_shared_sessions_replayed_prompt_by_prompt(tmp_path: Path) -> None:
     home = tmp_path / "home"

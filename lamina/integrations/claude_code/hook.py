@@ -187,13 +187,16 @@ def session_digest(payload: Mapping[str, Any], settings: Settings) -> str:
 
     openers: dict[str, tuple[datetime | None, str]] = {}
     store = memory_bank.store
+    # A memory the user marked wrong (or superseded) never opens a session's line: the
+    # session's next memory does.
+    marked = store.load_corrections(bank_name)
     for document in recent:
         # The session's oldest memories, read by the document's index: this costs the
         # session's size, not the bank's.
         where = MemoryFilter(document=document.id)
         page = store.page_memories(bank_name, where, 200, oldest_first=True, count_kinds=False)
         for memory in page.memories:
-            if memory.kind not in ("turn", "line", "part"):
+            if memory.kind not in ("turn", "line", "part") or memory.id in marked:
                 continue
             known = openers.get(memory.document)
             if known is None or (memory.time and known[0] and memory.time < known[0]):
