@@ -378,6 +378,36 @@ def test_bad_requests_get_errors_and_never_poison_the_next(home: Path) -> None:
     assert final["pid"] == status["pid"] and final["errors"] >= len(bad) - 1
 
 
+def test_an_answer_the_hook_process_stopped_waiting_for_is_not_logged_twice(
+    home: Path, tmp_path: Path
+) -> None:
+    """A hook process that gave up on the warm server answers cold and records that prompt
+    itself: the server's late answer must not add a second entry to the injection log."""
+    start(home)
+    log = home / "logs" / "injections.jsonl"
+    payload = json.dumps({"hook_event_name": "UserPromptSubmit", "session_id": "s",
+                          "prompt": PROMPT, "cwd": str(tmp_path)})  # fmt: skip
+    env = {"LAMINA_BANK": "proj", "LAMINA_HOOK_TIME_LIMIT": "30"}
+
+    def entries() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    before = entries()
+    waited = talk(home, request(home, op="hook", payload=payload, env=env, cwd=str(tmp_path),
+                                age=0, wait=30))  # fmt: skip
+    assert waited["ok"] and "INKWELL_DB_PATH" in waited["output"]
+    assert entries() == before + 1
+    late = talk(home, request(home, op="hook", payload=payload, env=env, cwd=str(tmp_path),
+                              age=0, wait=0))  # fmt: skip
+    assert late["ok"] and late["output"] == ""
+    assert entries() == before + 1
+    hooks_log = (home / "logs" / "hooks.log").read_text()
+    assert "answered after the hook process stopped waiting" in hooks_log
+    bad = talk(home, request(home, op="hook", payload=payload, env=env, cwd="/", age=0,
+                             wait="soon"))  # fmt: skip
+    assert bad["ok"] is False and "wait" in bad["error"]
+
+
 def test_clients_are_answered_while_others_hold_connections_idle(home: Path) -> None:
     start(home)
     good = request(home, op="recall", request={"prompt": PROMPT, "bank": "proj"})

@@ -147,6 +147,9 @@ class HookCall:
     """Why the warm server did not answer, when the hook process asked it already."""
     answer: Callable[[PromptRequest, dict[str, float]], PromptAnswer] | None = None
     """The warm server's own recall (None: ask the warm server, else recall here)."""
+    given_up: float | None = None
+    """The time.monotonic() instant after which the hook process no longer waits for the warm
+    server's answer (it answers cold and records that itself); None: it waits to the end."""
 
 
 class HookLog:
@@ -549,8 +552,13 @@ def _prompt(
         notes.append(f"warm path unavailable: {record['warm_unavailable']}")
     if record.get("warm_started"):
         notes.append(f"warm server {record['warm_started']} starting for the next prompt")
+    late = call.given_up is not None and time.monotonic() > call.given_up
+    if late:
+        notes.append("answered after the hook process stopped waiting: it answered cold")
     timings = orjson.dumps(record).decode()
     log.write("UserPromptSubmit", session, f"{message} ({'; '.join(notes)}){TIMINGS_MARK}{timings}")
+    if late:  # what the prompt got is the hook process's own answer, which it records
+        return ""
     injected = answer is not None and bool(answer.context)
     shown = list(answer.shown) if answer is not None and injected else []
     record_injection(home, {

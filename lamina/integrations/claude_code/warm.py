@@ -306,14 +306,22 @@ class WarmServer:
             raise ValueError("env: expected an object of strings")
         if not isinstance(cwd, str) or isinstance(age, bool) or not isinstance(age, int | float):
             raise ValueError("cwd, age: expected a string and a number")
+        wait = data.get("wait")
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float)):
+            raise ValueError("wait: expected a number of seconds")
         assert self.memory_bank is not None
         memory_bank, queries = self.memory_bank, self.queries
 
         def answer(request: PromptRequest, stages: dict[str, float]) -> PromptAnswer:
             return answer_prompt(memory_bank, request, stages, queries=queries)
 
+        now = time.monotonic()
         call = HookCall(
-            env=env, cwd=cwd, started=time.monotonic() - max(0.0, float(age)), answer=answer
+            env=env,
+            cwd=cwd,
+            started=now - max(0.0, float(age)),
+            answer=answer,
+            given_up=now + float(wait) if wait is not None else None,
         )
         output = run_hook(payload, home=self.home, call=call)
         self._answered()

@@ -326,7 +326,11 @@ def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None,
             "age": time.monotonic() - started,
         }
         # At most half of the time left, so a server that hangs leaves the cold path the rest.
-        reply = ask(str(settings.home), request, timeout=max(0.05, left / 2), version=version)
+        wait = max(0.05, left / 2)
+        # The server is told how long this process waits: an answer it finishes later was
+        # given cold here, and only this process records it.
+        request["wait"] = wait
+        reply = ask(str(settings.home), request, timeout=wait, version=version)
         output = reply.get("output")
         if not isinstance(output, str):
             raise WarmUnavailable("warm server sent an answer of the wrong shape")
