@@ -40,7 +40,9 @@ def test_the_dev_prompts_ship_and_a_file_of_the_same_shape_loads(tmp_path: Path)
 
 @needs_shared
 def test_the_floor_silences_off_topic_prompts_and_keeps_questions() -> None:
-    questions = [q for q in load_questions() if q.file.startswith("drmaciver")][:4]
+    shipped = load_questions()
+    questions = [q for q in shipped if q.file.startswith("drmaciver")][:4]
+    questions += [q for q in shipped if q.file.startswith("obra")][:1]
     prompts = ["write a haiku about autumn", "what's 17% of 240?"]
     session = questions[0].file
     asked = [(session, "how did the port of the python code to rust go?")]
@@ -50,7 +52,12 @@ def test_the_floor_silences_off_topic_prompts_and_keeps_questions() -> None:
     dense, lexical = result["dense"], result["lexical_only"]
     assert dense["offtopic"]["injected_floor_off"] == 1.0
     assert dense["offtopic"]["quieted"] == 1.0 and dense["offtopic"]["injected_floor_on"] == 0.0
-    assert dense["ontopic"]["questions"] == 4
+    assert dense["ontopic"]["questions"] == 5
+    # Mid-session (the transcript up to a real prompt, that session's memories left out): the
+    # floor judges the prompt alone, where judging the query with its turns let them through.
+    midway = result["mid_session"]
+    assert midway["offtopic"]["prompts"] == midway["real_prompts"]["prompts"] > 4
+    assert midway["offtopic"]["injected"] < midway["offtopic"]["injected_judging_query"]
     assert dense["ontopic"]["found_floor_on"] <= dense["ontopic"]["found_floor_off"]
     assert dense["grid"] and "grid" not in lexical
     # A lexical-only answer is not judged: the floor changes nothing there.

@@ -40,9 +40,13 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
-def hook(home: Path, cwd: Path, prompt: str, **env: str) -> subprocess.CompletedProcess[str]:
+def hook(
+    home: Path, cwd: Path, prompt: str, transcript: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
     payload = {"hook_event_name": "UserPromptSubmit", "session_id": "another-session",
                "prompt": prompt, "cwd": str(cwd)}  # fmt: skip
+    if transcript is not None:
+        payload["transcript_path"] = str(transcript)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
     # A generous limit: the answer is the full one (with the dense channel), not a race.
     environ.update({"LAMINA_HOME": str(home), "LAMINA_BANK": "proj",
@@ -95,6 +99,35 @@ def test_a_question_about_the_session_still_gets_its_memories(home: Path, tmp_pa
     head, record = last_line(home)
     assert head.split(" UserPromptSubmit ")[1].split(" ", 1)[1].startswith("injected")
     assert record["floor"]["passed"] is True
+
+
+def test_mid_session_the_floor_judges_the_prompt_not_the_turns_before_it(
+    home: Path, tmp_path: Path
+) -> None:
+    """Mid-session the query carries the last turns, which match the bank whatever the prompt
+    asks: an off-topic prompt there must still get nothing, and a question still gets its
+    memories."""
+    (session,) = [p for p in shared_transcripts() if p.name == SESSION]
+    lines = session.read_text(encoding="utf-8").splitlines()
+    live = tmp_path / "live.jsonl"
+    live.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
+    assert injected(hook(home, tmp_path, OFF_TOPIC, transcript=live)) == ""
+    head, record = last_line(home)
+    assert "no memories: nothing reaches the floor" in head and record["floor"]["held_back"] > 0
+    # Judged on the query with its turns, the same prompt would have passed.
+    assert "<lamina_memories>" in injected(
+        hook(home, tmp_path, OFF_TOPIC + " " + lines_said(live), transcript=live)
+    )
+    context = injected(hook(home, tmp_path, ON_TOPIC, transcript=live))
+    assert "<lamina_memories>" in context and "Error" in context
+
+
+def lines_said(transcript: Path) -> str:
+    """The words of the transcript's last turns, as the hook's query carries them."""
+    from lamina.bank.query import QueryOptions, recall_query_for_file
+
+    composed = recall_query_for_file(str(transcript), "", QueryOptions())
+    return composed.query
 
 
 def test_a_floor_of_0_turns_it_off(home: Path, tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from ..bank.bank import MemoryBank
 from ..bank.recall import Floor, FloorCheck, RecallResult
 from ..embed import Embedder, get_embedder
 from ..errors import InputError
-from ..integrations.claude_code.prompt import PromptRequest, prompt_options
+from ..integrations.claude_code.prompt import PromptRequest, answer_prompt, prompt_options
 from ..progress import Progress
 from ..store.search import SearchFilter
 from ..store.sqlite import SQLiteStore
@@ -238,6 +238,73 @@ def _report(run: _Run, grid: bool) -> dict[str, Any]:
     }
 
 
+MID_POINTS = 8
+"""Real prompts of each session (after its first) at which the mid-session case is asked."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Midway:
+    """A prompt asked mid-session: the transcript up to a real prompt's line, that session's
+    own memories left out (the hook leaves out what the session still holds in context)."""
+
+    prompt: str
+    offtopic: bool
+    injected_before: bool
+    """Memories when the floor judged the query with its last turns (Lamina before)."""
+    injected: bool
+    """Memories when the floor judges the prompt alone (Lamina now)."""
+
+
+def _midway(
+    mb: MemoryBank, bank: str, path: Path, document: str, prompts: Sequence[str], floor: Floor,
+    tmp: Path, start: int,
+) -> list[_Midway]:  # fmt: skip
+    """At up to MID_POINTS real prompts of the session at `path` (after its first), the real
+    prompt and an off-topic one (`prompts`, in turn from `start`), each recalled as the prompt
+    hook recalls mid-session, with the floor judging the prompt alone and, as before, the
+    query with its last turns."""
+    from ..readers import read_transcript
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    said = [
+        (m.source.line, m.text)
+        for m in read_transcript(str(path)).messages
+        if m.kind.value == "prompt" and m.source.line
+    ][1:]
+    step = max(1, len(said) // MID_POINTS)
+    asked: list[_Midway] = []
+    for n, (line, real) in enumerate(said[::step][:MID_POINTS]):
+        cut = tmp / f"{document}-{line}.jsonl"
+        cut.write_text("\n".join(lines[: line - 1]) + "\n", encoding="utf-8")
+        for text, off in ((real, False), (prompts[(start + n) % len(prompts)], True)):
+            request = PromptRequest(
+                prompt=text, bank=bank, session=document, transcript=str(cut), budget=_BUDGET,
+                floor_dense=floor.dense, floor_coverage=floor.coverage,
+            )  # fmt: skip
+            before = answer_prompt(mb, request, {}, judge_alone=False)
+            now = answer_prompt(mb, request, {})
+            asked.append(_Midway(text, off, bool(before.context), bool(now.context)))
+    return asked
+
+
+def _midway_report(asked: Sequence[_Midway]) -> dict[str, Any]:
+    off = [a for a in asked if a.offtopic]
+    real = [a for a in asked if not a.offtopic]
+    return {
+        "offtopic": {
+            "prompts": len(off),
+            "injected_judging_query": _share([a.injected_before for a in off]),
+            "injected": _share([a.injected for a in off]),
+        },
+        "real_prompts": {
+            "prompts": len(real),
+            "injected_judging_query": _share([a.injected_before for a in real]),
+            "injected": _share([a.injected for a in real]),
+            "quieted": [a.prompt[:100] for a in real if a.injected_before and not a.injected],
+        },
+    }
+
+
 def run_quiet_bench(
     folder: Path,
     questions: Sequence[AgentQuestion],
@@ -261,6 +328,7 @@ def run_quiet_bench(
     groups = [[f] for f in files] if per_session else [files]
     full = lexical = _Run([], [])
     developer: list[tuple[str, _Asked]] = []
+    midway: list[_Midway] = []
     memories: list[int] = []
     with tempfile.TemporaryDirectory(prefix="lamina-quiet-") as tmp:
         store = SQLiteStore(Path(tmp) / "lamina.db")
@@ -285,6 +353,13 @@ def run_quiet_bench(
                             full = full + run
                         else:
                             lexical = lexical + run
+                    # Mid-session the hook leaves out the session's own memories: a bank of
+                    # one session has nothing else to inject, so it is not asked there.
+                    for document, f in documents.items() if len(documents) > 1 else ():
+                        midway += _midway(
+                            mb, bank, folder / f, document, prompts, floor, Path(tmp),
+                            len(midway),
+                        )  # fmt: skip
                     for file, prompt in ontopic_prompts:
                         if file in group:
                             off, on = _ask(mb, bank, prompt, floor, True)
@@ -300,6 +375,7 @@ def run_quiet_bench(
         "memories": memories,
         "dense": _report(full, grid=True),
         "lexical_only": _report(lexical, grid=False),
+        "mid_session": _midway_report(midway),
         **(
             {
                 "ontopic_prompts": {

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -197,13 +197,13 @@ def last_compaction(transcript: str) -> datetime | None:
 
 
 class _Ahead:
-    """A query embedded in the background, and the embedder that hands its vector to the
-    recall asking for that text (instead of embedding it a second time)."""
+    """Queries embedded in the background, and the embedder that hands their vectors to the
+    recalls asking for those texts (instead of embedding them a second time)."""
 
-    def __init__(self, embedder: Embedder, text: str) -> None:
+    def __init__(self, embedder: Embedder, texts: Sequence[str]) -> None:
         self.embedder = embedder
-        self.text = text
-        self.vector: Vector | None = None
+        self.texts = tuple(dict.fromkeys(texts))
+        self.vectors: dict[str, Vector] = {}
         self.ready = threading.Event()
 
     @property
@@ -218,20 +218,22 @@ class _Ahead:
         return self.embedder.embed_documents(texts)
 
     def embed_query(self, text: str) -> Vector:
-        if text == self.text and self.vector is not None:
-            return self.vector.copy()
+        vector = self.vectors.get(text)
+        if vector is not None:
+            return vector.copy()
         return self.embedder.embed_query(text)
 
 
-def _embed_in_background(embedder: Embedder, text: str) -> _Ahead:
-    """Embed `text` in a thread of its own (loading the model on first use); `ready` is set
-    when it is done, and only if it succeeded. The thread is a daemon: one still inside the
-    model when the hook leaves is never joined."""
-    ahead = _Ahead(embedder, text)
+def _embed_in_background(embedder: Embedder, texts: Sequence[str]) -> _Ahead:
+    """Embed `texts` in a thread of its own (loading the model on first use); `ready` is set
+    when all are done, and only if they succeeded. The thread is a daemon: one still inside
+    the model when the hook leaves is never joined."""
+    ahead = _Ahead(embedder, texts)
 
     def embed() -> None:
         try:
-            ahead.vector = embedder.embed_query(text)
+            for text in ahead.texts:
+                ahead.vectors[text] = embedder.embed_query(text)
         except Exception:
             return
         ahead.ready.set()
@@ -286,6 +288,7 @@ def answer_prompt(
     dense_until: float | None = None,
     early: Callable[[PromptAnswer], None] | None = None,
     queries: TailQueries | None = None,
+    judge_alone: bool = True,
 ) -> PromptAnswer:
     """Recall for one prompt.
 
@@ -295,7 +298,9 @@ def answer_prompt(
     embedding is ready by `dense_until`, the full answer is computed and returned, else the
     lexical one. A caller whose deadline passes meanwhile still has the early answer.
     `queries` (the warm server's) composes the query from what it kept of the transcript,
-    reading only what was appended since; the same query either way."""
+    reading only what was appended since; the same query either way. The floor judges the
+    prompt alone (`judge_alone`; False: the query with its last turns, as Lamina did before,
+    which `lamina bench quiet` measures against)."""
     from ...bank.query import QueryOptions, recall_query_for_file
     from ...turns import clean_text
     from .contract import clamped
@@ -325,6 +330,16 @@ def answer_prompt(
     # path recalls twice (lexical only, then with the dense channel), the second asking the
     # store only for what the first did not (lamina.bank.plan).
     options = prompt_options(request, model.name, exclude, time_text)
+    # Mid-session the query carries the last turns, which match the session's own memories
+    # whatever the prompt asks: the floor judges the prompt alone, as if it opened a session
+    # (what `lamina bench quiet` measures), and the query with its turns chooses what fills.
+    alone_query = clean_text(request.prompt)[: request.max_query_chars]
+    alone = None
+    if judge_alone and options.floor is not None and query != alone_query:
+        alone = memory_bank.plan(
+            alone_query, request.bank, prompt_options(request, model.name, exclude), model
+        )
+        options = replace(options, floor=None)
     plan = memory_bank.plan(query, request.bank, options, model)
     now = time.monotonic()
     stages["query"] = now - mark
@@ -332,6 +347,15 @@ def answer_prompt(
 
     def recall(embedder: Embedder | None) -> PromptAnswer:
         result = plan.recall(embedder)
+        if alone is not None and embedder is not None:  # lexical only: not judged
+            judged = alone.recall(embedder).floor
+            if judged is not None:
+                held = 0 if judged.passed else len(result.hits)
+                result = replace(
+                    result,
+                    hits=result.hits if judged.passed else [],
+                    floor=replace(judged, held_back=held),
+                )
         # Clamped under Claude Code's 10,000-character limit (it moves a longer context
         # to a file), the lowest-ranked memories dropped first.
         block, shown = clamped(result)
@@ -344,8 +368,10 @@ def answer_prompt(
 
     embedder: Embedder = model
     if dense_until is not None:
-        # The text the dense channel will embed: the recall below is then handed its vector.
-        embedder = ahead = _embed_in_background(model, plan.dense_text)
+        # The texts the dense channel will embed: the recalls below are then handed their
+        # vectors.
+        texts = (plan.dense_text,) + ((alone.dense_text,) if alone is not None else ())
+        embedder = ahead = _embed_in_background(model, texts)
         lexical = recall(None)
         if early is not None:
             early(lexical)
