@@ -46,7 +46,7 @@ from .recall import (
 )
 from .relevance import ceiling, ranked, relevance
 
-__all__ = ["Counts", "assemble", "check_floor", "combsum", "fuse"]
+__all__ = ["Counts", "assemble", "check_floor", "combsum", "fuse", "judge_floor"]
 
 _MAX_SKIPPED = 25
 """Results too large for what is left of the budget that are passed over before giving up."""
@@ -416,21 +416,35 @@ def check_floor(
     None without the dense channel), their best lexical coverage of the query's terms (each
     term weighted by its idf in the bank, so a word most memories say counts for little and
     one the bank never saw for the most), and whether the time channel found one."""
-    best_dense = max(dense) if dense else None
     dated = any("time" in h.channels for h in hits)
+    check = judge_floor(query, [h.memory.text for h in hits], dense, dated, floor, counts)
+    return check if check.passed else replace(check, held_back=len(hits))
+
+
+def judge_floor(
+    query: str,
+    texts: Sequence[str],
+    dense: Sequence[float] | None,
+    dated: bool,
+    floor: Floor,
+    counts: Counts,
+) -> FloorCheck:
+    """The floor's rule (see `check_floor`) over memories' `texts` and raw `dense` scores;
+    held back, it counts one memory (the caller knows how many it holds back)."""
+    best_dense = max(dense) if dense else None
     best_coverage = 0.0
     unique = sorted(set(tokenize(query)))
-    if hits and unique:
+    if texts and unique:
         size, df = counts(unique)
         weights = {t: idf(max(size, 1), df.get(t, 0)) for t in unique}
-        best_coverage = max(coverage(weights, h.memory.text) for h in hits)
+        best_coverage = max(coverage(weights, text) for text in texts)
     passed = (
         best_dense is None  # lexical only: not judged (see `Floor`)
         or dated
         or best_dense >= floor.dense
         or best_coverage >= floor.coverage
     )
-    return FloorCheck(floor, best_dense, best_coverage, dated, 0 if passed else len(hits))
+    return FloorCheck(floor, best_dense, best_coverage, dated, 0 if passed else 1)
 
 
 ORIGINALS_LOOKAHEAD = 64

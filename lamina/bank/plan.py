@@ -33,8 +33,9 @@ from ..memories import Memory, memory_tokens
 from ..store.search import SearchFilter, SearchStore
 from ..text.entities import entity_terms
 from ..text.lexical import tokenize
-from .assemble import assemble
+from .assemble import assemble, judge_floor
 from .recall import (
+    FloorCheck,
     RecallOptions,
     RecallResult,
     distinctive,
@@ -53,6 +54,9 @@ __all__ = ["RecallPlan", "Searched", "recall_from_store"]
 
 _PAGE = 32
 """Memories fetched at a time, in fused order."""
+_JUDGED = 8
+"""Memories whose words `RecallPlan.judge` reads: the best of each channel (a recall fills a
+block with about as many)."""
 _WORKERS = 4
 """Threads running a recall's store searches at once (each on its own pooled connection)."""
 _workers: tuple[int, ThreadPoolExecutor] | None = None
@@ -123,6 +127,8 @@ class RecallPlan:
         self._gone: set[int] = set()
         self._tokens: dict[int, int] = {}
         self._term_counts: dict[tuple[str, ...], tuple[int, Mapping[str, int]]] = {}
+        self.pool: list[int] = []
+        """The candidates (seqs) of the last search: what any channel proposed."""
 
     def _df(self, term: str) -> int:
         return self.counts[1].get(term, 0)
@@ -148,6 +154,28 @@ class RecallPlan:
             self._counts,
             found.prefetch,
         )
+
+    def judge(self, embedder: Embedder, among: Sequence[int]) -> FloorCheck | None:
+        """How this plan's query measures against its floor (`RecallOptions.floor`; None
+        without one) without scanning the bank by meaning: its vector's best score among the
+        memories `among` (another plan's candidates) and its own best lexical matches, their
+        best coverage of its terms, and whether its time words find a memory. The prompt hook
+        judges a prompt alone this way beside the recall of the prompt with its last turns."""
+        floor = self.options.floor
+        if floor is None or floor.off:
+            return None
+        found = self._rankings()
+        lexical = [seq for seq, _score in found.get("lexical", [])[:_PAGE]]
+        seqs = sorted(set(among) | set(lexical))
+        vector = embedder.embed_query(self.dense_text)
+        dense = self.store.dense_scores(self.bank, vector, seqs, embedder.name)
+        best = sorted(dense, key=lambda seq: -dense[seq])[:_JUDGED]
+        read = self.store.memories_by_seq(
+            self.bank, sorted(set(lexical[:_JUDGED]) | set(best)), with_embeddings=False
+        )
+        texts = [m.text for m in read.values()]
+        dated = bool(found.get("time"))
+        return judge_floor(self.query, texts, list(dense.values()), dated, floor, self._counts)
 
     def _counts(self, terms: Sequence[str]) -> tuple[int, Mapping[str, int]]:
         key = tuple(terms)
@@ -229,6 +257,7 @@ class RecallPlan:
         if dense_job is not None:
             vector, found["dense"] = dense_job.result()
         pool = sorted({seq for ranking in found.values() for seq, _score in ranking})
+        self.pool = pool
         slot = {seq: i for i, seq in enumerate(pool)}
 
         # Each channel scores what it ranked; the pool's other members are scored on request.

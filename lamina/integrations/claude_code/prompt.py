@@ -348,7 +348,7 @@ def answer_prompt(
     def recall(embedder: Embedder | None) -> PromptAnswer:
         result = plan.recall(embedder)
         if alone is not None and embedder is not None:  # lexical only: not judged
-            judged = alone.recall(embedder).floor
+            judged = alone.judge(embedder, plan.pool)
             if judged is not None:
                 held = 0 if judged.passed else len(result.hits)
                 result = replace(
