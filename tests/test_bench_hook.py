@@ -40,8 +40,9 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
         assert summary["cpu_ms"]["p50"] > 0 and summary["peak_rss_mb"] > 0
     size = data["sizes"]["200"]
     assert size["memories"] == 200
-    assert size["cold"]["returned_memories"] == 1.0
-    assert size["warm"]["returned_memories"] == 1.0
+    # The prompts are the agent questions; a bank of 200 memories holds the answers to some
+    # only, and the floor leaves the others without memories (on both paths alike).
+    assert 0 < size["cold"]["returned_memories"] == size["warm"]["returned_memories"]
     assert size["warm"]["server_cpu_ms_per_prompt"] >= 0
     # The commands a user runs by hand, beside it: `lamina recall` and a fresh `lamina serve`.
     assert size["recall_command"]["runs"] == 2 and size["recall_command"]["nonzero_exits"] == 0
@@ -61,14 +62,13 @@ def test_bench_hook_measures_another_agent_s_hook() -> None:
     returns memories on both paths; `--agent gemini`: Gemini's BeforeAgent does too."""
     for agent in ("copilot", "gemini"):
         out = subprocess.run(
-            [sys.executable, "-m", "lamina", "bench", "hook", "--memories", "200", "--runs", "1",
-             "--base-texts", "100", "--agent", agent, "--json"],
+            [sys.executable, "-m", "lamina", "bench", "hook", "--memories", "200", "--runs", "2",
+             "--base-texts", "300", "--agent", agent, "--json"],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
         assert data["agent"] == agent
         size = data["sizes"]["200"]
-        assert size["cold"]["returned_memories"] == 1.0, agent
-        assert size["warm"]["returned_memories"] == 1.0, agent
+        assert 0 < size["cold"]["returned_memories"] == size["warm"]["returned_memories"], agent
         assert size["cold"]["nonzero_exits"] == size["warm"]["nonzero_exits"] == 0

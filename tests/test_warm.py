@@ -228,7 +228,12 @@ def test_warm_and_cold_answer_with_the_same_memories(tmp_path: Path) -> None:
             result = hook(home, tmp_path, prompt=prompt, session="session-0",
                           transcript=str(transcripts[0]))  # fmt: skip
             assert result.returncode == 0, result.stderr
-            context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+            # A prompt the floor judges alone may get nothing, on both paths alike.
+            context = (
+                json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+                if result.stdout
+                else ""
+            )
             out.append(re.sub(r"Current time: [^\n]*", "", context))
         return out
 
@@ -240,7 +245,7 @@ def test_warm_and_cold_answer_with_the_same_memories(tmp_path: Path) -> None:
         assert last_timings(home)["path"] == "warm"
     finally:
         lamina(home, "warm", "stop")
-    assert warm == cold
+    assert warm == cold and any(cold)
     assert status["pid"]
 
 
