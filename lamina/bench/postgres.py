@@ -17,7 +17,7 @@ Per bank size:
 Then retain throughput with four processes writing different conversations into one bank,
 embedding excluded, on PostgreSQL and, as the baseline, on SQLite.
 
-Banks are named `lamina-bench-<size>` and kept between runs (a bank of the right size is
+Banks are named `lamina-bench-v2-<size>` and kept between runs (a bank of the right size is
 reused: building a million memories takes a while); `--fresh` rebuilds them.
 """
 
@@ -63,13 +63,17 @@ def postgres_latency(
     *,
     warmup: Sequence[str] = (),
     fresh: bool = False,
+    dated: Sequence[str] = (),
+    undated: Sequence[str] = (),
     hnsw_queries: int = 50,
     lexical_queries: int = 100,
     exact_queries: int = 20,
     fresh_queries: int = 20,
 ) -> dict[str, Any]:
     store = PostgresStore(url)
-    precomputed = Precomputed(embedder, sorted(set(asked) | set(warmup)))
+    precomputed = Precomputed(
+        embedder, sorted(set(asked) | set(warmup) | set(dated) | set(undated))
+    )
     bank = MemoryBank(store, precomputed)
     options = RecallOptions(
         budget=1_000_000,
@@ -79,7 +83,7 @@ def postgres_latency(
     )
     out: dict[str, Any] = {}
     for n in sizes:
-        name = f"lamina-bench-{n}"
+        name = f"lamina-bench-v2-{n}"  # v2: the vectors of `vary`
         existing = store.count_memories(name, SearchFilter()) if store.get_bank(name) else 0
         reused = existing == n and not fresh
         build_s = index_s = None
@@ -119,6 +123,15 @@ def postgres_latency(
             t0 = time.perf_counter()
             recall_from_store(store, name, query, precomputed, options)
             timings.append((time.perf_counter() - t0) * 1000)
+        # Serving recall as configured (every channel: the time channel searches for the
+        # questions naming a time), dated and undated questions apart.
+        serving = RecallOptions(budget=1_000_000, limit=10, collapse=False)
+        by_kind: dict[str, list[float]] = {"dated": [], "undated": []}
+        for kind, group in (("dated", dated), ("undated", undated)):
+            for query in group:
+                t0 = time.perf_counter()
+                recall_from_store(store, name, query, precomputed, serving)
+                by_kind[kind].append((time.perf_counter() - t0) * 1000)
         # The hook's recall: everything but the current session (here the newest document).
         session = replace(options, exclude={f"doc{(n - 1) // 500}": None})
         excluding: list[float] = []
@@ -130,17 +143,22 @@ def postgres_latency(
         lexical = _lexical(store, name, asked, options.depth, lexical_queries)
         overlap: list[float] = []
         hnsw_ms: list[float] = []
+        exact_ms: list[float] = []
         for query in asked[:hnsw_queries]:
             vector = precomputed.embed_query(query)
             t0 = time.perf_counter()
             approximate = store.dense_search(name, vector, 10, SearchFilter(), embedder.name)
             hnsw_ms.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
             exact = store.dense_search(name, vector, 10, SearchFilter(), embedder.name, exact=True)
+            exact_ms.append((time.perf_counter() - t0) * 1000)
             overlap.append(len({s for s, _ in approximate} & {s for s, _ in exact}) / 10)
         cache = store._pack_cache()
         out[str(n)] = {
             "memories": n,
             "recall_ms_without_query_embedding": percentiles(timings),
+            "serving_undated_recall_ms": percentiles(by_kind["undated"]),
+            "serving_dated_recall_ms": percentiles(by_kind["dated"]),
             "first_pass_recall_ms": percentiles(first),
             "fresh_process_recall_ms": percentiles(fresh_ms),
             "recall_ms_excluding_one_session": percentiles(excluding),
@@ -149,6 +167,7 @@ def postgres_latency(
             **lexical,
             "dense_search_ms": percentiles(hnsw_ms),
             "dense_recall_at_10_vs_exact": round(float(np.mean(overlap)), 3),
+            "dense_exact_scan_ms": percentiles(exact_ms),
             "dense_index": "hnsw" if n > EXACT_LIMIT else "exact scan",
             "build_s": build_s,
             "hnsw_build_s": index_s,
