@@ -174,6 +174,7 @@ def postgres_latency(
             "reused_existing_bank": reused,
         }
     out["database_mb"] = round((store.size_bytes() or 0) / 1e6, 1)
+    out["disk_mb"] = _disk(store)
     out["server_settings"] = _settings(store)
     store.close()
     return out
@@ -246,6 +247,19 @@ def _lexical(
         "lexical_depth": depth,
         "lexical_budget": default_budget,
     }
+
+
+def _disk(store: PostgresStore) -> dict[str, float]:
+    """The largest relations of the database (MB; heap with its TOAST, or an index): where a
+    bank's bytes go, the postings' table and indexes and each bank's HNSW index apart."""
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_table_size(c.oid) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i')"
+            " ORDER BY 2 DESC LIMIT 16"
+        ).fetchall()
+    return {str(name): round(int(size) / 1e6, 1) for name, size in rows if int(size) >= 1e6}
 
 
 def _settings(store: PostgresStore) -> dict[str, str]:
