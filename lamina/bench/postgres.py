@@ -17,7 +17,7 @@ Per bank size:
 Then retain throughput with four processes writing different conversations into one bank,
 embedding excluded, on PostgreSQL and, as the baseline, on SQLite.
 
-Banks are named `lamina-bench-<size>` and kept between runs (a bank of the right size is
+Banks are named `lamina-bench-v2-<size>` and kept between runs (a bank of the right size is
 reused: building a million memories takes a while); `--fresh` rebuilds them.
 """
 
@@ -63,13 +63,17 @@ def postgres_latency(
     *,
     warmup: Sequence[str] = (),
     fresh: bool = False,
+    dated: Sequence[str] = (),
+    undated: Sequence[str] = (),
     hnsw_queries: int = 50,
     lexical_queries: int = 100,
     exact_queries: int = 20,
     fresh_queries: int = 20,
 ) -> dict[str, Any]:
     store = PostgresStore(url)
-    precomputed = Precomputed(embedder, sorted(set(asked) | set(warmup)))
+    precomputed = Precomputed(
+        embedder, sorted(set(asked) | set(warmup) | set(dated) | set(undated))
+    )
     bank = MemoryBank(store, precomputed)
     options = RecallOptions(
         budget=1_000_000,
@@ -79,7 +83,7 @@ def postgres_latency(
     )
     out: dict[str, Any] = {}
     for n in sizes:
-        name = f"lamina-bench-{n}"
+        name = f"lamina-bench-v2-{n}"  # v2: the vectors of `vary`
         existing = store.count_memories(name, SearchFilter()) if store.get_bank(name) else 0
         reused = existing == n and not fresh
         build_s = index_s = None
@@ -119,6 +123,15 @@ def postgres_latency(
             t0 = time.perf_counter()
             recall_from_store(store, name, query, precomputed, options)
             timings.append((time.perf_counter() - t0) * 1000)
+        # Serving recall as configured (every channel: the time channel searches for the
+        # questions naming a time), dated and undated questions apart.
+        serving = RecallOptions(budget=1_000_000, limit=10, collapse=False)
+        by_kind: dict[str, list[float]] = {"dated": [], "undated": []}
+        for kind, group in (("dated", dated), ("undated", undated)):
+            for query in group:
+                t0 = time.perf_counter()
+                recall_from_store(store, name, query, precomputed, serving)
+                by_kind[kind].append((time.perf_counter() - t0) * 1000)
         # The hook's recall: everything but the current session (here the newest document).
         session = replace(options, exclude={f"doc{(n - 1) // 500}": None})
         excluding: list[float] = []
@@ -128,19 +141,33 @@ def postgres_latency(
             excluding.append((time.perf_counter() - t0) * 1000)
         agreement = _against_exact(store, name, asked[:exact_queries], precomputed, options)
         lexical = _lexical(store, name, asked, options.depth, lexical_queries)
+        # HNSW against an exact scan: asked for 10 (ef_search 100), and at recall's depth
+        # (ef_search = depth), whose top 10 and whole list recall uses.
         overlap: list[float] = []
+        deep: dict[int, list[float]] = {10: [], options.depth: []}
         hnsw_ms: list[float] = []
+        exact_ms: list[float] = []
         for query in asked[:hnsw_queries]:
             vector = precomputed.embed_query(query)
             t0 = time.perf_counter()
             approximate = store.dense_search(name, vector, 10, SearchFilter(), embedder.name)
             hnsw_ms.append((time.perf_counter() - t0) * 1000)
-            exact = store.dense_search(name, vector, 10, SearchFilter(), embedder.name, exact=True)
-            overlap.append(len({s for s, _ in approximate} & {s for s, _ in exact}) / 10)
+            t0 = time.perf_counter()
+            exact = store.dense_search(
+                name, vector, options.depth, SearchFilter(), embedder.name, exact=True
+            )
+            exact_ms.append((time.perf_counter() - t0) * 1000)
+            overlap.append(len({s for s, _ in approximate} & {s for s, _ in exact[:10]}) / 10)
+            found = store.dense_search(name, vector, options.depth, SearchFilter(), embedder.name)
+            for k, shares in deep.items():
+                want = {s for s, _ in exact[:k]}
+                shares.append(len({s for s, _ in found[:k]} & want) / max(len(want), 1))
         cache = store._pack_cache()
         out[str(n)] = {
             "memories": n,
             "recall_ms_without_query_embedding": percentiles(timings),
+            "serving_undated_recall_ms": percentiles(by_kind["undated"]),
+            "serving_dated_recall_ms": percentiles(by_kind["dated"]),
             "first_pass_recall_ms": percentiles(first),
             "fresh_process_recall_ms": percentiles(fresh_ms),
             "recall_ms_excluding_one_session": percentiles(excluding),
@@ -149,12 +176,21 @@ def postgres_latency(
             **lexical,
             "dense_search_ms": percentiles(hnsw_ms),
             "dense_recall_at_10_vs_exact": round(float(np.mean(overlap)), 3),
+            "dense_at_recall_depth": {
+                "depth": options.depth,
+                "recall_at_10_vs_exact": round(float(np.mean(deep[10])), 3),
+                f"recall_at_{options.depth}_vs_exact": round(
+                    float(np.mean(deep[options.depth])), 3
+                ),
+            },
+            "dense_exact_scan_ms": percentiles(exact_ms),
             "dense_index": "hnsw" if n > EXACT_LIMIT else "exact scan",
             "build_s": build_s,
             "hnsw_build_s": index_s,
             "reused_existing_bank": reused,
         }
     out["database_mb"] = round((store.size_bytes() or 0) / 1e6, 1)
+    out["disk_mb"] = _disk(store)
     out["server_settings"] = _settings(store)
     store.close()
     return out
@@ -227,6 +263,19 @@ def _lexical(
         "lexical_depth": depth,
         "lexical_budget": default_budget,
     }
+
+
+def _disk(store: PostgresStore) -> dict[str, float]:
+    """The largest relations of the database (MB; heap with its TOAST, or an index): where a
+    bank's bytes go, the postings' table and indexes and each bank's HNSW index apart."""
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_table_size(c.oid) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i')"
+            " ORDER BY 2 DESC LIMIT 16"
+        ).fetchall()
+    return {str(name): round(int(size) / 1e6, 1) for name, size in rows if int(size) >= 1e6}
 
 
 def _settings(store: PostgresStore) -> dict[str, str]:
