@@ -332,3 +332,31 @@ def test_a_model_failing_after_the_text_is_stored_leaves_its_vectors_to_the_next
     theirs = {m.id: m.embedding for m in working.memories("never-failed")}
     assert mine.keys() == theirs.keys()
     assert all(bytes(mine[k]) == bytes(theirs[k]) for k in mine)  # type: ignore[arg-type]
+
+
+def test_memories_awaiting_vectors_are_told_and_embedded_by_the_next_retain(
+    tmp_path: Path,
+) -> None:
+    """Memories stored without vectors are counted by `status` and recall's JSON (recall
+    finds them by their words), and the next retain into the bank embeds them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    env.update(LAMINA_HOME=str(tmp_path / "home"), LAMINA_EMBEDDER="hash")
+    example = Path(__file__).parents[1] / "examples" / "session.jsonl"
+
+    def run(*args: str) -> dict[str, object]:
+        done = subprocess.run([sys.executable, "-m", "lamina", *args, "--json"],
+                              capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        found: dict[str, object] = json.loads(done.stdout)
+        return found
+
+    run("retain", str(example), "--bank", "ex", "--no-embed")
+    (bank,) = run("status")["banks"]  # type: ignore[misc]
+    assert bank["awaiting_vectors"] == bank["memories"] > 0 and bank["embedded"] == 0
+    assert any("await vectors" in w for w in run("status")["warnings"])  # type: ignore[attr-defined]
+    recalled = run("recall", "which database did we choose?", "--bank", "ex")
+    assert recalled["results"] and recalled["awaiting_vectors"] == bank["memories"]
+    run("retain", str(example), "--bank", "ex")
+    (bank,) = run("status")["banks"]  # type: ignore[misc]
+    assert bank["awaiting_vectors"] == 0 and bank["embedded"] == bank["memories"]
+    assert run("recall", "which database did we choose?", "--bank", "ex")["awaiting_vectors"] == 0
