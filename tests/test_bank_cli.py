@@ -156,11 +156,13 @@ def test_reindexed_vectors_are_those_retain_makes(tmp_path: Path) -> None:
     real = switched.store.set_embeddings
     calls: list[int] = []
 
-    def fail_second_write(bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
+    def fail_second_write(
+        bank: str, vectors: Mapping[str, Any], embedder: str, **given: Any
+    ) -> int:
         calls.append(len(vectors))
         if len(calls) == 2:
             raise OSError("disk full")
-        return real(bank, vectors, embedder)
+        return real(bank, vectors, embedder, **given)
 
     with (
         patch("lamina.bank.bank._REINDEX_WRITE", 5),

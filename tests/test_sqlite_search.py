@@ -185,6 +185,34 @@ def test_the_vector_file_follows_every_change(tmp_path: Path) -> None:
     store.close()
 
 
+def test_vectors_filled_after_their_text_reach_a_reader_that_searched_between(
+    tmp_path: Path,
+) -> None:
+    """Retain commits text first and vectors after; a search between the two (the prompt
+    hook while a retain embeds) must not make the reader miss the vectors that come later,
+    also when two retains fill theirs in the other order."""
+    store = SQLiteStore(tmp_path / "lamina.db")
+    memories = make_memories(600)
+    retain(store, memories[:200])
+    bare = [Memory(**{**_fields(m), "embedding": None, "embedder": None}) for m in memories[200:]]
+    retain(store, bare)
+    _same_as_index(store, "w1 w4 w9")  # the file is read while 400 memories await vectors
+    name = HashEmbedder().name
+    first, second = memories[200:400], memories[400:]
+    # The later retain fills first: the reader extends its file past the earlier ones...
+    hashes = {m.id: m.content_hash for m in memories}
+    later = {m.id: m.embedding for m in second}
+    assert store.set_embeddings("b", later, name, hashes=hashes) == 200
+    _same_as_index(store, "w2 w3")
+    earlier = {m.id: m.embedding for m in first}
+    assert store.set_embeddings("b", earlier, name, hashes=hashes) == 200
+    # ...and still finds these, which came after it had passed them.
+    _same_as_index(store, "w2 w3")
+    _same_as_index(store, "w5 w6 w7")
+    assert store.bank_stats("b").embedded == 600
+    store.close()
+
+
 def _fields(memory: Memory) -> dict[str, object]:
     return {name: getattr(memory, name) for name in Memory.__dataclass_fields__}
 

@@ -188,6 +188,23 @@ def test_set_embeddings_replaces_vectors_and_records_the_embedder(store: Store) 
     assert m1.embedder == "other@2" and m1.embedding is not None and m1.embedding.shape == (4,)
 
 
+def test_vectors_filled_after_the_text_land_only_on_unchanged_memories(store: Store) -> None:
+    """Retain's second step: a vector is written only onto a memory still without one and
+    still holding the content it was made from."""
+    store.apply_retain(batch(0, ["r1"], [memory("m1", vec=None), memory("m2", vec=None)]))
+    store.apply_retain(batch(1, ["r2"], [memory("m2", "rewritten", vec=None)]))
+    store.apply_retain(batch(2, ["r3"], [memory("m3")]))
+    vectors = {mid: np.ones(4, dtype=np.float32) for mid in ("m1", "m2", "m3")}
+    hashes = {mid: f"h-{mid}-text" for mid in vectors}
+    assert store.set_embeddings("b", vectors, "test@1", hashes=hashes) == 1
+    m1, m2, m3 = store.get_memories("b", ["m1", "m2", "m3"])
+    assert m1.embedding is not None and m1.embedder == "test@1"
+    assert m2.embedding is None and m2.text == "rewritten"  # a vector of the old text: dropped
+    assert m3.embedding is not None and float(m3.embedding[0]) == 0.5  # had one: kept
+    stats = store.bank_stats("b")
+    assert (stats.memories, stats.embedded) == (3, 2)
+
+
 def test_banks_are_isolated(store: Store) -> None:
     store.apply_retain(batch(0, ["r1"], [memory("m1")]))
     other = RetainBatch("c", "d1", 0, Cursor(), ["r1"], [memory("m1", "other bank")])

@@ -214,7 +214,7 @@ class MemoryBank:
         is read again only from where the last retain stopped (Claude Code transcripts) or
         compared whole (other formats)."""
         self.prepare(check_bank_name(bank))
-        return self._retainer(check_bank_name(bank)).retain_file(
+        report = self._retainer(check_bank_name(bank)).retain_file(
             str(path),
             check_bank_name(bank),
             document=document,
@@ -222,6 +222,8 @@ class MemoryBank:
             tags=tags,
             metadata=self._clean(metadata),
         )
+        report.embedded += self._complete(bank)
+        return report
 
     def skip_file(
         self, path: str | Path, bank: str, document: str, format: str | None = None
@@ -262,6 +264,7 @@ class MemoryBank:
         report = self._retainer(bank).retain_messages(
             read, bank, document, tags=tags, metadata=self._clean(metadata)
         )
+        report.embedded += self._complete(bank)
         if transcript is not None:
             report.warnings[:0] = transcript.warnings
         return report
@@ -292,6 +295,19 @@ class MemoryBank:
             tags=tags,
             metadata=metadata,
         )
+
+    def awaiting_vectors(self, bank: str) -> int:
+        """How many of `bank`'s memories have no vector yet (a retain stores text first and
+        embeds after; until then recall finds them by their words only)."""
+        stats = self.store.bank_stats(bank)
+        return max(0, stats.memories - stats.embedded)
+
+    def _complete(self, bank: str) -> int:
+        """After a retain: embed memories of `bank` still without vectors (left by a retain
+        that stopped between storing its text and writing its vectors); how many."""
+        if not self.retain_options.embed or not self.awaiting_vectors(bank):
+            return 0
+        return self.reindex(bank, missing=True)
 
     def _clean(self, metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         """Document metadata a caller sent, with its secrets redacted like any stored text."""
@@ -336,7 +352,8 @@ class MemoryBank:
             result = self.recall(f"{query}\n{expansion.text}", bank, framed, dense=dense)
             return replace(result, query=query, expansion=expansion)
         model = self.embedder_for(bank)
-        return self.plan(query, bank, options, model).recall(model if dense else None)
+        result = self.plan(query, bank, options, model).recall(model if dense else None)
+        return replace(result, awaiting_vectors=self.awaiting_vectors(bank))
 
     def plan(
         self,
@@ -479,9 +496,13 @@ class MemoryBank:
         }
         return self.store.set_entities(bank, changed) if changed else 0
 
-    def reindex(self, bank: str, *, batch: int = 256, force: bool = False) -> int:
+    def reindex(
+        self, bank: str, *, batch: int = 256, force: bool = False, missing: bool = False
+    ) -> int:
         """Embed again every memory whose vector is missing or from another embedder (every
-        memory with `force`); returns how many were embedded.
+        memory with `force`); returns how many were embedded. With `missing`, only memories
+        without a vector, with the bank's own model (`embedder_for`), each written only if
+        its content is still the one embedded.
 
         One pass reads the memories without their vectors, then the work goes a document at a
         time (a window's vector is the mean of its turns', as retain makes it, and a window's
@@ -489,20 +510,23 @@ class MemoryBank:
         by a document, an interrupted reindex keeps what it wrote and the next one goes on from
         there. `self.progress` hears ("embedding", embedded so far, total to embed)."""
         self.prepare(bank)
-        embedder = self.embedder
+        embedder = self.embedder_for(bank) if missing else self.embedder
         name = embedder.name
         plans: dict[str, _ReindexPlan] = {}
+        hashes: dict[str, str] | None = {} if missing else None
         total = 0
         for memory in self.memories(bank, with_embeddings=False):
             plan = plans.get(memory.document)
             if plan is None:
                 plan = plans[memory.document] = _ReindexPlan()
-            todo = force or memory.embedder != name
+            todo = memory.embedder is None if missing else force or memory.embedder != name
             if memory.kind in ("turn", "line"):
                 for record in memory.record_ids:
                     plan.turn_of[record] = (memory.id, not todo)
             if todo:
                 total += 1
+                if hashes is not None:
+                    hashes[memory.id] = memory.content_hash
                 if memory.kind == "window":
                     plan.windows.append(memory)
                 else:
@@ -514,7 +538,7 @@ class MemoryBank:
         def write() -> None:
             nonlocal done
             if pending:
-                done += self.store.set_embeddings(bank, pending, name)
+                done += self.store.set_embeddings(bank, pending, name, hashes=hashes)
                 pending.clear()
             if sink is not None:
                 sink("embedding", done, total)

@@ -272,6 +272,9 @@ class RecallResult:
     """What a query expander added to the query (`MemoryBank.recall(..., expander=...)`)."""
     floor: FloorCheck | None = None
     """How the memories measured against `RecallOptions.floor`, when one was set."""
+    awaiting_vectors: int | None = None
+    """Memories of the bank without a vector yet, found by their words only (told by
+    `MemoryBank.recall`; None where not asked)."""
 
     def __iter__(self) -> Iterator[RecallHit]:
         """The hits, best first: `for hit in bank.recall(...)`."""
@@ -289,6 +292,11 @@ class RecallResult:
             "tokens": self.tokens,
             **({"expansion": self.expansion.as_dict()} if self.expansion is not None else {}),
             **({"floor": self.floor.as_dict()} if self.floor is not None else {}),
+            **(
+                {"awaiting_vectors": self.awaiting_vectors}
+                if self.awaiting_vectors is not None
+                else {}
+            ),
         }
 
 

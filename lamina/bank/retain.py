@@ -9,6 +9,13 @@ read again from its start; record ids and content hashes keep that free of dupli
 line still being written is left for the next retain. Each retain is one transaction guarded by
 the cursor's version, so a crash leaves the bank as before or as after, and two processes
 retaining the same file at once store everything once (the loser re-reads and retries).
+
+Text first, vectors after: the transaction stores the memories and their lexical index without
+vectors, so they are recalled by their words as soon as it commits; then the same retain embeds
+them (the same batches as when vectors were stored with the text, so the same vectors) and
+writes each vector only onto the memory whose content it was made from. A retain that stops
+between the two leaves memories awaiting vectors: `MemoryBank`'s next retain of the bank, or
+`lamina reindex`, embeds them; nothing is stored twice.
 """
 
 from __future__ import annotations
@@ -16,8 +23,6 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,8 +61,6 @@ _SAMPLE = 4096
 _ATTEMPTS = 8
 _EMBED_STEP = 256
 """Units embedded per call, so progress can be told during a long ingest."""
-_OVERLAP = 64
-"""Units from which a retain embeds in a worker thread, alongside its other work."""
 
 ProgressSink = Callable[[str, int, int], None]
 
@@ -89,7 +92,12 @@ class RetainReport:
     warnings: list[ReadWarning] = field(default_factory=list)
     pending_partial_line: bool = False
     seconds: float = 0.0
+    text_seconds: float = 0.0
+    """Until the text was committed (recallable by its words); `seconds` runs until the
+    vectors were written too."""
     attempts: int = 1
+    awaiting: _Awaiting | None = field(default=None, repr=False, compare=False)
+    """What the retain committed without vectors, for `Retainer.fill` (None once filled)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +114,19 @@ class RetainReport:
             "warnings": [str(w) for w in self.warnings],
             "pending_partial_line": self.pending_partial_line,
             "seconds": round(self.seconds, 4),
+            "text_seconds": round(self.text_seconds, 4),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _Awaiting:
+    """Memories one retain committed before their vectors: their units in the order retain
+    embeds them (windows after), with the text, id and content hash each was stored with."""
+
+    units: list[Unit]
+    texts: Mapping[str, str]
+    ids: Mapping[str, str]
+    hashes: Mapping[str, str]
 
 
 def _fingerprint(path: str, offset: int) -> str:
@@ -212,9 +232,8 @@ class Retainer:
             else:
                 report = self._retain_whole(path, bank, doc, reader.name, tags, metadata)
             if report is not None:
-                report.seconds = time.perf_counter() - started
                 report.attempts = attempt
-                return report
+                return self._finish(report, bank, started)
         raise StoreError(f"{path}: retain kept losing to concurrent writers; try again")
 
     def retain_messages(
@@ -251,9 +270,8 @@ class Retainer:
                 bank, document, kept, cursor, new_cursor, tags, metadata, None, None, []
             )
             if report is not None:
-                report.seconds = _since(started)
                 report.attempts = attempt
-                return report
+                return self._finish(report, bank, started)
         raise StoreError(f"{document}: retain kept losing to concurrent writers; try again")
 
     def skip_file(
@@ -336,6 +354,31 @@ class Retainer:
                     bank, document, "skipped", seconds=_since(started), attempts=attempt
                 )
         raise StoreError(f"{path}: skip kept losing to concurrent writers; try again")
+
+    def _finish(self, report: RetainReport, bank: str, started: float) -> RetainReport:
+        """Times the committed text, then embeds what it committed (`fill`)."""
+        report.text_seconds = _since(started)
+        self.fill(report, bank)
+        report.seconds = _since(started)
+        return report
+
+    def fill(self, report: RetainReport, bank: str) -> int:
+        """Embed the memories `report`'s retain committed without vectors, in the batches a
+        retain always embedded them in (so their vectors are those it would have stored with
+        the text), and write each vector only onto a memory still holding the content it was
+        made from (another retain may have replaced it meanwhile). Returns how many were
+        written; `report.embedded` counts them."""
+        awaiting, report.awaiting = report.awaiting, None
+        if awaiting is None or self.embedder is None or not awaiting.units:
+            return 0
+        plain = [u for u in awaiting.units if u.kind != "window"]
+        matrices = self._embedding(plain, awaiting.texts)
+        vectors = self._embed(awaiting.units, awaiting.texts, bank, awaiting.ids, matrices)
+        by_id = {awaiting.ids[key]: vector for key, vector in vectors.items()}
+        hashes = {awaiting.ids[key]: awaiting.hashes[key] for key in vectors}
+        written = self.store.set_embeddings(bank, by_id, self.embedder.name, hashes=hashes)
+        report.embedded += written
+        return written
 
     # -- line-based files (Claude Code JSONL) ----------------------------------------------
     def _retain_lines(
@@ -473,8 +516,7 @@ class Retainer:
             stored = self.store.content_hashes(bank, [ids[u.key] for u in group])
             return [u for u in group if stored.get(ids[u.key]) != hashes[u.key]]
 
-        # Windows come last among the units, and their vectors are made from their parts':
-        # the parts (and facts) go to the model first, the windows are read meanwhile.
+        # Windows come last among the units: their vectors are made from their parts'.
         changed = changed_among([u for u in units if u.kind != "window"])
         facts, stale, fact_errors = self._facts(bank, document, whole_turns(units, changed))
         for unit in facts:
@@ -483,15 +525,12 @@ class Retainer:
             redactions += count
             ids[unit.key] = memory_id(document, unit)
             hashes[unit.key] = content_hash(unit, texts[unit.key])
-        with self._embedding([*changed, *facts], texts) as matrices:
-            # While the model embeds (in a worker thread for a larger batch), this thread
-            # reads the windows and what the memories need besides their vectors.
-            changed += changed_among([u for u in units if u.kind == "window"])
-            changed += facts
-            stale += self._gone(bank, document, messages, segs, units, kept)
-            entities = {u.key: extract_entities(texts[u.key], u.speakers) for u in changed}
-            tokens = {u.key: count_text(texts[u.key]) for u in changed}
-            vectors = self._embed(changed, texts, bank, ids, matrices)
+        # Windows come after the units they are made of, as `fill` embeds them.
+        changed += changed_among([u for u in units if u.kind == "window"])
+        changed += facts
+        stale += self._gone(bank, document, messages, segs, units, kept)
+        entities = {u.key: extract_entities(texts[u.key], u.speakers) for u in changed}
+        tokens = {u.key: count_text(texts[u.key]) for u in changed}
         all_tags = tuple(dict.fromkeys(tags))
         memories = [
             Memory(
@@ -507,8 +546,8 @@ class Retainer:
                 entities=entities[u.key],
                 tags=all_tags,
                 content_hash=hashes[u.key],
-                embedding=vectors.get(u.key),
-                embedder=self.embedder.name if u.key in vectors and self.embedder else None,
+                embedding=None,  # written by `fill` once the text is committed
+                embedder=None,
                 first_line=u.first_line,
                 last_line=u.last_line,
                 tokens=tokens[u.key],
@@ -538,11 +577,13 @@ class Retainer:
             new_records=outcome.new_records,
             memories_added=outcome.inserted,
             memories_updated=outcome.replaced,
-            embedded=len(vectors),
             redactions=redactions,
             facts=len(facts),
             fact_errors=fact_errors,
             warnings=warnings,
+            awaiting=_Awaiting(changed, texts, ids, hashes)
+            if self.options.embed and self.embedder is not None
+            else None,
         )
 
     def _gone(
@@ -602,30 +643,15 @@ class Retainer:
         stale = list(self.store.content_hashes(bank, candidates)) if candidates else []
         return facts, stale, errors
 
-    @contextmanager
-    def _embedding(
-        self, units: Sequence[Unit], texts: Mapping[str, str]
-    ) -> Iterator[Iterator[Any]]:
+    def _embedding(self, units: Sequence[Unit], texts: Mapping[str, str]) -> Iterator[Any]:
         """The vectors of the units that are embedded (all but windows), one matrix per
-        `_EMBED_STEP` of them, in order. From `_OVERLAP` texts on they are computed in a worker
-        thread from the moment this is entered (onnxruntime leaves Python's lock while it
-        runs); fewer are embedded when asked for. The batches are the same either way, so
-        are the vectors."""
+        `_EMBED_STEP` of them, in order: the batches a retain has always embedded, so the
+        vectors are the same."""
         if not self.options.embed or self.embedder is None:
-            yield iter(())
             return
         turns = [texts[u.key] for u in units if u.kind != "window"]
-        steps = [turns[start : start + _EMBED_STEP] for start in range(0, len(turns), _EMBED_STEP)]
-        embed = self.embedder.embed_documents
-        if len(turns) < _OVERLAP:
-            yield (embed(step) for step in steps)
-            return
-        pool = ThreadPoolExecutor(1, thread_name_prefix="lamina-embed")
-        try:
-            futures = [pool.submit(embed, step) for step in steps]
-            yield (future.result() for future in futures)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        for start in range(0, len(turns), _EMBED_STEP):
+            yield self.embedder.embed_documents(turns[start : start + _EMBED_STEP])
 
     def _embed(
         self,

@@ -212,10 +212,17 @@ def status_report(settings: Settings, directory: str | Path | None = None) -> di
                     "memories": stats.memories,
                     "records": stats.records,
                     "embedded": stats.embedded,
+                    "awaiting_vectors": max(0, stats.memories - stats.embedded),
                     "embedders": dict(stats.embedders),
                     "recent_documents": recent,
                 }
             )
+            if stats.memories > stats.embedded:
+                report["warnings"].append(
+                    f"bank {bank.name}: {stats.memories - stats.embedded} memories await "
+                    "vectors (found by their words until then); a retain embeds them, or "
+                    f"`lamina reindex --bank {bank.name}`"
+                )
             if not isinstance(model, ConfigError):
                 report["warnings"].extend(model_warnings(bank.name, dict(stats.embedders), model))
     finally:

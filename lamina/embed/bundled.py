@@ -136,6 +136,9 @@ def _session_options(ort: Any, threads: int, precise: bool, optimise: bool = Tru
 
 Batch: TypeAlias = "npt.NDArray[np.int64]"
 
+_WIDE: Final = 128
+"""Batches of texts longer than this many tokens run alone (`_embed_in_batches`)."""
+
 
 def _embed_in_batches(
     token_ids: Sequence[Sequence[int]],
@@ -163,13 +166,21 @@ def _embed_in_batches(
         out[rows] = run(ids, mask)
 
     starts = range(0, len(token_ids), batch_size)
-    if workers > 1 and len(starts) > 1:
+    # A batch's activations grow with its width (the attention with its square): batches of
+    # long texts run one at a time, so that two of them never hold memory side by side. The
+    # batches are the same, so are the vectors.
+    widths = {s: int(lengths[order[min(s + batch_size, len(order)) - 1]]) for s in starts}
+    wide = [s for s in starts if widths[s] > _WIDE]
+    narrow = [s for s in starts if widths[s] <= _WIDE]
+    for start in reversed(wide):
+        embed(start)
+    if workers > 1 and len(narrow) > 1:
         # Longest batches first, so that the last to finish is a short one.
-        with ThreadPoolExecutor(min(workers, len(starts)), "lamina-batch") as pool:
-            for _ in pool.map(embed, reversed(starts)):
+        with ThreadPoolExecutor(min(workers, len(narrow)), "lamina-batch") as pool:
+            for _ in pool.map(embed, reversed(narrow)):
                 pass
     else:
-        for start in starts:
+        for start in narrow:
             embed(start)
     return normalize(out)
 

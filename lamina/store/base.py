@@ -256,7 +256,18 @@ class BankStore(Protocol):
         vectors left out."""
         ...
 
-    def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int: ...
+    def set_embeddings(
+        self,
+        bank: str,
+        vectors: Mapping[str, Any],
+        embedder: str,
+        *,
+        hashes: Mapping[str, str] | None = None,
+    ) -> int:
+        """Set the vectors of the given memories (by id), made by `embedder`; returns how many
+        were set. With `hashes`, a memory's vector is set only while its content hash is the
+        one given (a vector made from text another retain has replaced since is dropped)."""
+        ...
 
     def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
         """Replace the entities of the given memories (by id); returns how many changed."""

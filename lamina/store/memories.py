@@ -112,21 +112,59 @@ class SQLMemories(SQLBase):
         found = dict(self._memories_where(bank, "m.seq", seqs, with_embeddings=False))
         return MemoryPage([found[s] for s in seqs if s in found], total, kinds)
 
-    def set_embeddings(self, bank: str, vectors: Mapping[str, Any], embedder: str) -> int:
+    def set_embeddings(
+        self,
+        bank: str,
+        vectors: Mapping[str, Any],
+        embedder: str,
+        *,
+        hashes: Mapping[str, str] | None = None,
+    ) -> int:
         d = self.dialect
         with self._write() as conn:
             bank_id = self._bank_id(conn, bank, lock=True)
             if bank_id is None:
                 return 0
-            changed = d.executemany(
-                conn,
-                "UPDATE memories SET embedding = ?, embedder = ? WHERE bank_id = ? AND id = ?",
-                [(d.vector_in(v), embedder, bank_id, mid) for mid, v in vectors.items()],
-            )
-            # Vectors changed in place: readers must rebuild their index.
-            self._bump(conn, bank_id, deleted=True, vectors=True)
+            sql = "UPDATE memories SET embedding = ?, embedder = ? WHERE bank_id = ? AND id = ?"
+            rows: list[tuple[Any, ...]]
+            if hashes is None:
+                rows = [(d.vector_in(v), embedder, bank_id, mid) for mid, v in vectors.items()]
+                # Vectors changed in place: readers must rebuild their index.
+                in_place = True
+            else:
+                # Vectors for memories committed without: only where still missing and the
+                # content is the one they were made from.
+                sql += " AND content_hash = ? AND embedding IS NULL"
+                rows = [
+                    (d.vector_in(v), embedder, bank_id, mid, hashes.get(mid, ""))
+                    for mid, v in vectors.items()
+                ]
+                in_place = self._behind(conn, bank_id, list(vectors), embedder)
+            changed = d.executemany(conn, sql, rows)
+            self._bump(conn, bank_id, deleted=in_place, vectors=in_place)
         self._embedded(bank, vectors)
         return changed
+
+    def _behind(self, conn: Any, bank_id: int, ids: list[str], embedder: str) -> bool:
+        """Whether a vector of `embedder` was stored after (by seq) one of these memories:
+        readers that extend their index by seq may have passed them, so their vectors count
+        as changed in place (a rebuild). Otherwise a reader picks them up as new."""
+        d = self.dialect
+        if not ids:
+            return False
+        first = d.execute(
+            conn,
+            f"SELECT min(seq) FROM memories WHERE bank_id = ? AND {d.any_of('id')}",
+            (bank_id, d.list_in(ids)),
+        ).fetchone()
+        if first is None or first[0] is None:
+            return False
+        later = d.execute(
+            conn,
+            "SELECT 1 FROM memories WHERE bank_id = ? AND seq > ? AND embedder = ? LIMIT 1",
+            (bank_id, int(first[0]), embedder),
+        ).fetchone()
+        return later is not None
 
     # -- corrections: a user's marks on memories, kept by memory id ---------------------------
     def save_correction(self, bank: str, correction: Correction) -> None:
