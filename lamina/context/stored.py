@@ -38,6 +38,7 @@ from .log import ContextLog, counts_key, enters_log, system_text
 from .pins import Pin, check_pins
 from .render import RequestFormat
 from .requests import SummaryFailure
+from .source import FileCursor, SourceRead, read_since
 from .summarise import Summariser
 
 __all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
@@ -151,6 +152,8 @@ class StoredLog:
         forest = Forest(summariser, known, on_write=self._save_summary, failures=failures)
         previous = None if state is None else frontier_from_json(state, forest, len(self.log))
         self.compiler = Compiler(summariser, forest=forest, previous=previous)
+        self.source = FileCursor.of((state or {}).get("source"))
+        """How far the log's transcript file was read (`append_file`), kept with its state."""
         self.compiles: list[dict[str, JSONValue]] = _compiles(state)
         """The last compiles (`COMPILES_KEPT`): when, messages, tokens, and `prefix_break`,
         where each broke the previous request's cached prefix (None: kept it whole)."""
@@ -189,6 +192,18 @@ class StoredLog:
         added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
         self.refresh()
         return added
+
+    def append_file(self, path: str, format: str) -> SourceRead:
+        """Append what `path` (in `format`) holds past the cursor of the last call (all of it
+        the first time, or when the file changed before that cursor; see
+        `lamina.context.source`). The cursor is kept with the log's state by the next
+        compile, after the messages are stored: a process killed in between re-reads them,
+        and the log holds each once."""
+        read = read_since(path, format, self.source)
+        if read.messages:
+            self.append(read.messages)
+        self.source = read.cursor
+        return read
 
     def _keep_system(self, messages: list[Message]) -> None:
         """The system prompt the messages give (`system_text`), redacted, becomes the log's and
@@ -297,6 +312,8 @@ class StoredLog:
             state["system"] = self.log.system
         state["failures"] = [f.to_json() for f in self.compiler.forest.permanent_failures()]
         state["compiles"] = list(self.compiles)
+        if self.source is not None:
+            state["source"] = self.source.to_json()
         return state
 
 
