@@ -28,7 +28,13 @@ from ..messages import (
     ToolUseBlock,
     UnknownBlock,
 )
-from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, default_counter
+from ..tokens import (
+    MESSAGE_OVERHEAD,
+    TokenCounter,
+    count_message,
+    count_text,
+    default_counter,
+)
 
 __all__ = [
     "COUNTING_VERSION",
@@ -218,7 +224,10 @@ class ContextLog:
     @property
     def system_tokens(self) -> int:
         """What the system prompt costs in a request (0 with none)."""
-        return self.counter.count(self.system) + MESSAGE_OVERHEAD if self.system else 0
+        if not self.system:
+            return 0
+        counter = None if self.counter is default_counter() else self.counter
+        return count_text(self.system, counter) + MESSAGE_OVERHEAD
 
     def __len__(self) -> int:
         return len(self.messages)

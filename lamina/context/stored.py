@@ -29,7 +29,7 @@ from ..private import hide_private, strip_private
 from ..store.base import Store, StoredPin, StoredSummary
 from ..store.lookup import check_bank_name
 from ..text.redact import Redactor, redact_message
-from ..tokens import TokenCounter, default_counter
+from ..tokens import CountMemo, TokenCounter, counting_with, default_counter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
@@ -152,6 +152,14 @@ class StoredLog:
         forest = Forest(summariser, known, on_write=self._save_summary, failures=failures)
         previous = None if state is None else frontier_from_json(state, forest, len(self.log))
         self.compiler = Compiler(summariser, forest=forest, previous=previous)
+        counts = (state or {}).get("counts")
+        self.counts = CountMemo(
+            {k: v for k, v in counts.items() if isinstance(v, int)}
+            if isinstance(counts, dict)
+            else None
+        )
+        """Token counts of the texts the last compile counted (`lamina.tokens.CountMemo`):
+        a compile that shows nothing new counts without loading the tokenizer."""
         self.source = FileCursor.of((state or {}).get("source"))
         """How far the log's transcript file was read (`append_file`), kept with its state."""
         self.compiles: list[dict[str, JSONValue]] = _compiles(state)
@@ -271,7 +279,9 @@ class StoredLog:
             self.compiler.ready_first = True
         before = self.compiler.previous
         try:
-            result = self.compiler.compile(self.log, options, request_format, pins)
+            self.counts.used = {}
+            with counting_with(self.counts):
+                result = self.compiler.compile(self.log, options, request_format, pins)
         except LaminaError:
             # Keep what was learnt about failing spans, so the next process does not pay again.
             previous = self.compiler.previous
@@ -314,6 +324,7 @@ class StoredLog:
         state["compiles"] = list(self.compiles)
         if self.source is not None:
             state["source"] = self.source.to_json()
+        state["counts"] = dict(self.counts.used)
         return state
 
 
