@@ -32,8 +32,8 @@ from .messages import (
 
 __all__ = [
     "IMAGE_TOKENS",
-    "CountMemo",
     "MESSAGE_OVERHEAD",
+    "CountMemo",
     "TiktokenCounter",
     "TokenCounter",
     "count_message",

@@ -134,7 +134,7 @@ import sys
 from lamina.cli.main import main
 from lamina.tokens import default_counter
 try:
-    main(sys.argv[1:], standalone_mode=False)
+    main(sys.argv[1:])
 finally:
     sys.stderr.write("tokenizer loaded: %s\\n" % (default_counter()._encoding is not None))
 """

@@ -448,6 +448,7 @@ def _summary(out: dict[str, Any]) -> str:
 )
 @click.option(
     "--runs",
+    "process_runs",
     type=click.IntRange(min=1),
     default=5,
     show_default=True,
@@ -461,7 +462,7 @@ def compile_bench(
     reserve: int,
     window: int,
     process: bool,
-    runs: int,
+    process_runs: int,
     as_json: bool,
 ) -> None:
     """Compile time (live, cold) and memory as the log grows, with baselines.
@@ -480,7 +481,7 @@ def compile_bench(
     if process:
         from .compile_process import DEFAULT_PROCESS_SIZES, process_bench
 
-        emit(process_bench(files, sizes or DEFAULT_PROCESS_SIZES, runs, budget), True)
+        emit(process_bench(files, sizes or DEFAULT_PROCESS_SIZES, process_runs, budget), True)
         return
     options = CompileOptions(budget=budget, reserve=reserve)
     load_before = os.getloadavg()[0]

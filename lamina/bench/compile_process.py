@@ -3,14 +3,14 @@
 The transcripts: the shared Claude Code sessions (not their subagents' files), their JSON Lines
 records written pass after pass into one file, every record, message and tool id suffixed
 `~<pass>` from the second pass on (so ids stay unique and each tool call is still answered by
-its own result), the last session cut (in proportion to its lines) where the file reaches about N log
-messages (the report gives the log's true size). For
-each size, a fresh data directory: the **first** call (it reads, redacts, counts and stores the
-whole log), then `runs` **second** calls with nothing new, then `runs` calls each after one
-more session's records were **appended** to the file. Each call is its own process; its CPU
-time (user + system, from `wait4`), wall time and peak RSS are reported; bytecode is cached
-in the run's folder (as an installed package has it) after one untimed warm-up compile. The **baseline** is
-the same interpreter doing nothing (`python -c pass`) and importing Lamina's CLI
+its own result), the last session cut (in proportion to its lines) where the file reaches
+about N log messages (the report gives the log's true size). For each size, a fresh data
+directory: the **first** call (it reads, redacts, counts and stores the whole log), then
+`runs` **second** calls with nothing new, then `runs` calls each after 40 more lines of the
+next session were **appended** to the file. Each call is its own process; its CPU time (user +
+system, from `wait4`), wall time and peak RSS are reported; bytecode is cached in the run's
+folder (as an installed package has it) after one untimed warm-up compile. The **baseline**
+is the same interpreter doing nothing (`python -c pass`) and starting Lamina's CLI
 (`python -m lamina --version`), measured in the same run.
 """
 
@@ -144,7 +144,7 @@ def _run(argv: Sequence[str], env: dict[str, str]) -> dict[str, Any]:
 def _stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def pct(key: str, q: float) -> float:
         values = sorted(r[key] for r in runs)
-        return round(values[min(len(values) - 1, int(q * len(values)))], 1)
+        return round(float(values[min(len(values) - 1, int(q * len(values)))]), 1)
 
     return {
         "runs": len(runs),
@@ -204,8 +204,11 @@ def process_bench(
     with tempfile.TemporaryDirectory(prefix="lamina-bench-compile-") as tmp:
         root = Path(tmp)
         # Bytecode cached (in the run's folder) as an installed package has it.
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("LAMINA_") and k != "PYTHONDONTWRITEBYTECODE"}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("LAMINA_") and k != "PYTHONDONTWRITEBYTECODE"
+        }
         env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
         _warm_up(root, files[0], env)
         base_env = {**env, "LAMINA_HOME": str(root / "base-home")}

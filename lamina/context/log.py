@@ -13,7 +13,7 @@ every compile sends it where the provider expects it, counted in the budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..messages import (
@@ -35,6 +35,7 @@ from ..tokens import (
     count_text,
     default_counter,
 )
+from .paged import PagedMessages
 
 __all__ = [
     "COUNTING_VERSION",
@@ -145,7 +146,8 @@ class ContextLog:
     shows; a store keeps them whole."""
 
     counter: TokenCounter = field(default_factory=default_counter)
-    messages: list[Message] = field(default_factory=list)
+    messages: MutableSequence[Message] = field(default_factory=list)
+    """A list, or a stored log's `PagedMessages` (read from the store when first asked for)."""
     tokens: list[int] = field(default_factory=list)
     """What each message costs as recorded (`count_message`)."""
     shown: list[int] = field(default_factory=list)
@@ -214,7 +216,7 @@ class ContextLog:
         """A copy that later appends to this log leave as it is (for a background reader)."""
         return ContextLog(
             self.counter,
-            self.messages[:],
+            self.messages.copy() if isinstance(self.messages, PagedMessages) else [*self.messages],
             self.tokens[:],
             self.shown[:],
             self.uncut[:],

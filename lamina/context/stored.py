@@ -35,6 +35,7 @@ from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier, prefix_break
 from .log import ContextLog, counts_key, enters_log, system_text
+from .paged import PagedMessages
 from .pins import Pin, check_pins
 from .render import RequestFormat
 from .requests import SummaryFailure
@@ -140,9 +141,18 @@ class StoredLog:
         store.append_log_messages(bank, log_id, [])  # the log exists from here on
         counter = counter or default_counter()
         counted = store.load_log_counts(bank, log_id, counts_key(counter))
-        self.log = ContextLog.from_messages(store.read_log(bank, log_id), counter, counted)
-        self._keep_counts(len(counted))
-        self._ids = {m.id for m in self.log}
+        # The messages whose counts are kept are read when a compile asks for them; the
+        # others (counted with another tokenizer, or never) are read and counted now.
+        kept = min(len(counted), _held(store, bank, log_id))
+        self.log = ContextLog(
+            counter,
+            PagedMessages(lambda start, end: store.read_log(bank, log_id, start, end), kept),
+            [c[0] for c in counted[:kept]],
+            [c[1] for c in counted[:kept]],
+            [c[2] for c in counted[:kept]],
+        )
+        self.log.extend(store.read_log(bank, log_id, start=kept))
+        self._keep_counts(kept)
         known = [_summary(s) for s in store.load_summaries(bank, log_id)]
         state = store.load_frontier(bank, log_id)
         self._state_seen: dict[str, JSONValue] | None = state
@@ -190,10 +200,12 @@ class StoredLog:
         system prompt (`_keep_system`)."""
         messages = list(messages)
         self._keep_system(messages)
+        entering = [m for m in messages if enters_log(m)]
+        seen = self.store.held_log_ids(self.bank, self.id, [m.id for m in entering])
         new: list[Message] = []
-        for message in messages:
-            if enters_log(message) and message.id not in self._ids:
-                self._ids.add(message.id)
+        for message in entering:
+            if message.id not in seen:
+                seen.add(message.id)
                 public = hide_private(message)
                 if public is not None:
                     new.append(redact_message(public, self.redactor)[0])
@@ -233,7 +245,6 @@ class StoredLog:
         held = len(self.log)
         more = self.store.read_log(self.bank, self.id, start=held)
         self.log.extend(more)
-        self._ids.update(m.id for m in more)
         self._keep_counts(held)
         return len(more)
 
@@ -326,6 +337,11 @@ class StoredLog:
             state["source"] = self.source.to_json()
         state["counts"] = dict(self.counts.used)
         return state
+
+
+def _held(store: Store, bank: str, log: str) -> int:
+    """How many messages the log holds."""
+    return next((info.messages for info in store.list_logs(bank) if info.id == log), 0)
 
 
 def _compiles(state: Mapping[str, Any] | None) -> list[dict[str, JSONValue]]:
