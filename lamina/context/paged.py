@@ -16,7 +16,7 @@ from typing import overload
 
 from ..messages import Message
 
-__all__ = ["PagedMessages"]
+__all__ = ["PagedMessages", "light"]
 
 PAGE = 256
 """Messages read from the store at once."""
@@ -25,7 +25,7 @@ PageReader = Callable[[int, int], list[Message]]
 """Reads the stored messages at positions `[start, end)`."""
 
 
-def _light(message: Message) -> Message:
+def light(message: Message) -> Message:
     """The message as a log holds it: without its source records and the host's structured
     tool result, which no request shows (see `ContextLog`)."""
     if message.records or message.tool_use_result is not None:
@@ -58,7 +58,7 @@ class PagedMessages(MutableSequence[Message]):
                 if page is None:
                     start = number * PAGE
                     end = min(self._stored, start + PAGE)
-                    page = [_light(m) for m in self._read(start, end)]
+                    page = [light(m) for m in self._read(start, end)]
                     if len(page) != end - start:
                         raise IndexError(f"the store holds {len(page)} of messages {start}-{end}")
                     self._pages[number] = page

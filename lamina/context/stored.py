@@ -5,8 +5,11 @@
     result = log.compile(CompileOptions(budget=32_000))
 
 Everything stored is redacted first (`lamina.text.redact`): appended messages and summaries
-keep no secret, whichever summariser wrote them. What was marked `<private>` is gone before that
-(`lamina.private`): a message that was all private is not appended at all.
+keep no secret, whichever summariser wrote them. A message is stored as the log holds it,
+without its source records and the host's structured tool result (no request shows them, and
+they repeat its content): privacy and redaction pass once over the text that is kept. What
+was marked `<private>` is gone before that (`lamina.private`): a message that was all private
+is not appended at all.
 
 Opening a log loads its messages, every summary written for it and the frontier of its last
 compile, so a compile in a new process neither summarises again what was summarised before
@@ -35,7 +38,7 @@ from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier, prefix_break
 from .log import ContextLog, counts_key, enters_log, system_text
-from .paged import PagedMessages
+from .paged import PagedMessages, light
 from .pins import Pin, check_pins
 from .render import RequestFormat
 from .requests import SummaryFailure
@@ -206,7 +209,7 @@ class StoredLog:
         for message in entering:
             if message.id not in seen:
                 seen.add(message.id)
-                public = hide_private(message)
+                public = hide_private(light(message))
                 if public is not None:
                     new.append(redact_message(public, self.redactor)[0])
         added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
