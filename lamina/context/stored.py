@@ -24,14 +24,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..private import hide_private, strip_private
 from ..store.base import Store, StoredPin, StoredSummary
 from ..store.lookup import check_bank_name
-from ..text.redact import Redactor, redact_message
 from ..tokens import CountMemo, TokenCounter, counting_with, default_counter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
@@ -44,6 +43,9 @@ from .render import RequestFormat
 from .requests import SummaryFailure
 from .source import FileCursor, SourceRead, read_since
 from .summarise import Summariser
+
+if TYPE_CHECKING:
+    from ..text.redact import Redactor
 
 __all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
 
@@ -138,7 +140,7 @@ class StoredLog:
         self.store = store
         self.bank = bank
         self.id = log_id
-        self.redactor = redactor or Redactor()
+        self._redactor = redactor
         if store.get_bank(bank) is None:
             check_bank_name(bank)  # opening a log creates its bank
         store.append_log_messages(bank, log_id, [])  # the log exists from here on
@@ -190,6 +192,16 @@ class StoredLog:
     ) -> StoredLog:
         return cls(store, bank, log_id, summariser, counter)
 
+    @property
+    def redactor(self) -> Redactor:
+        """What redacts the text stored (made on first use: a compile that stores nothing
+        new never compiles its rules)."""
+        if self._redactor is None:
+            from ..text.redact import Redactor
+
+            self._redactor = Redactor()
+        return self._redactor
+
     def _save_summary(self, summary: Summary) -> None:
         stored = _stored(summary)
         text, count = self.redactor.redact(stored.text)
@@ -211,6 +223,8 @@ class StoredLog:
                 seen.add(message.id)
                 public = hide_private(light(message))
                 if public is not None:
+                    from ..text.redact import redact_message
+
                     new.append(redact_message(public, self.redactor)[0])
         added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
         self.refresh()
