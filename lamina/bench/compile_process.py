@@ -132,7 +132,7 @@ def _run(argv: Sequence[str], env: dict[str, str]) -> dict[str, Any]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = (time.perf_counter() - started) * 1000
     if proc.returncode != 0:
-        raise InputError(f"{' '.join(argv[:4])} failed ({proc.returncode}): {err.decode()[-400:]}")
+        return {"exit": proc.returncode, "error": err.decode(errors="replace").strip()[-300:]}
     return {
         "cpu_ms": round((usage.ru_utime + usage.ru_stime) * 1000, 1),
         "wall_ms": round(wall, 1),
@@ -141,12 +141,23 @@ def _run(argv: Sequence[str], env: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _stats(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _stats(done: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """CPU, wall time and RSS of the calls that succeeded; how many failed, and why the
+    first did (a log that does not fit its budget exits 6)."""
+    runs = [r for r in done if "exit" not in r]
+    failed = [r for r in done if "exit" in r]
+    out: dict[str, Any] = {"failed": len(failed)}
+    if failed:
+        out["first_failure"] = failed[0]
+    if not runs:
+        return out
+
     def pct(key: str, q: float) -> float:
         values = sorted(r[key] for r in runs)
         return round(float(values[min(len(values) - 1, int(q * len(values)))]), 1)
 
     return {
+        **out,
         "runs": len(runs),
         "cpu_ms": {"p50": round(statistics.median(r["cpu_ms"] for r in runs), 1),
                    "p95": pct("cpu_ms", 0.95), "max": pct("cpu_ms", 1.0)},
@@ -167,9 +178,11 @@ def _one_size(
     argv = [sys.executable, "-m", "lamina", "compile", str(file), "--bank", "bench",
             "--budget", str(budget), "--json"]  # fmt: skip
     first = _run(argv, env)
+    if "exit" in first:
+        return {"written_messages": held, "first": first}
     report = orjson.loads(first.pop("stdout"))["report"]
     second = [_run(argv, env) for _ in range(runs)]
-    requests = [orjson.loads(s.pop("stdout"))["request"] for s in second]
+    requests = [orjson.loads(s.pop("stdout"))["request"] for s in second if "stdout" in s]
     same = all(r == requests[0] for r in requests)
     appended: list[dict[str, Any]] = []
     for _ in range(runs):
@@ -177,13 +190,13 @@ def _one_size(
         with file.open("ab") as out:
             out.write(b"\n".join(lines[:40]) + b"\n")
         one = _run(argv, env)
-        one.pop("stdout")
+        one.pop("stdout", None)
         appended.append(one)
     return {
         "messages": report["log_messages"],
         "written_messages": held,
         "file_bytes": file.stat().st_size,
-        "first": {k: first[k] for k in ("cpu_ms", "wall_ms", "rss_mb")},
+        "first": first,
         "second": _stats(second),
         "appended_40_lines": _stats(appended),
         "second_outputs_identical": same,
