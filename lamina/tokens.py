@@ -9,7 +9,11 @@ sessions (see docs/tokens.md). The vocabulary is loaded once per process, on fir
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -29,10 +33,12 @@ from .messages import (
 __all__ = [
     "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD",
+    "CountMemo",
     "TiktokenCounter",
     "TokenCounter",
     "count_message",
     "count_text",
+    "counting_with",
     "default_counter",
 ]
 
@@ -133,8 +139,48 @@ def default_counter() -> TokenCounter:
     return TiktokenCounter()
 
 
+class CountMemo:
+    """Default-counter counts of texts by digest, carried from one process to the next (a
+    stored log keeps those of its last compile), so a process that counts only texts counted
+    before never loads the tokenizer. `used`: the counts asked for while it was in use."""
+
+    def __init__(self, known: Mapping[str, int] | None = None) -> None:
+        self.known = dict(known or {})
+        self.used: dict[str, int] = {}
+
+    @staticmethod
+    def digest(text: str) -> str:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+    def count(self, text: str) -> int:
+        key = self.digest(text)
+        found = self.known.get(key)
+        if found is None:
+            found = _count_default(text)
+            self.known[key] = found
+        self.used[key] = found
+        return found
+
+
+_MEMO: ContextVar[CountMemo | None] = ContextVar("lamina_count_memo", default=None)
+
+
+@contextmanager
+def counting_with(memo: CountMemo) -> Iterator[CountMemo]:
+    """`count_text` with the default counter looks texts up in `memo` first, in this thread
+    for the duration of the block."""
+    token = _MEMO.set(memo)
+    try:
+        yield memo
+    finally:
+        _MEMO.reset(token)
+
+
 def count_text(text: str, counter: TokenCounter | None = None) -> int:
     if counter is None:
+        memo = _MEMO.get()
+        if memo is not None and text:
+            return memo.count(text)
         return _count_default(text)
     return counter.count(text)
 

@@ -354,7 +354,11 @@ def test_log_messages_are_appended_once_in_order_and_come_back_equal(store: Stor
     assert store.read_log("b", "log") == messages
     assert store.read_log("b", "log", start=3) == messages[3:]
     assert store.read_log("b", "log", start=9) == []
+    assert store.read_log("b", "log", start=1, end=3) == messages[1:3]
     assert store.read_log("b", "other") == []
+    ids = [m.id for m in messages]
+    assert store.held_log_ids("b", "log", [ids[0], ids[4], "never-appended"]) == {ids[0], ids[4]}
+    assert store.held_log_ids("b", "other", ids) == set()
     [info] = store.list_logs("b")
     assert (info.bank, info.id, info.messages, info.summaries) == ("b", "log", 5, 0)
 

@@ -440,6 +440,20 @@ def _summary(out: dict[str, Any]) -> str:
     show_default=True,
     help="Time the compiles of the last this many messages (at most half the log).",
 )
+@click.option(
+    "--process",
+    is_flag=True,
+    help="Time `lamina compile FILE --bank B` as whole processes instead (first call, second "
+    "call, call after an append; default sizes 323, 1910, 20055 messages).",
+)
+@click.option(
+    "--runs",
+    "process_runs",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="With --process: processes timed per size and call.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def compile_bench(
     sizes: tuple[int, ...],
@@ -447,9 +461,14 @@ def compile_bench(
     budget: int,
     reserve: int,
     window: int,
+    process: bool,
+    process_runs: int,
     as_json: bool,
 ) -> None:
     """Compile time (live, cold) and memory as the log grows, with baselines.
+
+    With --process, `lamina compile FILE --bank B` is timed as whole processes (CPU, wall
+    time, RSS), beside an interpreter baseline.
 
     Example: lamina bench compile --messages 2000 --budget 32000 --json
     """
@@ -459,6 +478,11 @@ def compile_bench(
         files = [Path(t) for t in transcripts]
     else:
         files = [p for p in transcript_files(None) if ".subagent-" not in p.name]
+    if process:
+        from .compile_process import DEFAULT_PROCESS_SIZES, process_bench
+
+        emit(process_bench(files, sizes or DEFAULT_PROCESS_SIZES, process_runs, budget), True)
+        return
     options = CompileOptions(budget=budget, reserve=reserve)
     load_before = os.getloadavg()[0]
     tracemalloc.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -629,9 +630,7 @@ def compile_command(
     fmt = fmt or "anthropic"
     if (log_id is not None or ahead) and bank is None:
         raise InputError("--log and --ahead need --bank")
-    transcript = read_transcript(file, format=reader_for(file, from_fmt, option="--from").name)
-    for warning in transcript.warnings[:20]:
-        click.echo(f"warning: {warning}", err=True)
+    reader = reader_for(file, from_fmt, option="--from").name
     options = CompileOptions(
         budget=budget,
         reserve=min(4000, budget // 8) if reserve is None else reserve,
@@ -641,6 +640,8 @@ def compile_command(
     if options.available < 500:
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
     if bank is None:
+        transcript = read_transcript(file, format=reader)
+        _print_warnings(transcript.warnings)
         log = ContextLog.from_messages(transcript.messages)
         compiler = Compiler(summariser_from_config(settings(ctx).summariser))
         result = compiler.compile(log, options, request_format=fmt)
@@ -654,7 +655,7 @@ def compile_command(
         stored = StoredLog.open(
             store, bank, log_id or Path(file).stem, log_summariser(store, settings(ctx).summariser)
         )
-        stored.append(transcript.messages)
+        _print_warnings(stored.append_file(file, reader).warnings)
         result = stored.compile(options, request_format=fmt, ahead=ahead)
         _print_compile(result, stored.compiler.forest, as_json, show_report)
         sys.stdout.flush()
@@ -663,6 +664,11 @@ def compile_command(
             click.echo(f"wrote {written} summaries ahead of the next fold", err=True)
     finally:
         store.close()
+
+
+def _print_warnings(warnings: Sequence[object]) -> None:
+    for warning in warnings[:20]:
+        click.echo(f"warning: {warning}", err=True)
 
 
 def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report: bool) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -125,8 +125,14 @@ class Forest:
     ) -> None:
         self.summariser = summariser
         self.nodes: dict[tuple[int, int, int], Summary] = {}
+        self._ending: dict[int, Summary] = {}
+        """The deepest summary ending at each position (the first written of a level
+        stands), kept as summaries are added: `recall_before` walks it, not every node."""
+        self._ends: list[int] = []
+        """The positions of `_ending`, sorted."""
         for node in known:  # the first written for a span stands
-            self.nodes.setdefault((node.level, node.start, node.end), node)
+            if (node.level, node.start, node.end) not in self.nodes:
+                self._add(node)
         self.by_id = {node.id: node for node in self.nodes.values()}
         self.on_write = on_write
         self.written = 0
@@ -141,6 +147,14 @@ class Forest:
         self.head_end: int | None = None
         """Where the log's head ends, when the caller knows (else inferred per request)."""
         self._log: ContextLog | None = None
+
+    def _add(self, node: Summary) -> None:
+        self.nodes[(node.level, node.start, node.end)] = node
+        best = self._ending.get(node.end)
+        if best is None:
+            insort(self._ends, node.end)
+        if best is None or node.level > best.level:
+            self._ending[node.end] = node
 
     def _make(
         self,
@@ -165,7 +179,7 @@ class Forest:
             request_hash=result.request_hash or request_hash,
             stop_reason=result.stop_reason,
         )
-        self.nodes[(level, start, end)] = node
+        self._add(node)
         self.by_id[node.id] = node
         self.written += 1
         if self.on_write is not None:
@@ -204,14 +218,7 @@ class Forest:
         stretch pinned raw, refused by the summariser, not folded yet), that stretch as a raw
         span `(start, end)` back to where the nearest summary ends. The walk goes on past
         such a stretch: a gap never hides what came before it."""
-        ending: dict[int, Summary] = {}
-        for node in self.nodes.values():
-            if node.end > start:
-                continue
-            best = ending.get(node.end)
-            if best is None or node.level > best.level:
-                ending[node.end] = node
-        ends = sorted(e for e in ending if e > head_end)
+        ending, ends = self._ending, self._ends  # every position visited is <= start
         chain: list[Summary | tuple[int, int]] = []
         at = start
         while at > head_end:
@@ -221,7 +228,7 @@ class Forest:
                 at = found.start
                 continue
             below = bisect_left(ends, at)
-            gap_start = ends[below - 1] if below else head_end
+            gap_start = ends[below - 1] if below and ends[below - 1] > head_end else head_end
             chain.append((gap_start, at))
             at = gap_start
         chain.reverse()

@@ -13,7 +13,7 @@ every compile sends it where the provider expects it, counted in the budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..messages import (
@@ -28,7 +28,14 @@ from ..messages import (
     ToolUseBlock,
     UnknownBlock,
 )
-from ..tokens import MESSAGE_OVERHEAD, TokenCounter, count_message, default_counter
+from ..tokens import (
+    MESSAGE_OVERHEAD,
+    TokenCounter,
+    count_message,
+    count_text,
+    default_counter,
+)
+from .paged import PagedMessages
 
 __all__ = [
     "COUNTING_VERSION",
@@ -139,7 +146,8 @@ class ContextLog:
     shows; a store keeps them whole."""
 
     counter: TokenCounter = field(default_factory=default_counter)
-    messages: list[Message] = field(default_factory=list)
+    messages: MutableSequence[Message] = field(default_factory=list)
+    """A list, or a stored log's `PagedMessages` (read from the store when first asked for)."""
     tokens: list[int] = field(default_factory=list)
     """What each message costs as recorded (`count_message`)."""
     shown: list[int] = field(default_factory=list)
@@ -208,7 +216,7 @@ class ContextLog:
         """A copy that later appends to this log leave as it is (for a background reader)."""
         return ContextLog(
             self.counter,
-            self.messages[:],
+            self.messages.copy() if isinstance(self.messages, PagedMessages) else [*self.messages],
             self.tokens[:],
             self.shown[:],
             self.uncut[:],
@@ -218,7 +226,10 @@ class ContextLog:
     @property
     def system_tokens(self) -> int:
         """What the system prompt costs in a request (0 with none)."""
-        return self.counter.count(self.system) + MESSAGE_OVERHEAD if self.system else 0
+        if not self.system:
+            return 0
+        counter = None if self.counter is default_counter() else self.counter
+        return count_text(self.system, counter) + MESSAGE_OVERHEAD
 
     def __len__(self) -> int:
         return len(self.messages)

@@ -30,7 +30,6 @@ from typing import Any
 from ..config import SummariserSettings
 from ..errors import InputError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
-from ..readers.values import plain_values, read_message_values, with_content_ids
 from ..store.base import ContextLogInfo, Store
 from ..store.lookup import require_bank
 from ..tokens import default_counter
@@ -272,6 +271,8 @@ def read_message_list(
                            ids_from or "")  # fmt: skip
     if not messages:
         return []
+    from ..readers.values import plain_values, read_message_values, with_content_ids
+
     values = plain_values(list(messages))
     if ids_from is not None and format != "claude-code":
         values = with_content_ids(ids_from, values)

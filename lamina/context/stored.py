@@ -5,8 +5,11 @@
     result = log.compile(CompileOptions(budget=32_000))
 
 Everything stored is redacted first (`lamina.text.redact`): appended messages and summaries
-keep no secret, whichever summariser wrote them. What was marked `<private>` is gone before that
-(`lamina.private`): a message that was all private is not appended at all.
+keep no secret, whichever summariser wrote them. A message is stored as the log holds it,
+without its source records and the host's structured tool result (no request shows them, and
+they repeat its content): privacy and redaction pass once over the text that is kept. What
+was marked `<private>` is gone before that (`lamina.private`): a message that was all private
+is not appended at all.
 
 Opening a log loads its messages, every summary written for it and the frontier of its last
 compile, so a compile in a new process neither summarises again what was summarised before
@@ -21,24 +24,28 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..private import hide_private, strip_private
 from ..store.base import Store, StoredPin, StoredSummary
 from ..store.lookup import check_bank_name
-from ..text.redact import Redactor, redact_message
-from ..tokens import TokenCounter, default_counter
+from ..tokens import CountMemo, TokenCounter, counting_with, default_counter
 from .chunks import Chunk
 from .compile import Compiler, CompileResult
 from .forest import Forest, Summary
 from .frontier import CompileOptions, Frontier, prefix_break
 from .log import ContextLog, counts_key, enters_log, system_text
+from .paged import PagedMessages, light
 from .pins import Pin, check_pins
 from .render import RequestFormat
 from .requests import SummaryFailure
+from .source import FileCursor, SourceRead, read_since
 from .summarise import Summariser
+
+if TYPE_CHECKING:
+    from ..text.redact import Redactor
 
 __all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
 
@@ -133,15 +140,24 @@ class StoredLog:
         self.store = store
         self.bank = bank
         self.id = log_id
-        self.redactor = redactor or Redactor()
+        self._redactor = redactor
         if store.get_bank(bank) is None:
             check_bank_name(bank)  # opening a log creates its bank
         store.append_log_messages(bank, log_id, [])  # the log exists from here on
         counter = counter or default_counter()
         counted = store.load_log_counts(bank, log_id, counts_key(counter))
-        self.log = ContextLog.from_messages(store.read_log(bank, log_id), counter, counted)
-        self._keep_counts(len(counted))
-        self._ids = {m.id for m in self.log}
+        # The messages whose counts are kept are read when a compile asks for them; the
+        # others (counted with another tokenizer, or never) are read and counted now.
+        kept = min(len(counted), _held(store, bank, log_id))
+        self.log = ContextLog(
+            counter,
+            PagedMessages(lambda start, end: store.read_log(bank, log_id, start, end), kept),
+            [c[0] for c in counted[:kept]],
+            [c[1] for c in counted[:kept]],
+            [c[2] for c in counted[:kept]],
+        )
+        self.log.extend(store.read_log(bank, log_id, start=kept))
+        self._keep_counts(kept)
         known = [_summary(s) for s in store.load_summaries(bank, log_id)]
         state = store.load_frontier(bank, log_id)
         self._state_seen: dict[str, JSONValue] | None = state
@@ -151,6 +167,16 @@ class StoredLog:
         forest = Forest(summariser, known, on_write=self._save_summary, failures=failures)
         previous = None if state is None else frontier_from_json(state, forest, len(self.log))
         self.compiler = Compiler(summariser, forest=forest, previous=previous)
+        counts = (state or {}).get("counts")
+        self.counts = CountMemo(
+            {k: v for k, v in counts.items() if isinstance(v, int)}
+            if isinstance(counts, dict)
+            else None
+        )
+        """Token counts of the texts the last compile counted (`lamina.tokens.CountMemo`):
+        a compile that shows nothing new counts without loading the tokenizer."""
+        self.source = FileCursor.of((state or {}).get("source"))
+        """How far the log's transcript file was read (`append_file`), kept with its state."""
         self.compiles: list[dict[str, JSONValue]] = _compiles(state)
         """The last compiles (`COMPILES_KEPT`): when, messages, tokens, and `prefix_break`,
         where each broke the previous request's cached prefix (None: kept it whole)."""
@@ -166,6 +192,16 @@ class StoredLog:
     ) -> StoredLog:
         return cls(store, bank, log_id, summariser, counter)
 
+    @property
+    def redactor(self) -> Redactor:
+        """What redacts the text stored (made on first use: a compile that stores nothing
+        new never compiles its rules)."""
+        if self._redactor is None:
+            from ..text.redact import Redactor
+
+            self._redactor = Redactor()
+        return self._redactor
+
     def _save_summary(self, summary: Summary) -> None:
         stored = _stored(summary)
         text, count = self.redactor.redact(stored.text)
@@ -179,16 +215,32 @@ class StoredLog:
         system prompt (`_keep_system`)."""
         messages = list(messages)
         self._keep_system(messages)
+        entering = [m for m in messages if enters_log(m)]
+        seen = self.store.held_log_ids(self.bank, self.id, [m.id for m in entering])
         new: list[Message] = []
-        for message in messages:
-            if enters_log(message) and message.id not in self._ids:
-                self._ids.add(message.id)
-                public = hide_private(message)
+        for message in entering:
+            if message.id not in seen:
+                seen.add(message.id)
+                public = hide_private(light(message))
                 if public is not None:
+                    from ..text.redact import redact_message
+
                     new.append(redact_message(public, self.redactor)[0])
         added = self.store.append_log_messages(self.bank, self.id, new) if new else 0
         self.refresh()
         return added
+
+    def append_file(self, path: str, format: str) -> SourceRead:
+        """Append what `path` (in `format`) holds past the cursor of the last call (all of it
+        the first time, or when the file changed before that cursor; see
+        `lamina.context.source`). The cursor is kept with the log's state by the next
+        compile, after the messages are stored: a process killed in between re-reads them,
+        and the log holds each once."""
+        read = read_since(path, format, self.source)
+        if read.messages:
+            self.append(read.messages)
+        self.source = read.cursor
+        return read
 
     def _keep_system(self, messages: list[Message]) -> None:
         """The system prompt the messages give (`system_text`), redacted, becomes the log's and
@@ -210,7 +262,6 @@ class StoredLog:
         held = len(self.log)
         more = self.store.read_log(self.bank, self.id, start=held)
         self.log.extend(more)
-        self._ids.update(m.id for m in more)
         self._keep_counts(held)
         return len(more)
 
@@ -256,7 +307,9 @@ class StoredLog:
             self.compiler.ready_first = True
         before = self.compiler.previous
         try:
-            result = self.compiler.compile(self.log, options, request_format, pins)
+            self.counts.used = {}
+            with counting_with(self.counts):
+                result = self.compiler.compile(self.log, options, request_format, pins)
         except LaminaError:
             # Keep what was learnt about failing spans, so the next process does not pay again.
             previous = self.compiler.previous
@@ -297,7 +350,15 @@ class StoredLog:
             state["system"] = self.log.system
         state["failures"] = [f.to_json() for f in self.compiler.forest.permanent_failures()]
         state["compiles"] = list(self.compiles)
+        if self.source is not None:
+            state["source"] = self.source.to_json()
+        state["counts"] = dict(self.counts.used)
         return state
+
+
+def _held(store: Store, bank: str, log: str) -> int:
+    """How many messages the log holds."""
+    return next((info.messages for info in store.list_logs(bank) if info.id == log), 0)
 
 
 def _compiles(state: Mapping[str, Any] | None) -> list[dict[str, JSONValue]]:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..messages import Message
-from ..text.units import UnitOptions, build_units
 from ..tokens import TokenCounter, count_text, default_counter
 from .requests import SummaryFailure, SummaryRequest, SummaryResult
 
@@ -88,6 +87,8 @@ class ExtractiveSummariser:
         return "\n".join(kept)
 
     def summarise(self, messages: Sequence[Message], target_tokens: int) -> str:
+        from ..text.units import UnitOptions, build_units  # only when summarising
+
         units, _segments = build_units(
             messages,
             UnitOptions(windows=0, max_actions=6, max_tokens=None, said_through_tools=False),

@@ -302,8 +302,15 @@ class LogStore(Protocol):
         many were added."""
         ...
 
-    def read_log(self, bank: str, log: str, start: int = 0) -> list[Message]:
-        """The log's messages from position `start` (0-based) on, in order; none for no log."""
+    def read_log(
+        self, bank: str, log: str, start: int = 0, end: int | None = None
+    ) -> list[Message]:
+        """The log's messages from position `start` (0-based) up to `end` (excluded; None: to
+        the last), in order; none for no log."""
+        ...
+
+    def held_log_ids(self, bank: str, log: str, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` the log holds (a message's id is held once)."""
         ...
 
     def list_logs(self, bank: str) -> list[ContextLogInfo]: ...

@@ -25,6 +25,9 @@ _LOG = (
 )
 """The log's id, from its bank's name and its own (two parameters)."""
 
+_MAX_POSITION = 2**31 - 1
+"""Past any position (an `int` column)."""
+
 _MESSAGES = (("log_id", "bigint"), ("position", "int"), ("message_id", "text"), ("body", "text"))
 _COUNTS = (
     ("log_id", "bigint"),
@@ -116,13 +119,26 @@ class SQLLogs(SQLBase):
                 (*times, log, bank),
             )
 
-    def read_log(self, bank: str, log: str, start: int = 0) -> list[Message]:
+    def read_log(
+        self, bank: str, log: str, start: int = 0, end: int | None = None
+    ) -> list[Message]:
         found = self._all(
             f"SELECT body FROM context_messages WHERE log_id = {_LOG} AND position >= ?"
-            " ORDER BY position",
-            (bank, log, start),
+            " AND position < ? ORDER BY position",
+            (bank, log, start, _MAX_POSITION if end is None else end),
         )
         return [message_from_json(orjson.loads(r[0])) for r in found]
+
+    def held_log_ids(self, bank: str, log: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
+            return set()
+        d = self.dialect
+        found = self._all(
+            f"SELECT message_id FROM context_messages WHERE log_id = {_LOG}"
+            f" AND {d.any_of('message_id')}",
+            (bank, log, d.list_in(list(ids))),
+        )
+        return {str(r[0]) for r in found}
 
     def list_logs(self, bank: str) -> list[ContextLogInfo]:
         found = self._all(
