@@ -23,11 +23,22 @@ import orjson
 
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
+    from ...bank.plan import RecallPlan
     from ...bank.query import TailQueries
-    from ...bank.recall import Floor, RecallHit, RecallOptions
+    from ...bank.recall import Floor, RecallHit, RecallOptions, RecallResult
     from ...embed import Embedder, Vector
+    from ...messages import Message
 
-__all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction", "prompt_options"]
+__all__ = [
+    "PromptAnswer",
+    "PromptRequest",
+    "answer_of",
+    "answer_prompt",
+    "last_compaction",
+    "plan_prompt",
+    "prompt_options",
+    "prompt_query",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +289,52 @@ def _shown(hit: RecallHit) -> dict[str, Any]:
     return out
 
 
+def answer_of(result: RecallResult, lexical_only: bool = False) -> PromptAnswer:
+    """What the prompt hook injects for `result`: its `<lamina_memories>` block, clamped
+    under Claude Code's 10,000-character limit (it moves a longer context to a file), the
+    lowest-ranked memories dropped first. The web inspector's recall preview shows this too."""
+    from .contract import clamped
+
+    block, shown = clamped(result)
+    ids = tuple(hit.memory.id for hit in result.hits[:shown])
+    floor = result.floor.as_dict() if result.floor is not None else None
+    details = tuple(_shown(hit) for hit in result.hits[:shown])
+    return PromptAnswer(
+        block, shown, lexical_only=lexical_only, ids=ids, floor=floor, shown=details
+    )
+
+
+def prompt_query(
+    request: PromptRequest, messages: Sequence[Message] | None = None
+) -> tuple[str, str | None]:
+    """The recall query of `request`'s prompt and the text whose time words count (None: the
+    whole query): composed from the prompt and the last turns of `messages` (a transcript, as
+    read), or, without a transcript, the prompt alone."""
+    from ...bank.query import QueryOptions, compose_recall_query
+    from ...turns import clean_text
+
+    if messages is None:
+        return clean_text(request.prompt)[: request.max_query_chars], None
+    shape = QueryOptions(context_turns=request.context_turns, max_chars=request.max_query_chars)
+    composed = compose_recall_query(messages, request.prompt, shape)
+    return composed.query, composed.prompt
+
+
+def plan_prompt(
+    memory_bank: MemoryBank,
+    request: PromptRequest,
+    query: str,
+    time_text: str | None,
+    exclude: dict[str, datetime | None] | None = None,
+    model: Embedder | None = None,
+) -> RecallPlan:
+    """The recall of a prompt's composed `query` as the hook makes it (`prompt_options`), with
+    the bank's marks (a memory marked wrong is never injected); `model`: the bank's embedder."""
+    model = model or memory_bank.embedder_for(request.bank)
+    options = prompt_options(request, model.name, exclude, time_text)
+    return memory_bank.plan(query, request.bank, options, model)
+
+
 def answer_prompt(
     memory_bank: MemoryBank,
     request: PromptRequest,
@@ -297,8 +354,6 @@ def answer_prompt(
     `queries` (the warm server's) composes the query from what it kept of the transcript,
     reading only what was appended since; the same query either way."""
     from ...bank.query import QueryOptions, recall_query_for_file
-    from ...turns import clean_text
-    from .contract import clamped
 
     mark = time.monotonic()
     if memory_bank.store.get_bank(request.bank) is None:
@@ -317,30 +372,19 @@ def answer_prompt(
         query, time_text = composed.query, composed.prompt
         compacted = last_compaction(request.transcript)
     else:
-        query = clean_text(request.prompt)[: request.max_query_chars]
+        query, time_text = prompt_query(request)
         compacted = None
     exclude = {request.session: compacted} if request.session else {}
     model = memory_bank.embedder_for(request.bank)
-    # One plan, with the bank's marks (a memory marked wrong is never injected): the cold
-    # path recalls twice (lexical only, then with the dense channel), the second asking the
-    # store only for what the first did not (lamina.bank.plan).
-    options = prompt_options(request, model.name, exclude, time_text)
-    plan = memory_bank.plan(query, request.bank, options, model)
+    # One plan: the cold path recalls twice (lexical only, then with the dense channel), the
+    # second asking the store only for what the first did not (lamina.bank.plan).
+    plan = plan_prompt(memory_bank, request, query, time_text, exclude, model)
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
 
     def recall(embedder: Embedder | None) -> PromptAnswer:
-        result = plan.recall(embedder)
-        # Clamped under Claude Code's 10,000-character limit (it moves a longer context
-        # to a file), the lowest-ranked memories dropped first.
-        block, shown = clamped(result)
-        ids = tuple(hit.memory.id for hit in result.hits[:shown])
-        floor = result.floor.as_dict() if result.floor is not None else None
-        details = tuple(_shown(hit) for hit in result.hits[:shown])
-        return PromptAnswer(
-            block, shown, lexical_only=embedder is None, ids=ids, floor=floor, shown=details
-        )
+        return answer_of(plan.recall(embedder), lexical_only=embedder is None)
 
     embedder: Embedder = model
     if dense_until is not None:
