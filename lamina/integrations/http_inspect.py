@@ -1,17 +1,20 @@
 """The web inspector: its pages (`/`) and the read endpoints they need beside the HTTP API.
 
-    GET  /                                         the inspector (static, no bank data);
-                                                   ?token=CODE: a one-time login (sets the
-                                                   session cookie of a server without keys)
+    GET  /                                         the inspector, the caller's banks
+                                                   rendered in when its session cookie lets
+                                                   it in; ?token=CODE: a one-time login (sets
+                                                   the session cookie of a server without keys)
     GET  /v1/banks/{bank}                          one bank in detail: counts, last retain,
                                                    embedders, size on disk, logs
-    GET  /v1/banks/{bank}/memories                 q, document, kind, tag, since, until,
-                                                   limit, offset -> items, total, kinds
+    GET  /v1/banks/{bank}/memories                 q, document, agent, kind, tag, since,
+                                                   until, limit, offset -> items (each with
+                                                   its agent and session), total, kinds, agents
     GET  /v1/banks/{bank}/memories/{memory}        one memory
     POST /v1/banks/{bank}/recall/preview           query (or prompt + context, composed as
-                                                   the hook does), budget -> results with
-                                                   per-channel scores, the exact block the
-                                                   hook would inject and its tokens
+                                                   the hook does), budget, agents -> results
+                                                   with per-channel scores, the exact block
+                                                   the hook would inject (its own code and
+                                                   settings) and its tokens
     GET  /v1/banks/{bank}/logs/{log}/strip         a log as stretches (raw or a summary level)
                                                    as its last compile showed them, with
                                                    tokens, pins, head and recent windows
@@ -41,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import FileResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import Field
 
@@ -52,7 +55,7 @@ from ..context.frontier import CompileOptions
 from ..context.logs import ContextLogs, check_budget, read_message_list
 from ..context.pins import pin_json
 from ..context.stored import StoredLog
-from ..errors import InputError, NotFoundError
+from ..errors import AccessError, InputError, NotFoundError
 from ..memories import Correction, Document, Memory
 from ..messages import Message
 from ..store.base import MemoryFilter, Store, StoredPin, StoredSummary
@@ -345,8 +348,10 @@ def _documents(store: Store, bank: str, ids: Iterable[str]) -> dict[str, Documen
 # -- banks and memories ------------------------------------------------------------------------
 @router.get("/v1/banks/{bank}", response_model=BankDetail, responses=errors(404))
 def bank_detail(bank: str, request: Request, auth: Auth) -> BankDetail:
-    name = _bank(request, auth, bank)
-    store = _memory_bank(request).store
+    return _bank_detail(_memory_bank(request).store, _bank(request, auth, bank))
+
+
+def _bank_detail(store: Store, name: str) -> BankDetail:
     stats = store.bank_stats(name)
     found = store.get_bank(name)
     documents = store.list_documents(name)
@@ -710,7 +715,27 @@ def include_inspector(app: FastAPI, home: Path, hook: HookSettings | None = None
         gate: Gate = request.app.state.gate
         session = gate.log_in(token) if token else None
         if session is None:
-            return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-cache"})
+            return _page(request)
         answer = RedirectResponse("/", status_code=303)
         answer.set_cookie(gate.cookie, session, httponly=True, samesite="strict")
         return answer
+
+
+def _page(request: Request) -> Response:
+    """The page, with the caller's banks rendered in when its session lets it in
+    (lamina.integrations.inspector_page); as it is otherwise."""
+    from .inspector_page import first_page
+
+    gate: Gate = request.app.state.gate
+    headers = {"Cache-Control": "no-cache"}
+    try:
+        auth = gate.access(None, request.cookies.get(gate.cookie))
+    except AccessError:
+        return FileResponse(ASSETS / "index.html", headers=headers)
+    memory = _memory_bank(request)
+    names = [item.name for item in memory.banks() if auth.allows(item.name)]
+    hook: HookSettings = request.app.state.hook
+    page = first_page(
+        ASSETS / "index.html", names, lambda n: _bank_detail(memory.store, n), hook.budget
+    )
+    return HTMLResponse(page, headers=headers)
