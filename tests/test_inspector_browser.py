@@ -191,7 +191,12 @@ class Watched:
         assert SHOTS is not None
         SHOTS.mkdir(parents=True, exist_ok=True)
         path = SHOTS / f"{name}.png"
-        self.page.screenshot(path=str(path), full_page=full_page)
+        try:
+            self.page.screenshot(path=str(path), full_page=full_page)
+        except Exception as error:  # a page still drawing may have no frame to give yet
+            if "Unable to capture screenshot" not in str(error):
+                raise
+            self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
     def close(self) -> None:
@@ -248,11 +253,12 @@ def test_first_paint_shows_the_banks_and_each_page_fills_at_1280(
     page = watched.page
     # At load: the banks, rendered by the server into the page, not "Loading…".
     page.goto(served.url + where, wait_until="load")
-    at_load = watched.shot(f"{name}-load", full_page=False)
-    assert at_load.stat().st_size > 10_000
     text = page.locator("main").inner_text()
     assert "Loading" not in text, text[:300]
-    assert "demo" in text and page.locator("main h2").first.is_visible()
+    # The banks, or already the page itself where its data came in before the load event.
+    assert page.locator("main h2").first.is_visible()
+    assert "demo" in text or page.locator(FILLED[name]).count() > 0, text[:300]
+    assert watched.shot(f"{name}-load", full_page=False).stat().st_size > 10_000
     # Then the page itself, filled, at 1280px.
     page.wait_for_selector(ready)
     page.wait_for_selector(FILLED[name])

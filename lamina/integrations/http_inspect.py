@@ -729,7 +729,7 @@ def _page(request: Request) -> Response:
     gate: Gate = request.app.state.gate
     headers = {"Cache-Control": "no-cache"}
     try:
-        auth = gate.access(None, request.cookies.get(gate.cookie))
+        auth = gate.access(request.headers.get("authorization"), request.cookies.get(gate.cookie))
     except AccessError:
         return FileResponse(ASSETS / "index.html", headers=headers)
     memory = _memory_bank(request)
