@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,12 +18,14 @@ import pytest
 from lamina.access import Gate, hash_key
 from lamina.bank.bank import MemoryBank
 from lamina.bank.retain import RetainOptions
+from lamina.config import resolve_settings
 from lamina.context.frontier import CompileOptions
 from lamina.context.stored import StoredLog
 from lamina.context.summarise import ExtractiveSummariser
 from lamina.integrations.claude_code.hook import TIMINGS_MARK, HookLog
 from lamina.readers import read_messages
 from lamina.store import open_store
+from lamina.tokens import count_text
 
 from .conftest import CLAUDE_CODE, needs_shared
 
@@ -95,6 +100,42 @@ def test_memories_search_filter_and_forget(bank: MemoryBank, tmp_path: Path) -> 
     assert after["total"] == everything["total"] - 1
 
 
+def test_memories_name_their_agent_and_session_and_filter_by_agent(
+    bank: MemoryBank, tmp_path: Path
+) -> None:
+    api = client(bank, tmp_path)
+    page = api.get("/v1/banks/alpha/memories", params={"limit": 500}).json()
+    assert page["agents"] == {"claude-code": 1}
+    origins = {json.dumps(m["origin"], sort_keys=True) for m in page["items"]}
+    assert len(origins) == 1
+    origin = page["items"][0]["origin"]
+    assert origin["agent"] == "claude-code" and origin["session_id"] == SESSION_ID
+    assert origin["agent_version"]  # the Claude Code reader records no cwd (Codex, Copilot do)
+    one = api.get(f"/v1/banks/alpha/memories/{page['items'][0]['id']}").json()
+    assert one["origin"] == origin
+
+    by_agent = api.get("/v1/banks/alpha/memories", params={"agent": "claude-code"}).json()
+    assert by_agent["total"] == page["total"]
+    none = api.get("/v1/banks/alpha/memories", params={"agent": "codex"}).json()
+    assert none["total"] == 0 and none["items"] == []
+    # The document retained from bare messages says no agent: no origin, and no agent's.
+    beta = api.get("/v1/banks/beta/memories").json()
+    assert beta["agents"] == {} and all(m["origin"] is None for m in beta["items"])
+    assert api.get("/v1/banks/beta/memories", params={"agent": "claude-code"}).json()["total"] == 0
+
+    preview = api.post(
+        "/v1/banks/alpha/recall/preview",
+        json={"query": "scenario testing oracle", "agents": ["claude-code"]},
+    ).json()
+    assert preview["results"]
+    assert preview["origins"] == {SESSION_ID: origin}
+    elsewhere = api.post(
+        "/v1/banks/alpha/recall/preview",
+        json={"query": "scenario testing oracle", "agents": ["codex"]},
+    ).json()
+    assert elsewhere["results"] == [] and elsewhere["block"] == ""
+
+
 def test_bank_detail_and_recall_preview(bank: MemoryBank, tmp_path: Path) -> None:
     api = client(bank, tmp_path)
     detail = api.get("/v1/banks/alpha").json()
@@ -129,6 +170,59 @@ def test_bank_detail_and_recall_preview(bank: MemoryBank, tmp_path: Path) -> Non
     assert "scenario testing" in composed["query"] and "oracle" in composed["query"]
     bad = api.post("/v1/banks/alpha/recall/preview", json={"budget": 100})
     assert bad.status_code == 400 and "query" in bad.json()["error"]["message"]
+
+
+HOOK_BUDGET = 600
+
+
+def _hook_injects(database: str, home: Path, prompt: str) -> str:
+    """What a real `lamina hook` process injects for `prompt` from bank alpha, its budget
+    HOOK_BUDGET tokens (as Claude Code starts it: the event on stdin)."""
+    event = {"hook_event_name": "UserPromptSubmit", "session_id": "another-session",
+             "prompt": prompt, "cwd": str(home)}  # fmt: skip
+    env = {**os.environ, "LAMINA_HOME": str(home), "LAMINA_DATABASE_URL": database,
+           "LAMINA_BANK": "alpha", "LAMINA_HOOK_BUDGET": str(HOOK_BUDGET),
+           "LAMINA_HOOK_TIME_LIMIT": "120"}  # fmt: skip
+    ran = subprocess.run([sys.executable, "-m", "lamina", "hook"], input=json.dumps(event),
+                         capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    output = json.loads(ran.stdout) if ran.stdout.strip() else {}
+    context: str = output.get("hookSpecificOutput", {}).get("additionalContext", "")
+    return context
+
+
+def test_recall_preview_shows_what_the_hook_injects_within_its_budget(
+    bank: MemoryBank, database: str, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    settings = resolve_settings({"LAMINA_HOOK_BUDGET": str(HOOK_BUDGET)}, home=home)
+    app = create_app(home, memory=bank, settings=settings)
+    api = TestClient(app, base_url="http://127.0.0.1",
+                     headers={"Authorization": f"Bearer {app.state.gate.token}"})  # fmt: skip
+    prompt = "How do we test the oracle against screenshots in scenario tests?"
+    preview = api.post("/v1/banks/alpha/recall/preview", json={"prompt": prompt}).json()
+    assert preview["budget"] == HOOK_BUDGET  # the hook's setting, as the hook reads it
+    assert preview["block"].startswith("<lamina_memories>"), preview
+    assert preview["block_memories"] >= 2
+    # Within the budget, the block's framing (heading, dates) included: the hook's own code.
+    assert 0 < preview["block_tokens"] <= HOOK_BUDGET
+    assert count_text(preview["block"]) == preview["block_tokens"]
+    injected = _hook_injects(database, home, prompt)
+    # The block's first line is the current minute: a preview after the hook is of the same
+    # minute if the one before was not.
+    again = api.post("/v1/banks/alpha/recall/preview", json={"prompt": prompt}).json()
+    assert injected in (preview["block"], again["block"])
+
+    # A query typed as it is gets the same framing and budget.
+    typed = api.post("/v1/banks/alpha/recall/preview",
+                     json={"query": "scenario testing oracle screenshots"}).json()  # fmt: skip
+    assert 0 < typed["block_tokens"] <= HOOK_BUDGET
+    wider = api.post(
+        "/v1/banks/alpha/recall/preview",
+        json={"query": "scenario testing oracle screenshots", "budget": 2000},
+    ).json()
+    assert HOOK_BUDGET < wider["block_tokens"] <= 2000
+    assert wider["block_memories"] > typed["block_memories"]
 
 
 def _compiled_log(bank: MemoryBank) -> None:

@@ -2,10 +2,12 @@
 bundled driver; no browser is downloaded) against a real `lamina serve` on 127.0.0.1, with a
 bank retained from the shared Claude Code sessions and a context log compiled from one.
 
-Screenshots of every page (laptop and phone widths) go to artifacts/inspector/ (git-ignored;
-CI keeps them as artefacts). Without Chromium or Playwright the tests skip with the reason,
-unless LAMINA_REQUIRE_CHROMIUM=1 (as in CI): then they fail with it. LAMINA_CHROMIUM names
-another Chromium binary (default /usr/bin/chromium).
+Screenshots of every page (at load, at 1280px, and at a phone's width) go to
+$LAMINA_ARTIFACTS/inspector/ (CI sets it to artifacts/, git-ignored, and keeps them), else to
+artifacts/inspector/ under pytest's base temporary directory; the first test prints where.
+Without Chromium or Playwright the tests skip with the reason, unless LAMINA_REQUIRE_CHROMIUM=1
+(as in CI): then they fail with it. LAMINA_CHROMIUM names another Chromium binary (default
+/usr/bin/chromium). Emoji need a colour emoji font (Debian: fonts-noto-color-emoji).
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from .conftest import CLAUDE_CODE, ROOT, needs_shared
 
 httpx = pytest.importorskip("httpx")
 
-SHOTS = ROOT / "artifacts" / "inspector"
+SHOTS = (
+    Path(os.environ["LAMINA_ARTIFACTS"]) / "inspector"
+    if os.environ.get("LAMINA_ARTIFACTS")
+    else None
+)
 CHROMIUM = os.environ.get("LAMINA_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -46,6 +52,17 @@ def _unavailable(reason: str) -> None:
             f"Chromium and Playwright are required here (LAMINA_REQUIRE_CHROMIUM=1): {reason}"
         )
     pytest.skip(f"{reason} (apt-get install chromium; pip install playwright)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go (printed once)."""
+    global SHOTS
+    if SHOTS is None:
+        SHOTS = tmp_path_factory.getbasetemp() / "artifacts" / "inspector"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    print(f"\ninspector screenshots: {SHOTS}")
+    return SHOTS
 
 
 @pytest.fixture(scope="module")
@@ -170,9 +187,17 @@ class Watched:
         self.page.wait_for_selector(ready)
         return self.page
 
-    def shot(self, name: str) -> None:
+    def shot(self, name: str, full_page: bool = True) -> Path:
+        assert SHOTS is not None
         SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+        path = SHOTS / f"{name}.png"
+        try:
+            self.page.screenshot(path=str(path), full_page=full_page)
+        except Exception as error:  # a page still drawing may have no frame to give yet
+            if "Unable to capture screenshot" not in str(error):
+                raise
+            self.page.screenshot(path=str(path), full_page=full_page)
+        return path
 
     def close(self) -> None:
         self.context.close()
@@ -202,6 +227,101 @@ def test_every_page_loads_cleanly_on_laptop_and_phone(
             assert overflow <= 1, f"{name} is {overflow}px wider than a phone screen"
         watched.close()
         assert watched.problems == [], f"{name} ({size}): {watched.problems}"
+
+
+ONE_LINE = """els => els.map(e => {
+  const range = document.createRange(); range.selectNodeContents(e);
+  const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+  return [e.textContent, tops.size];
+})"""
+"""Each element's text, and on how many lines it lies."""
+
+FILLED = {
+    "banks": "#main .card h3 a",
+    "memories": "#memories .memory .origin .chip.agent",
+    "recall": "#block",
+    "logs": "#strip button",
+    "hooks": "table.injections tbody tr",
+}
+
+
+@pytest.mark.parametrize(("name", "where", "ready"), PAGES)
+def test_first_paint_shows_the_banks_and_each_page_fills_at_1280(
+    browser: Any, served: Served, name: str, where: str, ready: str
+) -> None:
+    watched = Watched(browser, {"width": 1280, "height": 900}, served)
+    page = watched.page
+    # At load: the banks, rendered by the server into the page, not "Loading…".
+    page.goto(served.url + where, wait_until="load")
+    text = page.locator("main").inner_text()
+    assert "Loading" not in text, text[:300]
+    # The banks, or already the page itself where its data came in before the load event.
+    assert page.locator("main h2").first.is_visible()
+    assert "demo" in text or page.locator(FILLED[name]).count() > 0, text[:300]
+    assert watched.shot(f"{name}-load", full_page=False).stat().st_size > 10_000
+    # Then the page itself, filled, at 1280px.
+    page.wait_for_selector(ready)
+    page.wait_for_selector(FILLED[name])
+    page.wait_for_selector("main:not([aria-busy])")
+    assert page.locator("main .error").count() == 0
+    watched.shot(f"{name}-1280")
+    overflow = page.evaluate("document.documentElement.scrollWidth - innerWidth")
+    assert overflow <= 1, f"{name} is {overflow}px wider than 1280px"
+    # Dates stay on one line: the bank cards' and the memories' headers.
+    dates = page.locator("dd.date, .memory header > span:not(.mono)").evaluate_all(ONE_LINE)
+    wrapped = [t for t, lines in dates if lines > 1]
+    assert not wrapped, f"{name}: dates wrapped at 1280px: {wrapped}"
+    watched.close()
+    assert watched.problems == [], watched.problems
+
+
+def test_banks_in_the_first_page_are_escaped_and_only_the_callers(served: Served) -> None:
+    signed = {c["name"]: c["value"] for c in served.cookies}
+    page = httpx.get(served.url, cookies=signed, timeout=30).text
+    assert 'aria-label="Bank demo"' in page and 'id="lamina-initial"' in page
+    assert '<p class="muted">Loading…</p>' not in page
+    # Without the session the page carries no bank data.
+    bare = httpx.get(served.url, timeout=30).text
+    assert "lamina-initial" not in bare and "Bank demo" not in bare
+
+
+def test_emoji_render_in_colour_not_as_boxes(browser: Any, served: Served) -> None:
+    """An emoji drawn in the page's font stack has colour (a missing glyph is a grey box)."""
+    watched = Watched(browser, served=served)
+    page = watched.open(served.url + "#/banks", ".card")
+    coloured = page.evaluate("""() => {
+      const canvas = document.createElement("canvas"); canvas.width = 48; canvas.height = 48;
+      const g = canvas.getContext("2d");
+      g.font = `36px ${getComputedStyle(document.body).fontFamily}`;
+      g.textBaseline = "top"; g.fillStyle = "#000"; g.fillText("📌", 2, 2);
+      const d = g.getImageData(0, 0, 48, 48).data; let n = 0;
+      for (let i = 0; i < d.length; i += 4) {
+        const [r, gr, b] = [d[i], d[i + 1], d[i + 2]];
+        if (d[i + 3] > 0 && Math.max(r, gr, b) - Math.min(r, gr, b) > 60) n++;
+      }
+      return n;
+    }""")
+    assert coloured > 50, "the pin emoji has no colour: no emoji font (fonts-noto-color-emoji)"
+    watched.close()
+
+
+def test_memories_show_their_agent_and_session_and_filter_by_agent(
+    browser: Any, served: Served
+) -> None:
+    watched = Watched(browser, served=served)
+    page = watched.open(served.url + "#/memories?bank=demo", "#memories .memory")
+    origins = page.locator("#memories .memory .origin").all_inner_texts()
+    assert origins and all("claude-code" in o and "session " in o for o in origins)
+    assert any(f"session {SESSION_ID[:8]}" in o for o in origins)
+    options = page.locator("#f-agent option").all_inner_texts()
+    assert any(o.startswith("claude-code (2 sessions)") for o in options), options
+    page.select_option("#f-agent", "claude-code")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_selector("#memory-count:has-text('matching')")
+    assert page.locator("#memories .memory").count() > 0
+    watched.shot("memories-agent")
+    watched.close()
+    assert watched.problems == []
 
 
 def test_search_finds_a_word_from_a_shared_session(browser: Any, served: Served) -> None:
@@ -236,7 +356,9 @@ def test_recall_playground_shows_channel_bars_and_the_block(browser: Any, served
     assert any(label.startswith("lexical: rank") for label in labels)
     assert any(label.startswith("dense: rank") for label in labels)
     assert page.locator("#block").inner_text().startswith("<lamina_memories>")
-    assert "tokens" in page.locator("#block-size").inner_text()
+    size = page.locator("#block-size").inner_text()
+    shown, budget = (int(n.replace(",", "")) for n in size.split(" tokens")[0].split(" of "))
+    assert 0 < shown <= budget == 1024, size  # the hook's default budget
     # The hook's way: a prompt and the turns before it, composed into the query.
     page.check("#r-hook")
     page.fill("#r-prompt", "what should the oracle look at?")

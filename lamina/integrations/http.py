@@ -153,5 +153,5 @@ def create_app(
         app.include_router(router)
     from .http_inspect import include_inspector  # the web inspector's pages and reads
 
-    include_inspector(app, settings.home)
+    include_inspector(app, settings.home, settings.hook)
     return app

@@ -1,17 +1,20 @@
 """The web inspector: its pages (`/`) and the read endpoints they need beside the HTTP API.
 
-    GET  /                                         the inspector (static, no bank data);
-                                                   ?token=CODE: a one-time login (sets the
-                                                   session cookie of a server without keys)
+    GET  /                                         the inspector, the caller's banks
+                                                   rendered in when its session cookie lets
+                                                   it in; ?token=CODE: a one-time login (sets
+                                                   the session cookie of a server without keys)
     GET  /v1/banks/{bank}                          one bank in detail: counts, last retain,
                                                    embedders, size on disk, logs
-    GET  /v1/banks/{bank}/memories                 q, document, kind, tag, since, until,
-                                                   limit, offset -> items, total, kinds
+    GET  /v1/banks/{bank}/memories                 q, document, agent, kind, tag, since,
+                                                   until, limit, offset -> items (each with
+                                                   its agent and session), total, kinds, agents
     GET  /v1/banks/{bank}/memories/{memory}        one memory
     POST /v1/banks/{bank}/recall/preview           query (or prompt + context, composed as
-                                                   the hook does), budget -> results with
-                                                   per-channel scores, the exact block the
-                                                   hook would inject and its tokens
+                                                   the hook does), budget, agents -> results
+                                                   with per-channel scores, the exact block
+                                                   the hook would inject (its own code and
+                                                   settings) and its tokens
     GET  /v1/banks/{bank}/logs/{log}/strip         a log as stretches (raw or a summary level)
                                                    as its last compile showed them, with
                                                    tokens, pins, head and recent windows
@@ -40,20 +43,19 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import FileResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import Field
 
 from ..access import Access, Gate
 from ..bank.bank import MemoryBank
-from ..bank.query import QueryOptions, compose_recall_query
-from ..bank.recall import RecallOptions
+from ..config import HookSettings
 from ..context.frontier import CompileOptions
 from ..context.logs import ContextLogs, check_budget, read_message_list
 from ..context.pins import pin_json
 from ..context.stored import StoredLog
-from ..errors import InputError, NotFoundError
-from ..memories import Correction, Memory
+from ..errors import AccessError, InputError, NotFoundError
+from ..memories import Correction, Document, Memory
 from ..messages import Message
 from ..store.base import MemoryFilter, Store, StoredPin, StoredSummary
 from .api.deps import Auth, Logs, bank_for
@@ -72,6 +74,16 @@ router = APIRouter(tags=["inspector"])
 
 
 # -- shapes ------------------------------------------------------------------------------------
+class Origin(Answer):
+    """Where a document came from: the agent and session it was retained from (its metadata,
+    as the agent's reader recorded it; None where it did not say)."""
+
+    agent: str | None = None
+    agent_version: str | None = None
+    session_id: str | None = None
+    cwd: str | None = None
+
+
 class MemorySource(Answer):
     file: str | None
     """The document's source file, when it was retained from one."""
@@ -96,6 +108,8 @@ class MemoryOut(Answer):
     tags: list[str]
     tokens: int | None
     embedder: str | None
+    origin: Origin | None = None
+    """The agent and session its document was retained from."""
     mark: dict[str, Any] | None = None
     """Its correction (`lamina memory`): state wrong or superseded, replacement, note."""
 
@@ -109,6 +123,8 @@ class MemoryPage(Answer):
     offset: int
     kinds: dict[str, int]
     """Memories of each kind in the bank (for the filter)."""
+    agents: dict[str, int] = Field(default_factory=dict)
+    """Documents of each agent in the bank (for the `agent` filter)."""
     search: str = "words"
     """How `q` matched: every word occurs in the text, case folded."""
 
@@ -141,25 +157,35 @@ class PreviewBody(Body):
     context: list[Any] | None = Field(default=None, max_length=2_000)
     """Earlier messages (Anthropic or OpenAI shape, or Claude Code records) the hook would
     take the last turns of."""
-    context_turns: int = Field(default=3, ge=0, le=100)
-    """Turns of `context` before the prompt that enter the query."""
-    max_chars: int = Field(default=800, ge=1, le=100_000)
-    """Cap on the composed query; the oldest context is dropped first."""
-    budget: int = Field(default=1024, ge=1, le=200_000)
-    """Tokens the recalled memories may take, together."""
-    limit: int = Field(default=50, ge=1, le=1000)
-    """At most this many memories."""
+    context_turns: int | None = Field(default=None, ge=0, le=100)
+    """Turns of `context` before the prompt that enter the query; default the hook's
+    (`hook.turns`)."""
+    max_chars: int | None = Field(default=None, ge=1, le=100_000)
+    """Cap on the composed query, the oldest context dropped first; default the hook's."""
+    budget: int | None = Field(default=None, ge=1, le=200_000)
+    """Tokens the block may take, its framing included; default the hook's (`hook.budget`)."""
+    agents: list[str] | None = Field(default=None, max_length=20)
+    """Only memories of sessions of these agents (claude-code, codex, gemini, copilot); the
+    hook itself recalls from every agent's sessions."""
 
 
 class RecallPreview(RecallAnswer):
     composed: bool
     """The query was composed from a prompt and context (as the hook does)."""
+    budget: int
+    """The budget the block was fitted in (the hook's, unless the request named one)."""
     block: str
-    """The exact `<lamina_memories>` block the prompt hook would inject ("" for none)."""
+    """The exact `<lamina_memories>` block the prompt hook would inject ("" for none): the
+    hook's own code built it, its framing within `budget`."""
     block_tokens: int
     block_chars: int
     block_memories: int
     """Memories the block holds (the hook clamps it under Claude Code's limit)."""
+    floor: dict[str, Any] | None = None
+    """How the memories measured against the hook's floor (None when it is off); its `reason`
+    says why the hook would inject nothing."""
+    origins: dict[str, Origin] = Field(default_factory=dict)
+    """The agent and session of each result's document, by document id."""
 
 
 class StripBody(Body):
@@ -255,7 +281,29 @@ def _bank(request: Request, auth: Access, bank: str) -> str:
     return bank_for(_memory_bank(request), auth, bank)
 
 
-def memory_out(memory: Memory, file: str | None, mark: Correction | None = None) -> MemoryOut:
+def origin_of(document: Document | None) -> Origin | None:
+    """The agent and session `document` was retained from (None when its metadata says
+    neither)."""
+    if document is None:
+        return None
+    meta = document.metadata
+
+    def text(key: str) -> str | None:
+        value = meta.get(key)
+        return str(value) if isinstance(value, str | int | float) and str(value) else None
+
+    found = Origin(
+        agent=text("agent"),
+        agent_version=text("agent_version"),
+        session_id=text("session_id"),
+        cwd=text("cwd"),
+    )
+    return found if found.agent or found.session_id else None
+
+
+def memory_out(
+    memory: Memory, document: Document | None, mark: Correction | None = None
+) -> MemoryOut:
     return MemoryOut(
         id=memory.id,
         document=memory.document,
@@ -264,7 +312,7 @@ def memory_out(memory: Memory, file: str | None, mark: Correction | None = None)
         occurred_at=memory.occurred_at,
         said_at=memory.said_at,
         source=MemorySource(
-            file=file,
+            file=document.source if document else None,
             first_line=memory.first_line,
             last_line=memory.last_line,
             first_record=memory.first_record,
@@ -276,6 +324,7 @@ def memory_out(memory: Memory, file: str | None, mark: Correction | None = None)
         tags=list(memory.tags),
         tokens=memory.tokens,
         embedder=memory.embedder,
+        origin=origin_of(document),
         mark=mark.as_dict() if mark is not None else None,
     )
 
@@ -286,21 +335,22 @@ def _aware(value: datetime | None) -> datetime | None:
     return value
 
 
-def _sources(store: Store, bank: str, memories: Iterable[Memory]) -> dict[str, str | None]:
-    """The source file of each document the memories come from."""
-    out: dict[str, str | None] = {}
-    for memory in memories:
-        if memory.document not in out:
-            found = store.get_document(bank, memory.document)
-            out[memory.document] = found.source if found else None
+def _documents(store: Store, bank: str, ids: Iterable[str]) -> dict[str, Document | None]:
+    """The documents of these ids (each read once; None for one that is gone)."""
+    out: dict[str, Document | None] = {}
+    for document in ids:
+        if document not in out:
+            out[document] = store.get_document(bank, document)
     return out
 
 
 # -- banks and memories ------------------------------------------------------------------------
 @router.get("/v1/banks/{bank}", response_model=BankDetail, responses=errors(404))
 def bank_detail(bank: str, request: Request, auth: Auth) -> BankDetail:
-    name = _bank(request, auth, bank)
-    store = _memory_bank(request).store
+    return _bank_detail(_memory_bank(request).store, _bank(request, auth, bank))
+
+
+def _bank_detail(store: Store, name: str) -> BankDetail:
     stats = store.bank_stats(name)
     found = store.get_bank(name)
     documents = store.list_documents(name)
@@ -334,30 +384,44 @@ def list_memories(
     tag: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    agent: str | None = Query(default=None, max_length=100),
     limit: int = Query(default=50, ge=1, le=500),
     offset: int = Query(default=0, ge=0),
 ) -> MemoryPage:
     name = _bank(request, auth, bank)
-    store = _memory_bank(request).store
+    memory = _memory_bank(request)
+    store = memory.store
     where = MemoryFilter(
         words=tuple((q or "").split()),
         document=document or None,
+        documents=tuple(sorted(memory.agent_documents(name, [agent]))) if agent else None,
         kind=kind or None,
         tag=tag or None,
         since=_aware(since),
         until=_aware(until),
     )
     found = store.page_memories(name, where, limit, offset)
-    sources = _sources(store, name, found.memories)
+    documents = _documents(store, name, (m.document for m in found.memories))
     marks = store.load_corrections(name, [m.id for m in found.memories])
     return MemoryPage(
         bank=name,
-        items=[memory_out(m, sources.get(m.document), marks.get(m.id)) for m in found.memories],
+        items=[memory_out(m, documents[m.document], marks.get(m.id)) for m in found.memories],
         total=found.total,
         limit=limit,
         offset=offset,
         kinds=dict(sorted(found.kinds.items())),
+        agents=_agents(store.list_documents(name)),
     )
+
+
+def _agents(documents: Iterable[Document]) -> dict[str, int]:
+    """Documents of each agent (for the filter), by agent name."""
+    counts: dict[str, int] = {}
+    for document in documents:
+        agent = document.metadata.get("agent")
+        if isinstance(agent, str) and agent:
+            counts[agent] = counts.get(agent, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 @router.get(
@@ -371,7 +435,7 @@ def show_memory(bank: str, memory_id: str, request: Request, auth: Auth) -> Memo
         raise NotFoundError(f"no memory {memory_id!r} in bank {name!r}")
     document = store.get_document(name, found[0].document)
     mark = store.load_corrections(name, [memory_id]).get(memory_id)
-    return memory_out(found[0], document.source if document else None, mark)
+    return memory_out(found[0], document, mark)
 
 
 # -- recall playground -------------------------------------------------------------------------
@@ -381,33 +445,49 @@ def show_memory(bank: str, memory_id: str, request: Request, auth: Auth) -> Memo
     responses=errors(400, 404, 413, 422),
 )
 def recall_preview(bank: str, body: PreviewBody, request: Request, auth: Auth) -> dict[str, Any]:
-    """Recall as the prompt hook does it, with the block it would inject."""
+    """Recall as the prompt hook does it, with the block it would inject: the hook's options
+    (`hook.*` settings: budget, floor, query shape) and its own code build the block."""
     from ..tokens import count_text
-    from .claude_code.contract import clamped
+    from .claude_code.prompt import PromptRequest, answer_of, plan_prompt, prompt_query
 
     name = _bank(request, auth, bank)
     memory = _memory_bank(request)
+    hook: HookSettings = request.app.state.hook
+    hook_request = PromptRequest(
+        prompt=body.prompt or "",
+        bank=name,
+        context_turns=hook.context_turns if body.context_turns is None else body.context_turns,
+        max_query_chars=hook.max_query_chars if body.max_chars is None else body.max_chars,
+        budget=hook.budget if body.budget is None else body.budget,
+        floor_dense=min(max(hook.floor, 0.0), 1.0),
+        floor_coverage=min(max(hook.floor_coverage, 0.0), 1.0),
+    )
     if body.prompt is not None and body.prompt.strip():
-        given: list[Message] = read_message_list(body.context or [])
-        options = QueryOptions(context_turns=body.context_turns, max_chars=body.max_chars)
-        recall_query = compose_recall_query(given, body.prompt, options)
-        # As the hook does: only the prompt's own time words drive the time channel.
-        query, time_text, composed = recall_query.query, recall_query.prompt, True
+        # As the hook does: only the prompt's own time words drive the time channel; with no
+        # earlier turns, the prompt alone (the hook's way without a transcript).
+        given = read_message_list(body.context) if body.context else None
+        (query, time_text), composed = prompt_query(hook_request, given), True
     elif body.query is not None and body.query.strip():
         query, time_text, composed = body.query, None, False
     else:
         raise InputError("give a 'query', or a 'prompt' (with optional 'context')")
-    recall_options = RecallOptions(budget=body.budget, limit=body.limit, time_text=time_text)
-    result = memory.recall(query, name, recall_options)
-    block, shown = clamped(result)
+    wanted = memory.agent_documents(name, body.agents) if body.agents else None
+    plan = plan_prompt(memory, hook_request, query, time_text, documents=wanted)
+    result = plan.recall(memory.embedder_for(name))
+    answer = answer_of(result)
+    documents = _documents(memory.store, name, (hit.memory.document for hit in result.hits))
+    origins = {d: o for d, doc in documents.items() if (o := origin_of(doc)) is not None}
     return {
         "bank": name,
         **result.as_dict(),
         "composed": composed,
-        "block": block,
-        "block_tokens": count_text(block) if block else 0,
-        "block_chars": len(block),
-        "block_memories": shown,
+        "budget": hook_request.budget,
+        "block": answer.context,
+        "block_tokens": count_text(answer.context) if answer.context else 0,
+        "block_chars": len(answer.context),
+        "block_memories": answer.memories,
+        "floor": answer.floor,
+        "origins": origins,
     }
 
 
@@ -614,10 +694,12 @@ ROUTERS = (router, activity_router)
 
 
 # -- the pages ---------------------------------------------------------------------------------
-def include_inspector(app: FastAPI, home: Path) -> None:
+def include_inspector(app: FastAPI, home: Path, hook: HookSettings | None = None) -> None:
     """Add the inspector's endpoints and pages to the API's app; `home`: the data directory
-    (its hook and injection logs)."""
+    (its hook and injection logs); `hook`: the hook's settings, which the recall preview
+    recalls with (default: the defaults)."""
     app.state.inspector_home = home
+    app.state.hook = hook or HookSettings()
     for each in ROUTERS:
         app.include_router(each)
     app.mount("/inspector", StaticFiles(directory=ASSETS), name="inspector")
@@ -630,7 +712,27 @@ def include_inspector(app: FastAPI, home: Path) -> None:
         gate: Gate = request.app.state.gate
         session = gate.log_in(token) if token else None
         if session is None:
-            return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-cache"})
+            return _page(request)
         answer = RedirectResponse("/", status_code=303)
         answer.set_cookie(gate.cookie, session, httponly=True, samesite="strict")
         return answer
+
+
+def _page(request: Request) -> Response:
+    """The page, with the caller's banks rendered in when its session lets it in
+    (lamina.integrations.inspector_page); as it is otherwise."""
+    from .inspector_page import first_page
+
+    gate: Gate = request.app.state.gate
+    headers = {"Cache-Control": "no-cache"}
+    try:
+        auth = gate.access(request.headers.get("authorization"), request.cookies.get(gate.cookie))
+    except AccessError:
+        return FileResponse(ASSETS / "index.html", headers=headers)
+    memory = _memory_bank(request)
+    names = [item.name for item in memory.banks() if auth.allows(item.name)]
+    hook: HookSettings = request.app.state.hook
+    page = first_page(
+        ASSETS / "index.html", names, lambda n: _bank_detail(memory.store, n), hook.budget
+    )
+    return HTMLResponse(page, headers=headers)

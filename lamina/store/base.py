@@ -93,6 +93,8 @@ class MemoryFilter:
     """Every word must occur in the memory's text, case ignored, taken literally (`%` and `_`
     are plain characters)."""
     document: str | None = None
+    documents: tuple[str, ...] | None = None
+    """Only memories of these documents (an empty tuple: none), e.g. an agent's sessions."""
     kind: str | None = None
     tag: str | None = None
     """A tag the memory carries (the tags its document had when it was retained)."""

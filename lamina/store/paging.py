@@ -23,6 +23,14 @@ def filter_conditions(
         clauses[0] = dialect.bank_with_document
         clauses.append("m.document_id = (SELECT id FROM documents WHERE bank_id = ? AND name = ?)")
         params += [bank_id, where.document]
+    if where.documents is not None:
+        if not where.documents:
+            clauses.append("1 = 0")
+        else:
+            marks = ", ".join("?" * len(where.documents))
+            named = f"SELECT id FROM documents WHERE bank_id = ? AND name IN ({marks})"
+            clauses.append(f"m.document_id IN ({named})")
+            params += [bank_id, *where.documents]
     if where.kind is not None:
         clauses.append("m.kind = ?")
         params.append(where.kind)

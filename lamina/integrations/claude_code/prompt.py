@@ -23,11 +23,23 @@ import orjson
 
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
+    from ...bank.plan import RecallPlan
     from ...bank.query import TailQueries
-    from ...bank.recall import Floor, RecallHit, RecallOptions
+    from ...bank.recall import Floor, RecallHit, RecallOptions, RecallResult
     from ...embed import Embedder, Vector
+    from ...messages import Message
 
-__all__ = ["PromptAnswer", "PromptRequest", "answer_prompt", "last_compaction", "prompt_options"]
+__all__ = [
+    "PromptAnswer",
+    "PromptPlan",
+    "PromptRequest",
+    "answer_of",
+    "answer_prompt",
+    "last_compaction",
+    "plan_prompt",
+    "prompt_options",
+    "prompt_query",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,6 +292,93 @@ def _shown(hit: RecallHit) -> dict[str, Any]:
     return out
 
 
+def answer_of(result: RecallResult, lexical_only: bool = False) -> PromptAnswer:
+    """What the prompt hook injects for `result`: its `<lamina_memories>` block, clamped
+    under Claude Code's 10,000-character limit (it moves a longer context to a file), the
+    lowest-ranked memories dropped first. The web inspector's recall preview shows this too."""
+    from .contract import clamped
+
+    block, shown = clamped(result)
+    ids = tuple(hit.memory.id for hit in result.hits[:shown])
+    floor = result.floor.as_dict() if result.floor is not None else None
+    details = tuple(_shown(hit) for hit in result.hits[:shown])
+    return PromptAnswer(
+        block, shown, lexical_only=lexical_only, ids=ids, floor=floor, shown=details
+    )
+
+
+def prompt_query(
+    request: PromptRequest, messages: Sequence[Message] | None = None
+) -> tuple[str, str | None]:
+    """The recall query of `request`'s prompt and the text whose time words count (None: the
+    whole query): composed from the prompt and the last turns of `messages` (a transcript, as
+    read), or, without a transcript, the prompt alone."""
+    from ...bank.query import QueryOptions, compose_recall_query
+    from ...turns import clean_text
+
+    if messages is None:
+        return clean_text(request.prompt)[: request.max_query_chars], None
+    shape = QueryOptions(context_turns=request.context_turns, max_chars=request.max_query_chars)
+    composed = compose_recall_query(messages, request.prompt, shape)
+    return composed.query, composed.prompt
+
+
+def plan_prompt(
+    memory_bank: MemoryBank,
+    request: PromptRequest,
+    query: str,
+    time_text: str | None,
+    exclude: dict[str, datetime | None] | None = None,
+    model: Embedder | None = None,
+    *,
+    documents: frozenset[str] | None = None,
+    judge_alone: bool = True,
+) -> PromptPlan:
+    """The recall of a prompt's composed `query` as the hook makes it (`prompt_options`), with
+    the bank's marks (a memory marked wrong is never injected); `model`: the bank's embedder;
+    `documents`: only these. Mid-session the query carries the last turns, which match the
+    bank whatever the prompt asks: the floor judges the prompt alone, as if it opened a session
+    (what `lamina bench quiet` measures), and the query with its turns chooses what fills
+    (`judge_alone`; False: the floor judges the query, as Lamina did before)."""
+    from ...turns import clean_text
+
+    model = model or memory_bank.embedder_for(request.bank)
+    options = replace(prompt_options(request, model.name, exclude, time_text), documents=documents)
+    alone_query = clean_text(request.prompt)[: request.max_query_chars]
+    alone = None
+    if judge_alone and options.floor is not None and query != alone_query:
+        alone_options = replace(prompt_options(request, model.name, exclude), documents=documents)
+        alone = memory_bank.plan(alone_query, request.bank, alone_options, model)
+        options = replace(options, floor=None)
+    return PromptPlan(memory_bank.plan(query, request.bank, options, model), alone)
+
+
+class PromptPlan:
+    """A prompt's recall (`plan_prompt`): the plan of its composed query and, when that query
+    carries turns before the prompt, the plan of the prompt alone, which the floor judges."""
+
+    def __init__(self, plan: RecallPlan, alone: RecallPlan | None) -> None:
+        self.plan, self.alone = plan, alone
+
+    @property
+    def dense_texts(self) -> tuple[str, ...]:
+        """What the dense channel embeds (for a caller that embeds it ahead)."""
+        return (self.plan.dense_text,) + ((self.alone.dense_text,) if self.alone else ())
+
+    def recall(self, embedder: Embedder | None) -> RecallResult:
+        """The recall, with the dense channel when given an `embedder`; a lexical-only one is
+        not judged (see `lamina.bank.recall.Floor`)."""
+        result = self.plan.recall(embedder)
+        if self.alone is None or embedder is None:
+            return result
+        judged = self.alone.judge(embedder, self.plan.pool)
+        if judged is None:
+            return result
+        held = 0 if judged.passed else len(result.hits)
+        hits = result.hits if judged.passed else []
+        return replace(result, hits=hits, floor=replace(judged, held_back=held))
+
+
 def answer_prompt(
     memory_bank: MemoryBank,
     request: PromptRequest,
@@ -302,8 +401,6 @@ def answer_prompt(
     prompt alone (`judge_alone`; False: the query with its last turns, as Lamina did before,
     which `lamina bench quiet` measures against)."""
     from ...bank.query import QueryOptions, recall_query_for_file
-    from ...turns import clean_text
-    from .contract import clamped
 
     mark = time.monotonic()
     if memory_bank.store.get_bank(request.bank) is None:
@@ -322,56 +419,27 @@ def answer_prompt(
         query, time_text = composed.query, composed.prompt
         compacted = last_compaction(request.transcript)
     else:
-        query = clean_text(request.prompt)[: request.max_query_chars]
+        query, time_text = prompt_query(request)
         compacted = None
     exclude = {request.session: compacted} if request.session else {}
     model = memory_bank.embedder_for(request.bank)
-    # One plan, with the bank's marks (a memory marked wrong is never injected): the cold
-    # path recalls twice (lexical only, then with the dense channel), the second asking the
-    # store only for what the first did not (lamina.bank.plan).
-    options = prompt_options(request, model.name, exclude, time_text)
-    # Mid-session the query carries the last turns, which match the session's own memories
-    # whatever the prompt asks: the floor judges the prompt alone, as if it opened a session
-    # (what `lamina bench quiet` measures), and the query with its turns chooses what fills.
-    alone_query = clean_text(request.prompt)[: request.max_query_chars]
-    alone = None
-    if judge_alone and options.floor is not None and query != alone_query:
-        alone = memory_bank.plan(
-            alone_query, request.bank, prompt_options(request, model.name, exclude), model
-        )
-        options = replace(options, floor=None)
-    plan = memory_bank.plan(query, request.bank, options, model)
+    # One plan: the cold path recalls twice (lexical only, then with the dense channel), the
+    # second asking the store only for what the first did not (lamina.bank.plan).
+    plan = plan_prompt(
+        memory_bank, request, query, time_text, exclude, model, judge_alone=judge_alone
+    )
     now = time.monotonic()
     stages["query"] = now - mark
     mark = now
 
     def recall(embedder: Embedder | None) -> PromptAnswer:
-        result = plan.recall(embedder)
-        if alone is not None and embedder is not None:  # lexical only: not judged
-            judged = alone.judge(embedder, plan.pool)
-            if judged is not None:
-                held = 0 if judged.passed else len(result.hits)
-                result = replace(
-                    result,
-                    hits=result.hits if judged.passed else [],
-                    floor=replace(judged, held_back=held),
-                )
-        # Clamped under Claude Code's 10,000-character limit (it moves a longer context
-        # to a file), the lowest-ranked memories dropped first.
-        block, shown = clamped(result)
-        ids = tuple(hit.memory.id for hit in result.hits[:shown])
-        floor = result.floor.as_dict() if result.floor is not None else None
-        details = tuple(_shown(hit) for hit in result.hits[:shown])
-        return PromptAnswer(
-            block, shown, lexical_only=embedder is None, ids=ids, floor=floor, shown=details
-        )
+        return answer_of(plan.recall(embedder), lexical_only=embedder is None)
 
     embedder: Embedder = model
     if dense_until is not None:
         # The texts the dense channel will embed: the recalls below are then handed their
         # vectors.
-        texts = (plan.dense_text,) + ((alone.dense_text,) if alone is not None else ())
-        embedder = ahead = _embed_in_background(model, texts)
+        embedder = ahead = _embed_in_background(model, plan.dense_texts)
         lexical = recall(None)
         if early is not None:
             early(lexical)

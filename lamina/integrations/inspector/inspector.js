@@ -74,6 +74,12 @@ const bankPath = (bank) => `/v1/banks/${enc(bank)}`;
 
 // -- routing and state -------------------------------------------------------------------------
 let banks = null; // [{bank, documents, memories}] this caller may use
+// What the server rendered into the page (lamina.integrations.inspector_page): the caller's
+// banks, shown at first paint; the script starts from them instead of asking again.
+const initialNode = document.getElementById("lamina-initial");
+const initial = initialNode ? JSON.parse(initialNode.textContent) : null;
+let served = initial ? new Map(initial.details.map((d) => [d.bank, d])) : new Map();
+const hookBudget = initial ? initial.hook_budget : null;
 
 function route() {
   const hash = location.hash.replace(/^#\/?/, "");
@@ -93,8 +99,13 @@ function currentBank(params) {
 }
 
 async function loadBanks() {
-  const data = await api("GET", "/v1/banks?limit=1000");
-  banks = data.banks;
+  if (initial && initial.complete && !sessionStorage.getItem(KEY) && !loadBanks.done) {
+    banks = initial.banks;  // as the server rendered them, a moment ago
+  } else {
+    banks = (await api("GET", "/v1/banks?limit=1000")).banks;
+    served = new Map();
+  }
+  loadBanks.done = true;
   fill(bankSelect, ...banks.map((b) => el("option", { value: b.bank, text: b.bank })));
   forgetKey.hidden = !sessionStorage.getItem(KEY);
   document.getElementById("who").hidden = !banks.length && forgetKey.hidden;
@@ -143,15 +154,20 @@ async function render() {
   if (bank) { bankSelect.value = bank; sessionStorage.setItem(BANK, bank); }
   const pages = { banks: pageBanks, memories: pageMemories, recall: pageRecall, logs: pageLogs, hooks: pageHooks };
   const draw = pages[page] || pageBanks;
-  show(el("p", { class: "muted", text: "Loading…" }));
+  // The first render keeps what the server rendered (the banks) on screen until the page's
+  // own data is there; later ones say they are loading.
+  if (render.count++) show(el("p", { class: "muted", text: "Loading…" }));
+  main.setAttribute("aria-busy", "true");
   try {
     await draw(bank, params);
   } catch (err) {
     if (err.status === 401) { sessionStorage.removeItem(KEY); banks = null; keyForm(err.message); return; }
     show(errorBox(err));
   }
+  main.removeAttribute("aria-busy");
   document.title = `Lamina inspector · ${page}`;
 }
+render.count = 0;
 
 function needBank(bank) {
   if (bank) return false;
@@ -166,7 +182,8 @@ async function pageBanks() {
     show(head, empty("No banks yet. Retain a transcript with: lamina retain FILE --bank NAME"));
     return;
   }
-  const details = await Promise.all(banks.map((b) => api("GET", bankPath(b.bank))));
+  const details = await Promise.all(banks.map((b) => served.get(b.bank) || api("GET", bankPath(b.bank))));
+  served = new Map();  // once: later visits read them afresh
   const cards = details.map((d) => el("section", { class: "card", "aria-label": `Bank ${d.bank}` },
     el("h3", {}, el("a", { href: `#/memories?bank=${enc(d.bank)}`, text: d.bank })),
     el("dl", { class: "facts" },
@@ -175,8 +192,9 @@ async function pageBanks() {
       el("dt", { text: "records" }), el("dd", { text: num(d.records) }),
       el("dt", { text: "embedded" }), el("dd", { text: num(d.embedded) }),
       el("dt", { text: "embedder" }), el("dd", { text: Object.keys(d.embedders).join(", ") || "none" }),
-      el("dt", { text: "last retain" }), el("dd", { text: when(d.last_retain) }),
-      el("dt", { text: "spans" }), el("dd", { text: d.first_time ? `${when(d.first_time)} → ${when(d.last_time)}` : "undated" }),
+      el("dt", { text: "last retain" }), el("dd", { class: "date", text: when(d.last_retain) }),
+      el("dt", { text: "first" }), el("dd", { class: "date", text: d.first_time ? when(d.first_time) : "undated" }),
+      el("dt", { text: "last" }), el("dd", { class: "date", text: d.first_time ? when(d.last_time) : "undated" }),
       el("dt", { text: "context logs" }), el("dd", {}, d.logs ? el("a", { href: `#/logs?bank=${enc(d.bank)}`, text: num(d.logs) }) : "0"),
       el("dt", { text: "size on disk" }), el("dd", { text: d.bank_bytes !== null ? bytes(d.bank_bytes) : `${bytes(d.database_bytes)} (whole database)` }),
     ),
@@ -274,6 +292,7 @@ function memoryCard(m, bank, refresh, words) {
       el("span", { class: "mono", title: m.source.file || "", text: `${m.document} · ${lines}` }),
       m.tokens !== null ? el("span", { text: `${m.tokens} tokens` }) : null,
     ),
+    originLine(m.origin),
     text, more,
     (m.entities.length || m.tags.length) ? el("div", { class: "chips" },
       m.entities.map((e) => el("span", { class: "chip", text: e })),
@@ -290,6 +309,16 @@ function memoryCard(m, bank, refresh, words) {
   );
 }
 
+function originLine(origin) {
+  // Which agent and session a memory (or a recalled hit) came from, as its document says.
+  if (!origin) return null;
+  const parts = [];
+  if (origin.agent) parts.push(el("span", { class: "chip agent", text: origin.agent + (origin.agent_version ? ` ${origin.agent_version}` : "") }));
+  if (origin.session_id) parts.push(el("span", { class: "mono", title: origin.session_id, text: `session ${origin.session_id.slice(0, 8)}` }));
+  if (origin.cwd) parts.push(el("span", { class: "mono muted", title: origin.cwd, text: origin.cwd }));
+  return el("p", { class: "origin" }, parts);
+}
+
 async function pageMemories(bank, params) {
   if (needBank(bank)) return;
   if (params.get("id")) {  // one memory, e.g. from the hook activity page
@@ -300,7 +329,7 @@ async function pageMemories(bank, params) {
       el("div", { id: "memories" }, memoryCard(m, bank, () => go("memories", { bank }), [])));
     return;
   }
-  const filters = { q: params.get("q") || "", document: params.get("document") || "", kind: params.get("kind") || "",
+  const filters = { q: params.get("q") || "", document: params.get("document") || "", agent: params.get("agent") || "", kind: params.get("kind") || "",
     tag: params.get("tag") || "", since: params.get("since") || "", until: params.get("until") || "" };
   const offset = Number(params.get("offset") || 0);
   const limit = 50;
@@ -317,6 +346,8 @@ async function pageMemories(bank, params) {
   const q = el("input", { id: "f-q", type: "search", name: "q", value: filters.q, placeholder: "words in the text" });
   const documentSelect = el("select", { id: "f-document", name: "document" }, el("option", { value: "", text: "any document" }),
     documents.documents.map((d) => el("option", { value: d.id, text: d.id, selected: d.id === filters.document })));
+  const agentSelect = el("select", { id: "f-agent", name: "agent" }, el("option", { value: "", text: "any agent" }),
+    Object.entries(page.agents || {}).map(([a, n]) => el("option", { value: a, text: `${a} (${n} sessions)`, selected: a === filters.agent })));
   const kindSelect = el("select", { id: "f-kind", name: "kind" }, el("option", { value: "", text: "any kind" }),
     Object.entries(page.kinds).map(([k, n]) => el("option", { value: k, text: `${k} (${n})`, selected: k === filters.kind })));
   const tag = el("input", { id: "f-tag", name: "tag", value: filters.tag });
@@ -324,10 +355,10 @@ async function pageMemories(bank, params) {
   const until = el("input", { id: "f-until", type: "date", name: "until", value: filters.until });
   const form = el("form", { class: "filters", role: "search", onsubmit: (e) => {
     e.preventDefault();
-    go("memories", { bank, q: q.value.trim(), document: documentSelect.value, kind: kindSelect.value, tag: tag.value.trim(), since: since.value, until: until.value });
+    go("memories", { bank, q: q.value.trim(), document: documentSelect.value, agent: agentSelect.value, kind: kindSelect.value, tag: tag.value.trim(), since: since.value, until: until.value });
   } },
     el("label", { for: "f-q", class: "wide" }, "Search (every word must occur)", q),
-    field("document", "Document", documentSelect), field("kind", "Kind", kindSelect), field("tag", "Tag", tag),
+    field("document", "Document", documentSelect), field("agent", "Agent", agentSelect), field("kind", "Kind", kindSelect), field("tag", "Tag", tag),
     field("since", "Since", since), field("until", "Until", until),
     el("div", { class: "row" }, el("button", { type: "submit", class: "primary", text: "Search" }),
       el("button", { type: "button", text: "Clear", onclick: () => go("memories", { bank }) })),
@@ -385,7 +416,12 @@ async function pageRecall(bank, params) {
   const prompt = el("textarea", { id: "r-prompt", rows: 2, placeholder: "the next prompt" });
   prompt.value = params.get("prompt") || "";
   const context = el("textarea", { id: "r-context", rows: 4, placeholder: "user: earlier prompt\nassistant: earlier reply" });
-  const budget = el("input", { id: "r-budget", type: "number", min: 1, max: 200000, value: params.get("budget") || 1024 });
+  // Empty: the hook's own budget (hook.budget), which the server recalls with.
+  const budget = el("input", { id: "r-budget", type: "number", min: 1, max: 200000, value: params.get("budget") || "",
+    placeholder: hookBudget ? `${hookBudget} (the hook's)` : "the hook's" });
+  const agents = (await api("GET", `${bankPath(bank)}/memories?limit=1`)).agents || {};
+  const agent = el("select", { id: "r-agent" }, el("option", { value: "", text: "every agent (as the hook)" }),
+    Object.keys(agents).map((a) => el("option", { value: a, text: a, selected: a === params.get("agent") })));
   const hookMode = el("input", { id: "r-hook", type: "checkbox", checked: mode === "hook", onchange: () => {
     queryLabel.hidden = hookMode.checked; hookFields.hidden = !hookMode.checked;
   } });
@@ -395,7 +431,9 @@ async function pageRecall(bank, params) {
     el("label", { for: "r-context" }, "Earlier turns (optional; one message per line as user: … or assistant: …)", context));
   const results = el("div", { id: "recall-results" });
   const run = async () => {
-    const body = { budget: Number(budget.value) || 1024 };
+    const body = {};
+    if (Number(budget.value) > 0) body.budget = Number(budget.value);
+    if (agent.value) body.agents = [agent.value];
     if (hookMode.checked) { body.prompt = prompt.value; body.context = contextMessages(context.value); }
     else body.query = query.value;
     fill(results, el("p", { class: "muted", text: "Recalling…" }));
@@ -407,6 +445,7 @@ async function pageRecall(bank, params) {
     el("label", { class: "row", for: "r-hook" }, hookMode, "Compose the query as the prompt hook does (prompt + last turns)"),
     queryLabel, hookFields,
     el("div", { class: "row" }, el("label", { for: "r-budget" }, "Budget (tokens) "), budget,
+      Object.keys(agents).length ? [el("label", { for: "r-agent" }, "Agent "), agent] : null,
       el("button", { type: "submit", class: "primary", text: "Recall" })),
   );
   show(el("h2", { text: `Recall playground · ${bank}` }), form, results);
@@ -423,13 +462,14 @@ function drawRecall(target, data) {
           el("strong", { text: `#${i + 1}` }), el("span", { class: "relevance", title: "relevance, 0 to 1", text: `relevance ${Number(hit.score).toFixed(3)}` }),
           el("span", { text: hit.kind }), el("span", { text: when(hit.time) }),
           el("span", { class: "mono", text: hit.document }), el("span", { text: `${hit.tokens} tokens${hit.shortened ? " (shortened)" : ""}` })),
+        originLine((data.origins || {})[hit.document]),
         el("div", { class: "text", text: hit.text.length > 400 ? hit.text.slice(0, 400) + "…" : hit.text }),
         channelBars(hit, top))))
     : empty("No memory matched this query.");
   const block = data.block
-    ? [el("p", { class: "muted", id: "block-size", text: `${num(data.block_tokens)} tokens · ${num(data.block_chars)} characters · ${data.block_memories} memories` }),
+    ? [el("p", { class: "muted", id: "block-size", text: `${num(data.block_tokens)} of ${num(data.budget)} tokens · ${num(data.block_chars)} characters · ${data.block_memories} memories` }),
        el("pre", { id: "block", text: data.block })]
-    : [empty("The hook would inject nothing for this query.")];
+    : [empty(data.floor && !data.floor.passed ? `The hook would inject nothing: ${data.floor.reason}` : "The hook would inject nothing for this query.")];
   fill(target,
     el("p", { class: "muted" }, `Query${data.composed ? " (composed as the hook does)" : ""}: `, el("code", { text: data.query })),
     el("p", { class: "muted", text: `${data.results.length} results of ${num(data.considered)} considered, ${num(data.tokens)} tokens` }),
