@@ -346,7 +346,7 @@ def plan_prompt(
     options = replace(prompt_options(request, model.name, exclude, time_text), documents=documents)
     alone_query = clean_text(request.prompt)[: request.max_query_chars]
     alone = None
-    if judge_alone and options.floor is not None and query != alone_query:
+    if judge_alone and options.floor is not None and alone_query and query != alone_query:
         alone_options = replace(prompt_options(request, model.name, exclude), documents=documents)
         alone = memory_bank.plan(alone_query, request.bank, alone_options, model)
         options = replace(options, floor=None)
