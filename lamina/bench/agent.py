@@ -46,7 +46,7 @@ from ..store.sqlite import SQLiteStore
 from ..text.units import UnitOptions
 from ..tokens import count_text
 from ..turns import conversational_text
-from .common import emit, shared_data_dir
+from .common import count_option, embedder_option, emit, json_option, shared_data_dir
 
 __all__ = [
     "AgentQuestion",
@@ -440,21 +440,16 @@ def run_agent_bench(
     help=f"A shipped question set ({', '.join(SHIPPED)}; default claude-code) or a file in "
     "the same shape.",
 )
-@click.option(
-    "--budget",
-    "budgets",
-    multiple=True,
-    type=click.IntRange(min=1),
-    help="Token budgets (default: 1000 and 1500).",
+@count_option(
+    "--budget", "budgets", at_least=1, multiple=True, help="Token budgets (default: 1000 and 1500)."
 )
-@click.option(
+@count_option(
     "--max-tokens",
-    type=click.IntRange(min=0),
-    default=None,
+    at_least=0,
     help="Unit design to measure: the cap on a unit's tokens (0: one unit per turn, as before "
     "units had a cap).",
 )
-@click.option("--context-tokens", type=click.IntRange(min=0), default=None, help="Prompt context.")
+@count_option("--context-tokens", at_least=0, help="Prompt context.")
 @click.option("--no-packing", is_flag=True, help="One part per statement.")
 @click.option("--part-windows", is_flag=True, help="Windows of two parts within a turn too.")
 @click.option("--no-tool-words", is_flag=True, help="Leave out what the user said through tools.")
@@ -462,14 +457,8 @@ def run_agent_bench(
 @click.option(
     "--no-activity", is_flag=True, help="No activity units (parts carry an actions line)."
 )
-@click.option(
-    "--embedder",
-    "embedder_name",
-    default="default",
-    show_default=True,
-    help="The dense channel's model, by name ('default', 'minilm-l6', 'hash').",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@embedder_option()
+@json_option
 def agent_bench(
     data: str | None,
     questions_path: str | None,

@@ -6,7 +6,7 @@ import os
 import socket
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,20 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from ..cli.common import count_option, json_option
 from ..embed import Embedder
 from ..errors import InputError
 
-__all__ = ["Precomputed", "emit", "percentiles", "shared_data_dir", "transcript_files"]
+__all__ = [
+    "Precomputed",
+    "count_option",
+    "embedder_option",
+    "emit",
+    "json_option",
+    "percentiles",
+    "shared_data_dir",
+    "transcript_files",
+]
 
 
 def shared_data_dir(sub: str) -> Path | None:
@@ -113,3 +123,12 @@ def process_cpu_ms(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return float("nan")
+
+
+def embedder_option(
+    help: str = "The dense channel's model, by name ('default', 'minilm-l6', 'hash').",
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--embedder NAME (into `embedder_name`), as every recall benchmark takes it."""
+    return click.option(
+        "--embedder", "embedder_name", default="default", show_default=True, help=help
+    )

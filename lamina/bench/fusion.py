@@ -67,7 +67,7 @@ from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
 from ..text.lexical import STOP_WORDS, tokenize
 from ..text.units import SUMMARY
-from .common import emit, locomo_file, shared_data_dir
+from .common import embedder_option, emit, json_option, locomo_file, shared_data_dir
 from .locomo import HALVES, _bank_name, _now
 
 __all__ = [
@@ -627,15 +627,10 @@ def found_at(rows: Rows, keep: Sequence[int], model: FusionModel, k: int = 10) -
     help="Write the model fitted on all questions here, with the embedder's name "
     "(lamina/data/fusion*.json ship; recall reads the one for the bank's embedder).",
 )
-@click.option(
-    "--embedder",
-    "embedder_name",
-    default="default",
-    show_default=True,
-    help="Fit for this dense channel's model (see lamina.embed.get_embedder: 'default' or "
-    "'minilm-l3').",
+@embedder_option(
+    "Fit for this dense channel's model (see lamina.embed.get_embedder: 'default' or 'minilm-l3')."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def fusion_bench(
     data: str | None,
     per_conversation: int,

@@ -37,7 +37,7 @@ import orjson
 from ..bank.bank import MemoryBank
 from ..store.sqlite import SQLiteStore
 from .commands import measure_serve
-from .common import emit, percentiles, process_cpu_ms, shared_data_dir
+from .common import count_option, emit, json_option, percentiles, process_cpu_ms, shared_data_dir
 from .latency import _base_texts, build
 
 __all__ = ["hook_bench"]
@@ -334,22 +334,17 @@ def _measure_size(
 
 
 @click.command("hook")
-@click.option(
+@count_option(
     "--memories",
     "sizes",
+    at_least=1,
     multiple=True,
-    type=click.IntRange(min=1),
     default=(1_000, 10_000, 100_000),
-    show_default=True,
     help="Bank sizes to measure.",
 )
-@click.option("--runs", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option(
-    "--large-runs",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help=f"Runs for banks of {LARGE:,} memories or more.",
+@count_option("--runs", at_least=1, default=10)
+@count_option(
+    "--large-runs", at_least=1, default=3, help=f"Runs for banks of {LARGE:,} memories or more."
 )
 @click.option(
     "--time-limit",
@@ -358,10 +353,9 @@ def _measure_size(
     show_default=True,
     help="LAMINA_HOOK_TIME_LIMIT for the measured hooks (raised, to see the full cost).",
 )
-@click.option(
+@count_option(
     "--base-texts",
-    type=click.IntRange(min=10),
-    default=None,
+    at_least=10,
     help="Build from only the first N real turns (quicker; the default uses all).",
 )
 @click.option(
@@ -370,11 +364,10 @@ def _measure_size(
     default=None,
     help="Build the banks in this folder and keep them; banks already built there are reused.",
 )
-@click.option(
+@count_option(
     "--deadline-runs",
-    type=click.IntRange(min=0),
+    at_least=0,
     default=0,
-    show_default=True,
     help="Also run the cold hook this many times on the largest bank, with time limits spread "
     "from 0.3 to 3 s, and count the runs that did not exit 0 (aborts).",
 )
@@ -395,7 +388,7 @@ def _measure_size(
     help="Whose installed hook to measure: the prompt event and environment that agent's hook "
     "gets (Gemini's BeforeAgent; Codex's and Copilot's origin, Copilot's COPILOT_HOOK_DIR).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def hook_bench(
     sizes: tuple[int, ...],
     runs: int,

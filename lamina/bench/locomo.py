@@ -47,7 +47,7 @@ from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
 from ..tokens import count_text
-from .common import emit, locomo_file, percentiles
+from .common import embedder_option, emit, json_option, locomo_file, percentiles
 from .date_styles import DATE_STYLES, DateStyle, date_phrases, restyle
 
 __all__ = ["evaluate", "locomo_bench"]
@@ -370,13 +370,9 @@ def compare_stores(
     help="The fusion model (a file `lamina bench fusion --write` made) instead of the shipped "
     "one: fitted on one half of the conversations, read on the other.",
 )
-@click.option(
-    "--embedder",
-    "embedder_name",
-    default="default",
-    show_default=True,
-    help="The dense channel's model, by name (see lamina.embed.get_embedder: 'default', "
-    "'minilm-l6', 'hash').",
+@embedder_option(
+    "The dense channel's model, by name (see lamina.embed.get_embedder: 'default', "
+    "'minilm-l6', 'hash')."
 )
 @click.option(
     "--expand-with",
@@ -394,7 +390,7 @@ def compare_stores(
     help="Write the dates of the questions this way (only the question text changes; "
     "'words' asks them as the dataset does).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def locomo_bench(
     data: str | None,
     variants: tuple[str, ...],

@@ -26,7 +26,7 @@ from ..errors import InputError
 from ..store.sqlite import SQLiteStore
 from ..tokens import count_text
 from .agent import load_questions
-from .common import emit, shared_data_dir
+from .common import count_option, emit, json_option, shared_data_dir
 
 __all__ = ["mcp_bench", "run_mcp_bench"]
 
@@ -91,8 +91,8 @@ def run_mcp_bench(folder: Path, budget: int = 400) -> dict[str, Any]:
 @click.option(
     "--data", default=None, help="Folder of the sessions (default: ../shared/data/claude-code)."
 )
-@click.option("--budget", type=click.IntRange(min=1), default=400, help="The recall budget.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@count_option("--budget", at_least=1, default=400, help="The recall budget.", show_default=False)
+@json_option
 def mcp_bench(data: str | None, budget: int, as_json: bool) -> None:
     """Tokens of an MCP recall result, compact against the former detailed shape.
 

@@ -42,7 +42,7 @@ from ..store.search import SearchFilter
 from ..store.sqlite import SQLiteStore
 from ..turns import clean_text
 from .agent import SHIPPED, AgentQuestion, found_in, load_question_set
-from .common import emit, shared_data_dir
+from .common import embedder_option, emit, json_option, shared_data_dir
 
 __all__ = ["PROMPT_SETS", "load_ontopic", "load_prompts", "quiet_bench", "run_quiet_bench"]
 
@@ -432,14 +432,8 @@ def run_quiet_bench(
     help="A bank per session (asked that session's questions and every prompt) instead of "
     "one bank per question set: a project with one session, the floor's hardest case.",
 )
-@click.option(
-    "--embedder",
-    "embedder_name",
-    default="default",
-    show_default=True,
-    help="The dense channel's model, by name ('default', 'minilm-l6', 'hash').",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@embedder_option()
+@json_option
 def quiet_bench(
     question_sets: tuple[str, ...],
     prompts_source: str | None,

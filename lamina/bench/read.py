@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from ..readers import read_messages
-from .common import emit, transcript_files
+from .common import count_option, emit, json_option, transcript_files
 
 __all__ = ["read_bench"]
 
@@ -65,14 +65,13 @@ def _in_child(variant: str, path: str) -> dict[str, Any]:
 @click.option(
     "--file", "file", default=None, help="Transcript to read (default: the largest shared one)."
 )
-@click.option(
+@count_option(
     "--repeat",
-    type=click.IntRange(min=1),
+    at_least=1,
     default=1,
-    show_default=True,
     help="Concatenate the file this many times first, to measure a much larger input.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def read_bench(file: str | None, repeat: int, as_json: bool) -> None:
     """Read time and peak memory: Lamina's streaming reader against load-everything.
 

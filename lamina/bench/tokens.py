@@ -21,7 +21,7 @@ import orjson
 from ..messages import Kind, Message, Role
 from ..readers import read_transcript
 from ..tokens import TiktokenCounter, count_message, count_text, default_counter
-from .common import emit, transcript_files
+from .common import emit, json_option, transcript_files
 
 __all__ = ["tokens_bench"]
 
@@ -76,7 +76,7 @@ def calibrate(messages: Sequence[Message]) -> dict[str, Any]:
 @click.option(
     "--data", default=None, help="A transcript or a folder of them (default: shared data)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def tokens_bench(data: str | None, as_json: bool) -> None:
     """Token counts against Claude's recorded usage, and counting speed.
 

@@ -12,7 +12,7 @@ from ..bank.query import QueryOptions, compose_recall_query
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import read_transcript
 from ..turns import conversational_text, is_turn_start, last_turns
-from .common import emit, transcript_files
+from .common import emit, json_option, transcript_files
 
 __all__ = ["turns_bench"]
 
@@ -58,7 +58,7 @@ def measure(messages: Sequence[Message], n: int) -> dict[str, Any]:
     "--data", default=None, help="A transcript or a folder of them (default: shared data)."
 )
 @click.option("--n", "ns", multiple=True, type=int, default=(3, 5), show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def turns_bench(data: str | None, ns: tuple[int, ...], as_json: bool) -> None:
     """Last-N-turns windows: naive user-record boundaries against conversational turns.
 

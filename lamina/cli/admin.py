@@ -14,6 +14,7 @@ import orjson
 from ..errors import InputError, NotFoundError
 from .common import (
     count,
+    count_option,
     document_label,
     emit_json,
     json_option,
@@ -386,11 +387,10 @@ def _loopback(host: str) -> bool:
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8420, show_default=True, type=click.IntRange(1, 65535))
-@click.option(
+@count_option(
     "--max-body",
+    at_least=1024,
     default=16 * 1024 * 1024,
-    show_default=True,
-    type=click.IntRange(min=1024),
     help="Largest request body accepted, in bytes.",
 )
 @click.pass_context
@@ -518,31 +518,27 @@ def keys_revoke(ctx: click.Context, name: str, as_json: bool) -> None:
 
 @click.command("compile")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=str))
-@click.option(
+@count_option(
     "--budget",
-    type=click.IntRange(min=1000),
+    at_least=1000,
     default=32_000,
-    show_default=True,
     help="Maximum tokens of the request, reply reserve included.",
 )
-@click.option(
+@count_option(
     "--reserve",
-    type=click.IntRange(min=0),
-    default=None,
+    at_least=0,
     help="Tokens kept free for the reply (default: an eighth of the budget, at most 4000).",
 )
-@click.option(
+@count_option(
     "--head",
     "head_tokens",
-    type=click.IntRange(min=0),
-    default=None,
+    at_least=0,
     help="Tokens of opening messages kept raw (default: 20% of the budget).",
 )
-@click.option(
+@count_option(
     "--recent",
     "recent_tokens",
-    type=click.IntRange(min=0),
-    default=None,
+    at_least=0,
     help="Tokens of newest messages a fold leaves raw (default: 5% of the budget).",
 )
 @click.option(

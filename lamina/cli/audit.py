@@ -8,18 +8,25 @@ from typing import Any
 
 import click
 
-from .common import bank_option, emit_json, json_option, open_bank, settings, this_bank
+from .common import (
+    bank_option,
+    count_option,
+    emit_json,
+    json_option,
+    open_bank,
+    settings,
+    this_bank,
+)
 
 __all__ = ["injections", "memory"]
 
 
 @click.command("injections")
 @click.option("--session", default=None, metavar="ID", help="Only this session's prompts.")
-@click.option(
+@count_option(
     "--last",
-    type=click.IntRange(min=0),
+    at_least=0,
     default=20,
-    show_default=True,
     metavar="N",
     help="The newest N prompts (0: all the log keeps).",
 )

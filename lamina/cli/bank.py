@@ -28,6 +28,7 @@ from .common import (
     bank_option,
     confirm_or_yes,
     count,
+    count_option,
     document_label,
     document_names,
     emit_json,
@@ -232,19 +233,9 @@ def retain(
 @click.command()
 @click.argument("query")
 @bank_option
-@click.option(
-    "--budget",
-    type=click.IntRange(min=1),
-    default=1024,
-    show_default=True,
-    help="Tokens the memories may take.",
-)
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=50,
-    show_default=True,
-    help="Most memories to return (the budget may allow fewer).",
+@count_option("--budget", at_least=1, default=1024, help="Tokens the memories may take.")
+@count_option(
+    "--limit", at_least=1, default=50, help="Most memories to return (the budget may allow fewer)."
 )
 @click.option(
     "--document",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "bank_option",
     "confirm_or_yes",
+    "count_option",
     "document_label",
     "document_names",
     "emit_json",
@@ -208,6 +209,27 @@ def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print one JSON document on stdout."
     )(f)
+
+
+def count_option(
+    *decls: str,
+    at_least: int,
+    default: int | tuple[int, ...] | None = None,
+    help: str | None = None,
+    show_default: bool | None = None,
+    **more: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """An option that takes a whole number of at least `at_least`; its default is shown in the
+    help when it has one (unless `show_default` says otherwise)."""
+    shown = default is not None if show_default is None else show_default
+    return click.option(
+        *decls,
+        type=click.IntRange(min=at_least),
+        default=default,
+        show_default=shown,
+        help=help,
+        **more,
+    )
 
 
 def count(n: object, one: str, many: str | None = None) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import InputError
-from .common import bank_option, emit_json, json_option, open_logs, this_bank
+from .common import bank_option, count_option, emit_json, json_option, open_logs, this_bank
 
 if TYPE_CHECKING:
     from ..context.pins import Pin
@@ -39,8 +39,8 @@ def _pin_json(pin: Pin) -> dict[str, Any]:
 @click.option("--messages", "span", metavar="FIRST-LAST", help="A message range, e.g. 120-180.")
 @click.option("--document", metavar="NAME", help="A document or file, by title, path or name.")
 @click.option("--raw", "raw", is_flag=True, help="Always show it raw.")
-@click.option("--level", type=click.IntRange(min=1), help="Always show it at this level.")
-@click.option("--max-level", type=click.IntRange(min=0), help="Fold it no deeper than this.")
+@count_option("--level", at_least=1, help="Always show it at this level.")
+@count_option("--max-level", at_least=0, help="Fold it no deeper than this.")
 @click.option("--name", help="The pin's name (default: from the range or the document).")
 @json_option
 @click.pass_context

@@ -15,7 +15,7 @@ from ..progress import Progress, clear_line
 from ..readers import read_messages, reader_for
 from ..stats import transcript_stats
 from ..turns import iter_turns
-from .common import emit_json, json_option
+from .common import count_option, emit_json, json_option
 
 __all__ = ["recall_query", "show", "turns"]
 
@@ -168,20 +168,18 @@ def turns(file: str, last: int | None, width: int, fmt: str | None, as_json: boo
 @click.option(
     "--prompt", default=None, help="The next prompt (default: the transcript's last turn)."
 )
-@click.option(
+@count_option(
     "--context-turns",
     "--turns",
     "context_turns",
-    type=click.IntRange(min=0),
+    at_least=0,
     default=3,
-    show_default=True,
     help="Turns of context before the prompt; the prompt itself is not counted.",
 )
-@click.option(
+@count_option(
     "--max-chars",
-    type=click.IntRange(min=1),
+    at_least=1,
     default=800,
-    show_default=True,
     help="Cap on the whole query, labels included; oldest context is dropped first.",
 )
 @_format_option

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from ..messages import Block, Kind, Message, Role, Source, TextBlock, UnknownBlock
+from ..messages import Block, Kind, Message, Role, Source, TextBlock, UnknownBlock, parse_timestamp
 from ..turns import classify
 from .base import Line, WarningSink
 
@@ -153,6 +153,33 @@ class AgentBuilder:
             message = replace(message, kind=classify(message))
         self.index += 1
         return message
+
+    def from_line(
+        self,
+        line: Line,
+        record: Mapping[str, Any],
+        *,
+        id: str,
+        role: Role,
+        blocks: Sequence[Block],
+        kind: Kind | None,
+        record_type: str,
+        subtype: str | None = None,
+        model: str | None = None,
+    ) -> Message:
+        """The next message, built from the one JSON line that holds `record`."""
+        return self.make(
+            id=id,
+            role=role,
+            blocks=blocks,
+            kind=kind,
+            timestamp=parse_timestamp(record.get("timestamp")),
+            source=line_source(self.path, self.index, line),
+            record_type=record_type,
+            records=(record,),
+            subtype=subtype,
+            model=model,
+        )
 
 
 def line_source(path: str, index: int, first: Line, last: Line | None = None) -> Source:

@@ -48,12 +48,10 @@ from ..messages import (
     ToolResultBlock,
     ToolUseBlock,
     UnknownBlock,
-    parse_timestamp,
 )
 from .agents import (
     AgentBuilder,
     context_block,
-    line_source,
     mapping,
     record_digest,
     said_text,
@@ -203,32 +201,6 @@ class _Builder(AgentBuilder):
         self.seen_user_texts: set[str] = set()
         self.unknown_types: set[str] = set()
 
-    def _message(
-        self,
-        line: Line,
-        record: Mapping[str, Any],
-        *,
-        id: str,
-        role: Role,
-        blocks: list[Block] | tuple[Block, ...],
-        kind: Kind | None,
-        record_type: str,
-        subtype: str | None = None,
-        model: str | None = None,
-    ) -> Message:
-        return self.make(
-            id=id,
-            role=role,
-            blocks=blocks,
-            kind=kind,
-            timestamp=parse_timestamp(record.get("timestamp")),
-            source=line_source(self.path, self.index, line),
-            record_type=record_type,
-            records=(record,),
-            subtype=subtype,
-            model=model,
-        )
-
     def feed(self, line: Line) -> Iterator[Message]:
         record = line.value
         if not isinstance(record, Mapping):
@@ -239,7 +211,7 @@ class _Builder(AgentBuilder):
         if not isinstance(rtype, str) or not isinstance(payload, Mapping):
             what = "a line without a type" if not isinstance(rtype, str) else "no payload object"
             self.warn(ReadWarning(self.path, line.number, f"{what}; kept as unknown"))
-            yield self._message(
+            yield self.from_line(
                 line, record, id=record_digest(record, "unknown"), role=Role.SYSTEM,
                 blocks=(), kind=Kind.UNKNOWN, record_type=str(rtype or ""),
             )  # fmt: skip
@@ -263,7 +235,7 @@ class _Builder(AgentBuilder):
         if rtype not in LINE_TYPES:
             kind = Kind.UNKNOWN
         subtype = text_or_none(payload.get("type"))
-        yield self._message(
+        yield self.from_line(
             line, record, id=record_digest(record, rtype), role=Role.SYSTEM, blocks=(),
             kind=kind, record_type=rtype, subtype=subtype,
         )  # fmt: skip
@@ -290,14 +262,14 @@ class _Builder(AgentBuilder):
                 if said:
                     self.seen_user_texts.add(said)
                 kind = Kind.COMPACT_SUMMARY if carried else None
-                return self._message(line, record, role=Role.USER, blocks=blocks, kind=kind,
+                return self.from_line(line, record, role=Role.USER, blocks=blocks, kind=kind,
                                      **common)  # fmt: skip
             if role == "assistant":
                 summary = carried or bool(mapping(record.get("metadata")).get("compaction_output"))
                 kind = Kind.COMPACT_SUMMARY if summary else None
-                return self._message(line, record, role=Role.ASSISTANT, blocks=blocks,
+                return self.from_line(line, record, role=Role.ASSISTANT, blocks=blocks,
                                      kind=kind, model=self.model, **common)  # fmt: skip
-            return self._message(line, record, role=Role.SYSTEM, blocks=blocks,
+            return self.from_line(line, record, role=Role.SYSTEM, blocks=blocks,
                                  kind=Kind.INSTRUCTIONS, **common)  # fmt: skip
         if carried:
             kind_override: Kind | None = Kind.COMPACT_SUMMARY
@@ -311,12 +283,12 @@ class _Builder(AgentBuilder):
                 if isinstance(p, Mapping) and isinstance(p.get("text"), str)
             ]
             block = ThinkingBlock("\n\n".join(texts))
-            return self._message(line, record, role=Role.ASSISTANT, blocks=[block],
+            return self.from_line(line, record, role=Role.ASSISTANT, blocks=[block],
                                  kind=kind_override or Kind.TOOL_ACTIVITY, model=self.model,
                                  **common)  # fmt: skip
         call = self._call(payload, ptype)
         if call is not None:
-            return self._message(line, record, role=Role.ASSISTANT, blocks=[call],
+            return self.from_line(line, record, role=Role.ASSISTANT, blocks=[call],
                                  kind=kind_override or Kind.TOOL_ACTIVITY, model=self.model,
                                  **common)  # fmt: skip
         if ptype in ("function_call_output", "custom_tool_call_output"):
@@ -325,12 +297,12 @@ class _Builder(AgentBuilder):
                 common["id"] = f"{call_id}:output" if call_id else ident
             text, failed = _output(payload.get("output"))
             result = ToolResultBlock(call_id, (TextBlock(text),), failed)
-            return self._message(line, record, role=Role.USER, blocks=[result],
+            return self.from_line(line, record, role=Role.USER, blocks=[result],
                                  kind=kind_override or Kind.TOOL_ACTIVITY, **common)  # fmt: skip
         if ptype == "ghost_snapshot":
-            return self._message(line, record, role=Role.SYSTEM, blocks=(),
+            return self.from_line(line, record, role=Role.SYSTEM, blocks=(),
                                  kind=Kind.SNAPSHOT, **common)  # fmt: skip
-        return self._message(line, record, role=Role.SYSTEM, blocks=(),
+        return self.from_line(line, record, role=Role.SYSTEM, blocks=(),
                              kind=kind_override or Kind.UNKNOWN, **common)  # fmt: skip
 
     def _call(self, payload: Mapping[str, Any], ptype: str) -> ToolUseBlock | None:
@@ -351,7 +323,7 @@ class _Builder(AgentBuilder):
     ) -> Iterator[Message]:
         summary = payload.get("message")
         blocks: list[Block] = [TextBlock(summary)] if isinstance(summary, str) and summary else []
-        yield self._message(
+        yield self.from_line(
             line, record, id=record_digest(record, "compacted"), role=Role.USER,
             blocks=blocks, kind=Kind.COMPACT_SUMMARY, record_type="compacted",
         )  # fmt: skip

@@ -35,12 +35,10 @@ from ..messages import (
     ToolResultBlock,
     ToolUseBlock,
     UnknownBlock,
-    parse_timestamp,
 )
 from .agents import (
     AgentBuilder,
     context_block,
-    line_source,
     mapping,
     record_digest,
     strip_context_tags,
@@ -87,17 +85,10 @@ class _Builder(AgentBuilder):
         model: str | None = None,
     ) -> Message:
         ident = text_or_none(record.get("id")) or record_digest(record, rtype or "event")
-        return self.make(
-            id=ident,
-            role=role,
-            blocks=blocks,
-            kind=kind,
-            timestamp=parse_timestamp(record.get("timestamp")),
-            source=line_source(self.path, self.index, line),
-            record_type=rtype,
-            records=(record,),
+        return self.from_line(
+            line, record, id=ident, role=role, blocks=blocks, kind=kind, record_type=rtype,
             model=model,
-        )
+        )  # fmt: skip
 
     def feed(self, line: Line) -> Iterator[Message]:
         record = line.value
