@@ -225,7 +225,13 @@ def test_memories_reach_the_next_gemini_session_and_cross_agents(
         (request,) = requests_for(api, RESUME_PROMPT)
         history = [t for role, texts in contents(request)[:-1] if role == "user" for t in texts]
         assert any(SECOND_PROMPT in text for text in history)
-        timings["memory_blocks_after_resume"] = len(memory_blocks(request))
+        # Exactly one memory block: the one the history already holds (sent again by Gemini);
+        # the prompt hook does not inject the same memories a second time.
+        (held,) = memory_blocks(request)
+        assert "heron-7" in held[1]
+        assert not any(BLOCK in unescaped(t) for t in contents(request)[-1][1])
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert "no memories: the session's history already holds them" in log
 
         # One memory across agents: a real Claude Code transcript, retained by the Claude Code
         # hook (Stop) into the project's bank, is recalled in a Gemini session.
