@@ -28,7 +28,7 @@ import pytest
 
 from lamina.config import default_bank, resolve_settings
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, ROOT
 from .fake_gemini import ScriptedGemini, contents, last_user_text, unescaped
 
 GEMINI_VERSION = "0.61.0"
@@ -257,3 +257,42 @@ def test_memories_reach_the_next_gemini_session_and_cross_agents(
         sent = {"requests": api.requests, "other": api.other, "timings": timings}
         (tmp_path / "requests.json").write_text(json.dumps(sent, indent=2))
     print(f"\nGemini CLI {GEMINI_VERSION} end to end: {json.dumps(timings)}")
+
+
+EXTENSION = "plugins/gemini-lamina"
+"""The Gemini extension shipped in the repository (gemini-extension.json, hooks/hooks.json)."""
+
+
+def test_the_gemini_extension_gives_one_memory_block(gemini: str, tmp_path: Path) -> None:
+    """`gemini extensions install <path>` (the extension copied into the temporary HOME), a
+    session that states a fact, retained by the extension's hooks; the next session's request
+    carries exactly one memory block recalling it."""
+    with ScriptedGemini(script) as api:
+        machine = Machine(tmp_path, gemini, api)
+        installed = subprocess.run(
+            ["timeout", "-k", "5", "120", gemini, "extensions", "install",
+             str(ROOT / EXTENSION), "--consent"],
+            capture_output=True, text=True, env=machine.env, cwd=machine.project,
+            stdin=subprocess.DEVNULL, timeout=150,
+        )  # fmt: skip
+        assert installed.returncode == 0, installed.stderr[-3000:] or installed.stdout[-3000:]
+        copied = machine.gemini_dir / "extensions" / "lamina"
+        assert os.access(copied / "scripts" / "run-lamina", os.X_OK)
+        assert "hooks" not in json.loads((machine.gemini_dir / "settings.json").read_text())
+
+        first = machine.ask(FIRST_PROMPT)
+        (request,) = requests_for(api, FIRST_PROMPT)
+        assert memory_blocks(request) == []
+        machine.wait_for_document(first)
+
+        machine.ask(SECOND_PROMPT)
+        (request,) = requests_for(api, SECOND_PROMPT)
+        (block,) = memory_blocks(request)
+        assert block[0] == "user" and "heron-7" in block[1] and "Frankfurt" in block[1]
+        assert script(request) == "heron-7"
+        # Gemini 0.61 drops `trust` from an extension's MCP servers (filterMcpConfig), and
+        # headless mode offers only trusted servers' tools: the recall tool is not offered here.
+        assert "mcp_lamina_recall" not in json.dumps(request.get("tools"))
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert "injected" in log and "failed" not in log, log[-3000:]
+        (tmp_path / "requests.json").write_text(json.dumps(api.requests, indent=2))

@@ -45,6 +45,7 @@ from ..installs import (
 __all__ = [
     "HOOK_EVENTS",
     "SERVER",
+    "extension_installed",
     "gemini_home",
     "install",
     "installed_scopes",
@@ -182,6 +183,20 @@ def installed_scopes(
 def stands_aside(
     directory: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> str | None:
-    """Gemini merges the hooks of its settings layers: a user-scope hook stands aside for a
-    project's, so a prompt never gets two memory blocks."""
+    """Gemini merges the hooks of its settings layers and its extensions': a user-scope hook
+    stands aside for a project's, and so does the Lamina extension's; a user-scope hook also
+    stands aside for the extension, so a prompt never gets two memory blocks."""
+    environ = os.environ if env is None else env
+    origin = environ.get("LAMINA_HOOK_ORIGIN", "")
+    if origin == "gemini-extension":
+        if installed_scopes(directory, environ).get("project"):
+            return "the project's Lamina hooks for Gemini"
+        return None
+    if origin == "gemini-user" and extension_installed(environ):
+        return "the Lamina extension for Gemini"
     return user_stands_aside("gemini", "Gemini", installed_scopes, directory, env)
+
+
+def extension_installed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the Lamina extension (plugins/gemini-lamina) is installed for this user."""
+    return (gemini_home(env) / "extensions" / "lamina" / "gemini-extension.json").is_file()
