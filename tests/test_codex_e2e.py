@@ -26,7 +26,7 @@ import pytest
 
 from lamina.config import default_bank, resolve_settings
 
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, ROOT
 from .fake_openai import ScriptedResponses, input_messages, last_user_text
 
 CODEX_VERSION = "0.171.0"
@@ -233,3 +233,43 @@ def test_memories_reach_the_next_codex_session_and_cross_agents(codex: str, tmp_
         sent = {"requests": api.requests, "other": api.other, "timings": timings}
         (tmp_path / "requests.json").write_text(json.dumps(sent, indent=2))
     print(f"\nCodex {CODEX_VERSION} end to end: {json.dumps(timings)}")
+
+
+def test_the_codex_plugin_gives_one_memory_block(codex: str, tmp_path: Path) -> None:
+    """The repository as a Codex marketplace (.agents/plugins/marketplace.json): `codex plugin
+    marketplace add <checkout>`, `codex plugin add lamina@lamina` (copied into the temporary
+    CODEX_HOME), its hooks trusted through `codex app-server`; a session that states a fact,
+    retained by the plugin's hooks; the next session's request carries exactly one memory
+    block recalling it."""
+    from lamina.integrations.codex.install import trust_plugin
+
+    with ScriptedResponses(script) as api:
+        machine = Machine(tmp_path, codex, api)
+        config = machine.codex_home / "config.toml"
+        config.write_text(config.read_text().replace("plugins = false", "plugins = true"))
+
+        def run(*args: str) -> None:
+            done = subprocess.run(
+                ["timeout", "-k", "5", "120", codex, *args], capture_output=True, text=True,
+                env=machine.env, cwd=machine.project, stdin=subprocess.DEVNULL, timeout=150,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr[-3000:] or done.stdout[-3000:]
+
+        run("plugin", "marketplace", "add", str(ROOT))
+        run("plugin", "add", "lamina@lamina")
+        states = trust_plugin(codex, directory=machine.project, env=machine.env)
+        assert states == dict.fromkeys(("SessionStart", "UserPromptSubmit", "Stop",
+                                        "SessionEnd"), "trusted")  # fmt: skip
+
+        first = machine.ask(FIRST_PROMPT)
+        (request,) = requests_for(api, FIRST_PROMPT)
+        assert memory_blocks(request) == []
+        machine.wait_for_document(first)
+
+        machine.ask(SECOND_PROMPT)
+        (request,) = requests_for(api, SECOND_PROMPT)
+        (block,) = memory_blocks(request)
+        assert block[0] == "developer" and "heron-7" in block[1] and "Frankfurt" in block[1]
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert "injected" in log and "failed" not in log, log[-3000:]
+        (tmp_path / "requests.json").write_text(json.dumps(api.requests, indent=2))

@@ -49,8 +49,11 @@ __all__ = [
     "hook_states",
     "install",
     "installed_scopes",
+    "plugin_installed",
+    "plugin_keys",
     "stands_aside",
     "trust",
+    "trust_plugin",
     "uninstall",
 ]
 
@@ -292,9 +295,23 @@ def installed_scopes(
 def stands_aside(
     directory: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> str | None:
-    """Codex runs the hooks of every layer: a user-scope hook stands aside for a project's,
-    so a prompt never gets two memory blocks."""
+    """Codex runs the hooks of every layer and plugin: a user-scope hook stands aside for a
+    project's, and so does the Lamina plugin's; a user-scope hook also stands aside for the
+    plugin, so a prompt never gets two memory blocks."""
+    environ = os.environ if env is None else env
+    origin = environ.get("LAMINA_HOOK_ORIGIN", "")
+    if origin == "codex-plugin":
+        if installed_scopes(directory, environ).get("project"):
+            return "the project's Lamina hooks for Codex"
+        return None
+    if origin == "codex-user" and plugin_installed(environ):
+        return "the Lamina plugin for Codex"
     return user_stands_aside("codex", "Codex", installed_scopes, directory, env)
+
+
+def plugin_installed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the Lamina plugin (plugins/codex-lamina) is installed in Codex's plugin cache."""
+    return (codex_home(env) / "plugins" / "cache" / "lamina" / "lamina").is_dir()
 
 
 class CodexUnavailable(ConfigError):
@@ -436,7 +453,42 @@ def trust(
     keys = _our_keys(files)
     if not keys:
         raise ConfigError(f"{files.hooks}: no Lamina hooks to trust (run `lamina install codex`)")
-    cwd = project_root(directory)
+    return _trust(keys, codex, project_root(directory), env, timeout)
+
+
+PLUGIN = "lamina@lamina"
+"""The Codex plugin's id: plugin `lamina` of the repository's marketplace `lamina`
+(.agents/plugins/marketplace.json, plugins/codex-lamina)."""
+
+
+def plugin_keys(plugin: str = PLUGIN) -> dict[str, str]:
+    """The trust key of each of the Codex plugin's hooks -> its event (Codex keys a plugin's
+    hooks by plugin id and the hooks file's path inside the plugin)."""
+    keys: dict[str, str] = {}
+    for event in HOOK_EVENTS:
+        keys[f"{plugin}:hooks/hooks.json:{_SNAKE[event]}:0:0"] = event
+    return keys
+
+
+def trust_plugin(
+    codex: str,
+    *,
+    directory: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 20.0,
+) -> dict[str, str]:
+    """Trust the installed Codex plugin's hooks (`codex plugin add lamina@lamina`), as `/hooks`
+    would. Returns the states after (`not listed` while the plugin is not installed)."""
+    return _trust(plugin_keys(), codex, project_root(directory), env, timeout)
+
+
+def _trust(
+    keys: Mapping[str, str],
+    codex: str,
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    timeout: float,
+) -> dict[str, str]:
     rpc = _app_server(codex, cwd, env, timeout)
     try:
         listed = _listed(rpc, cwd, keys)
