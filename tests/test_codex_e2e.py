@@ -178,7 +178,8 @@ def test_memories_reach_the_next_codex_session_and_cross_agents(codex: str, tmp_
         assert installed.returncode == 0, installed.stderr
         report = json.loads(installed.stdout)
         assert report["trusted"] is True, report
-        assert set(report["trust"]) == {"SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"}
+        assert set(report["trust"]) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
+                                        "SessionEnd"}  # fmt: skip
         status = json.loads(machine.lamina("status", "--json", LAMINA_CODEX_BIN=codex).stdout)
         assert status["codex_hooks"]["user"] == {**status["codex_hooks"]["user"],
                                                  "installed": True, "trusted": True}  # fmt: skip
@@ -258,7 +259,7 @@ def test_the_codex_plugin_gives_one_memory_block(codex: str, tmp_path: Path) -> 
         run("plugin", "marketplace", "add", str(ROOT))
         run("plugin", "add", "lamina@lamina")
         states = trust_plugin(codex, directory=machine.project, env=machine.env)
-        assert states == dict.fromkeys(("SessionStart", "UserPromptSubmit", "Stop",
+        assert states == dict.fromkeys(("SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
                                         "SessionEnd"), "trusted")  # fmt: skip
 
         first = machine.ask(FIRST_PROMPT)

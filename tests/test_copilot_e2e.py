@@ -214,6 +214,17 @@ def test_memories_reach_the_next_copilot_session_and_cross_agents(
         assert any(SECOND_PROMPT in text for text in texts), texts
         assert not any(BLOCK in text or "Frankfurt" in text for text in texts), texts
 
+        # /compact in the continued session runs Lamina's PreCompact hook (Copilot's
+        # preCompact, with Claude Code's payload), which retains before the history is compacted.
+        compacted = subprocess.run(
+            ["timeout", "-k", "5", "120", copilot, "--continue", "-p", "/compact", "--silent"],
+            capture_output=True, text=True, env=machine.env, cwd=machine.project,
+            stdin=subprocess.DEVNULL, timeout=150,
+        )  # fmt: skip
+        assert compacted.returncode == 0, compacted.stderr[-3000:]
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert f"PreCompact {second} retain" in log, log[-3000:]
+
         # Claude Code -> Copilot: a real Claude Code transcript, retained by the Claude Code
         # hook (Stop) into the project's bank, is recalled in a Copilot session.
         transcript = tmp_path / "claude" / EXAMPLE.name

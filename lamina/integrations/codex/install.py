@@ -61,14 +61,17 @@ HOOK_EVENTS: Mapping[str, int] = {
     "SessionStart": 10,
     "UserPromptSubmit": 10,
     "Stop": 10,
+    "PreCompact": 10,
     "SessionEnd": 3,
 }
 """The events Lamina handles in Codex, with their timeouts (seconds). Codex clamps SessionEnd to
-3 s: that event (like Stop) only starts the detached retain worker."""
+3 s: that event (like Stop and PreCompact) only starts the detached retain worker. PreCompact
+(`trigger: auto` or `manual`) retains a long turn before Codex compacts its history, rather than
+at the turn's end."""
 
 SESSION_START_MATCHER = "startup|resume|clear"
 _SNAKE = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit",
-          "Stop": "stop", "SessionEnd": "session_end"}  # fmt: skip
+          "Stop": "stop", "PreCompact": "pre_compact", "SessionEnd": "session_end"}  # fmt: skip
 """How Codex names an event in a hook's trust key."""
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(#.*)?$")
