@@ -38,7 +38,7 @@ import orjson
 from ...config import project_root
 from ...errors import ConfigError
 from ..claude_code.install import _is_ours, _load, _save, _without_ours
-from ..installs import SERVER, hook_commands, mcp_words, user_stands_aside
+from ..installs import SERVER, hook_commands, mcp_words, packaged_stands_aside
 
 __all__ = [
     "HOOK_EVENTS",
@@ -301,15 +301,9 @@ def stands_aside(
     """Codex runs the hooks of every layer and plugin: a user-scope hook stands aside for a
     project's, and so does the Lamina plugin's; a user-scope hook also stands aside for the
     plugin, so a prompt never gets two memory blocks."""
-    environ = os.environ if env is None else env
-    origin = environ.get("LAMINA_HOOK_ORIGIN", "")
-    if origin == "codex-plugin":
-        if installed_scopes(directory, environ).get("project"):
-            return "the project's Lamina hooks for Codex"
-        return None
-    if origin == "codex-user" and plugin_installed(environ):
-        return "the Lamina plugin for Codex"
-    return user_stands_aside("codex", "Codex", installed_scopes, directory, env)
+    return packaged_stands_aside(
+        "codex", "Codex", "plugin", installed_scopes, plugin_installed, directory, env
+    )
 
 
 def plugin_installed(env: Mapping[str, str] | None = None) -> bool:

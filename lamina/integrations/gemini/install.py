@@ -37,7 +37,7 @@ from ..installs import (
     SERVER,
     hook_commands,
     mcp_words,
-    user_stands_aside,
+    packaged_stands_aside,
     with_server,
     without_server,
 )
@@ -186,15 +186,9 @@ def stands_aside(
     """Gemini merges the hooks of its settings layers and its extensions': a user-scope hook
     stands aside for a project's, and so does the Lamina extension's; a user-scope hook also
     stands aside for the extension, so a prompt never gets two memory blocks."""
-    environ = os.environ if env is None else env
-    origin = environ.get("LAMINA_HOOK_ORIGIN", "")
-    if origin == "gemini-extension":
-        if installed_scopes(directory, environ).get("project"):
-            return "the project's Lamina hooks for Gemini"
-        return None
-    if origin == "gemini-user" and extension_installed(environ):
-        return "the Lamina extension for Gemini"
-    return user_stands_aside("gemini", "Gemini", installed_scopes, directory, env)
+    return packaged_stands_aside(
+        "gemini", "Gemini", "extension", installed_scopes, extension_installed, directory, env
+    )
 
 
 def extension_installed(env: Mapping[str, str] | None = None) -> bool:
