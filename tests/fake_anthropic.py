@@ -8,12 +8,11 @@ streamed as server-sent events when the request asks for it, as the CLI does.
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
 from collections.abc import Callable, Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
+
+from .fake_server import Reply, ScriptedServer
 
 __all__ = ["Script", "ScriptedAPI", "last_user_text", "text_of"]
 
@@ -47,82 +46,32 @@ def _say_ok(body: Mapping[str, Any]) -> list[Block]:
     return [{"type": "text", "text": "OK."}]
 
 
-class ScriptedAPI:
+class ScriptedAPI(ScriptedServer):
     """`with ScriptedAPI(script) as api:` serves on `api.url` until the block ends."""
 
+    headers: ClassVar[dict[str, str]] = {"request-id": "req_scripted"}
+
     def __init__(self, script: Script = _say_ok) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_HEAD(self) -> None:
-                self._send(200, "application/json", b"{}")
-
-            def do_GET(self) -> None:
-                self._send(200, "application/json", b"{}")
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                path = self.path.split("?", 1)[0]
-                if path.endswith("/count_tokens"):
-                    size = len(json.dumps(body)) // 4
-                    self._send(200, "application/json", json.dumps({"input_tokens": size}).encode())
-                    return
-                if not path.endswith("/v1/messages"):
-                    self._send(404, "application/json", b'{"type":"error"}')
-                    return
-                with api._lock:
-                    api.requests.append(body)
-                    number = next(api._ids)
-                try:
-                    blocks = api.script(body)
-                except Exception as exc:  # a broken script must show, not hang the CLI
-                    blocks = [{"type": "text", "text": f"script failed: {exc!r}"}]
-                message = api._message(f"msg_{number:04d}", body, blocks)
-                if body.get("stream"):
-                    payload = b"".join(api._events(message))
-                    self._send(200, "text/event-stream", payload)
-                else:
-                    self._send(200, "application/json", json.dumps(message).encode())
-
-            def _send(self, status: int, kind: str, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(payload)))
-                self.send_header("request-id", "req_scripted")
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> ScriptedAPI:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def answer(self, path: str, body: dict[str, Any]) -> Reply:
+        path = path.split("?", 1)[0]
+        if path.endswith("/count_tokens"):
+            size = len(json.dumps(body)) // 4
+            return 200, "application/json", json.dumps({"input_tokens": size}).encode()
+        if not path.endswith("/v1/messages"):
+            self.note(f"POST {path}")
+            return 404, "application/json", b'{"type":"error"}'
+        number = self.keep(body)
+        try:
+            blocks = self.script(body)
+        except Exception as exc:  # a broken script must show, not hang the CLI
+            blocks = [{"type": "text", "text": f"script failed: {exc!r}"}]
+        message = self._message(f"msg_{number:04d}", body, blocks)
+        if body.get("stream"):
+            return 200, "text/event-stream", b"".join(self._events(message))
+        return 200, "application/json", json.dumps(message).encode()
 
     def _message(self, ident: str, body: Mapping[str, Any], blocks: list[Block]) -> dict[str, Any]:
         stop = "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"

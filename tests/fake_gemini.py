@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import html
 import json
-import threading
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .fake_server import Reply, ScriptedServer
 
 __all__ = ["Script", "ScriptedGemini", "contents", "last_user_text", "unescaped"]
 
@@ -58,83 +58,33 @@ def _say_ok(body: Mapping[str, Any]) -> str:
     return "OK."
 
 
-class ScriptedGemini:
-    """`with ScriptedGemini(script) as api:` serves on `api.url` (GOOGLE_GEMINI_BASE_URL)."""
+class ScriptedGemini(ScriptedServer):
+    """`with ScriptedGemini(script) as api:` serves on `api.url` (GOOGLE_GEMINI_BASE_URL).
+    `requests` hold the model and method too (`_model`, `_method`)."""
+
+    listing = b'{"models":[]}'
 
     def __init__(self, script: Script = _say_ok) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[dict[str, Any]] = []
-        self.other: list[str] = []
-        """Requests other than generateContent and streamGenerateContent ("METHOD path")."""
-        self._lock = threading.Lock()
-        api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                with api._lock:
-                    api.other.append(f"GET {self.path}")
-                self._send(200, "application/json", b'{"models":[]}')
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                path = self.path.split("?", 1)[0]
-                model, _, method = path.rpartition("/")[2].partition(":")
-                if method == "countTokens":
-                    with api._lock:
-                        api.other.append(f"POST {self.path}")
-                    self._send(200, "application/json", b'{"totalTokens":100}')
-                    return
-                if method not in ("generateContent", "streamGenerateContent"):
-                    with api._lock:
-                        api.other.append(f"POST {self.path}")
-                    self._send(404, "application/json", b'{"error":{"code":404,"message":"no"}}')
-                    return
-                with api._lock:
-                    api.requests.append({**body, "_model": model, "_method": method})
-                try:
-                    text = api.script(body)
-                except Exception as exc:  # a broken script must show, not hang the CLI
-                    text = f"script failed: {exc!r}"
-                answer = json.dumps(_response(model, text)).encode()
-                if method == "generateContent":
-                    self._send(200, "application/json", answer)
-                else:
-                    self._send(200, "text/event-stream", b"data: " + answer + b"\r\n\r\n")
-
-            def _send(self, status: int, kind: str, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> ScriptedGemini:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def answer(self, path: str, body: dict[str, Any]) -> Reply:
+        model, _, method = path.split("?", 1)[0].rpartition("/")[2].partition(":")
+        if method == "countTokens":
+            self.note(f"POST {path}")
+            return 200, "application/json", b'{"totalTokens":100}'
+        if method not in ("generateContent", "streamGenerateContent"):
+            self.note(f"POST {path}")
+            return 404, "application/json", b'{"error":{"code":404,"message":"no"}}'
+        self.keep({**body, "_model": model, "_method": method})
+        try:
+            text = self.script(body)
+        except Exception as exc:  # a broken script must show, not hang the CLI
+            text = f"script failed: {exc!r}"
+        answer = json.dumps(_response(model, text)).encode()
+        if method == "generateContent":
+            return 200, "application/json", answer
+        return 200, "text/event-stream", b"data: " + answer + b"\r\n\r\n"
 
 
 def _response(model: str, text: str) -> dict[str, Any]:

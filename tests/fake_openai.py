@@ -12,12 +12,11 @@ text. Anything else the CLI asks for (a model list) gets an empty answer.
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
 from collections.abc import Callable, Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .fake_server import Reply, ScriptedServer
 
 __all__ = ["Script", "ScriptedResponses", "input_messages", "last_user_text"]
 
@@ -52,82 +51,32 @@ def _say_ok(body: Mapping[str, Any]) -> str:
     return "OK."
 
 
-class ScriptedResponses:
+class ScriptedResponses(ScriptedServer):
     """`with ScriptedResponses(script) as api:` serves on `api.url` (ending in /v1)."""
 
+    base_path = "/v1"
+    listing = b'{"object":"list","data":[],"models":[]}'
+
     def __init__(self, script: Script = _say_ok) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[dict[str, Any]] = []
-        self.other: list[str] = []
-        """Requests other than POST /v1/responses ("METHOD path")."""
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                with api._lock:
-                    api.other.append(f"GET {self.path}")
-                self._send(200, "application/json", b'{"object":"list","data":[],"models":[]}')
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {}
-                path = self.path.split("?", 1)[0]
-                chat = path.endswith("/chat/completions")
-                if not chat and not path.endswith("/responses"):
-                    with api._lock:
-                        api.other.append(f"POST {self.path}")
-                    self._send(404, "application/json", b'{"error":{"message":"not here"}}')
-                    return
-                with api._lock:
-                    api.requests.append(body)
-                    number = next(api._ids)
-                try:
-                    text = api.script(body)
-                except Exception as exc:  # a broken script must show, not hang the CLI
-                    text = f"script failed: {exc!r}"
-                if chat and not body.get("stream"):
-                    done = _completion(f"chatcmpl_{number:04d}", body, text)
-                    self._send(200, "application/json", json.dumps(done).encode())
-                    return
-                events = _chunks if chat else _events
-                payload = b"".join(events(f"resp_{number:04d}", body, text))
-                self._send(200, "text/event-stream", payload)
-
-            def _send(self, status: int, kind: str, payload: bytes) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def __enter__(self) -> ScriptedResponses:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def answer(self, path: str, body: dict[str, Any]) -> Reply:
+        route = path.split("?", 1)[0]
+        chat = route.endswith("/chat/completions")
+        if not chat and not route.endswith("/responses"):
+            self.note(f"POST {path}")
+            return 404, "application/json", b'{"error":{"message":"not here"}}'
+        number = self.keep(body)
+        try:
+            text = self.script(body)
+        except Exception as exc:  # a broken script must show, not hang the CLI
+            text = f"script failed: {exc!r}"
+        if chat and not body.get("stream"):
+            done = _completion(f"chatcmpl_{number:04d}", body, text)
+            return 200, "application/json", json.dumps(done).encode()
+        events = _chunks if chat else _events
+        return 200, "text/event-stream", b"".join(events(f"resp_{number:04d}", body, text))
 
 
 def _events(ident: str, body: Mapping[str, Any], text: str) -> Iterator[bytes]:

@@ -12,11 +12,7 @@ printed (`pytest -s` shows them).
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank, resolve_settings
-
+from .agent_machine import AgentMachine, Cli, find_cli
 from .conftest import ROOT
 from .fake_anthropic import ScriptedAPI, last_user_text, text_of
 
@@ -36,32 +31,14 @@ FACT = "the staging database is called heron-7 and runs in Frankfurt"
 FIRST_PROMPT = f"Please remember this for later: {FACT}."
 SECOND_PROMPT = "Which name does the staging database have, and where does it run?"
 TOOL_PROMPT = "Use the lamina recall tool to look up the staging database."
-RETAIN_WAIT = 300.0
-"""Seconds a detached retain may take on a fresh, busy machine (model load included)."""
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("LAMINA_REQUIRE_CLAUDE") == "1":
-        pytest.fail(f"the Claude Code CLI is required here (LAMINA_REQUIRE_CLAUDE=1): {reason}")
-    pytest.skip(f"{reason} (set LAMINA_CLAUDE_BIN, or install @anthropic-ai/claude-code)")
+CLAUDE = Cli("CLAUDE", "Claude Code CLI", "claude", "@anthropic-ai/claude-code", CLAUDE_VERSION)
 
 
 @pytest.fixture(scope="module")
 def claude() -> str:
-    if os.environ.get("LAMINA_CLAUDE_UNAVAILABLE"):
-        _unavailable(os.environ["LAMINA_CLAUDE_UNAVAILABLE"])
-    found = os.environ.get("LAMINA_CLAUDE_BIN") or shutil.which("claude")
-    if not found or not Path(found).exists():
-        _unavailable("no Claude Code CLI found")
-    assert found is not None
-    try:
-        version = subprocess.run([found, "--version"], capture_output=True, text=True,
-                                 timeout=60, stdin=subprocess.DEVNULL).stdout  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _unavailable(f"{found} --version failed: {exc}")
-    if not version.startswith(CLAUDE_VERSION):
-        _unavailable(f"{found} is Claude Code {version.strip()!r}, not {CLAUDE_VERSION}")
-    return found
+    return find_cli(CLAUDE)
 
 
 RECALL_TOOL = "mcp__plugin_lamina_lamina__recall"
@@ -110,74 +87,28 @@ def hook_durations(debug_log: Path) -> dict[str, int]:
     return found
 
 
-class Machine:
+class Machine(AgentMachine):
     """A fresh HOME with Claude Code pointed at the scripted API and nowhere else."""
 
     def __init__(self, tmp: Path, claude: str, api: ScriptedAPI) -> None:
-        self.claude = claude
-        self.home = tmp / "home"
-        self.project = tmp / "inkwell"
-        self.lamina_home = tmp / "lamina"
-        for directory in (self.home, self.project):
-            directory.mkdir()
-        if shutil.which("git"):
-            subprocess.run(["git", "init", "-q", str(self.project)], check=True, timeout=60)
-        else:
-            (self.project / ".git").mkdir()
-        closed = "http://127.0.0.1:9"  # nothing listens: calls elsewhere fail at once
-        self.env = {
-            # The installed lamina (this environment's) is on PATH, as after `pipx install`.
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(self.home),
-            "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
-            "LAMINA_HOME": str(self.lamina_home),
-            "ANTHROPIC_BASE_URL": api.url,
-            "ANTHROPIC_API_KEY": "sk-ant-scripted",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), closed),
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-        }
-        self.bank = default_bank(self.project, resolve_settings({}))
-
-    def run(self, *args: str, limit: int = 180) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["timeout", "-k", "5", str(limit), self.claude, *args],
-            capture_output=True, text=True, env=self.env, cwd=self.project,
-            stdin=subprocess.DEVNULL, timeout=limit + 30,
-        )  # fmt: skip
-
-    def lamina(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "lamina", *args],
-            capture_output=True, text=True, env=self.env, cwd=self.project, timeout=120,
-        )  # fmt: skip
+        super().__init__(tmp, claude)
+        self.env.update(
+            CLAUDE_CONFIG_DIR=str(self.home / ".claude"),
+            ANTHROPIC_BASE_URL=api.url,
+            ANTHROPIC_API_KEY="sk-ant-scripted",
+            DISABLE_TELEMETRY="1",
+            DISABLE_AUTOUPDATER="1",
+            DISABLE_ERROR_REPORTING="1",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        )
 
     def ask(self, prompt: str, debug: Path, *extra: str) -> dict[str, Any]:
         started = time.monotonic()
         result = self.run("-p", prompt, "--output-format", "json", "--debug-file", str(debug),
                           *extra)  # fmt: skip
-        assert result.returncode == 0, result.stderr[-2000:] or result.stdout[-2000:]
         answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
         answer["wall_seconds"] = round(time.monotonic() - started, 2)
         return answer
-
-    def wait_for_document(self, session: str) -> float:
-        """Seconds until `session` is a document of the project's bank (bounded)."""
-        started = time.monotonic()
-        while time.monotonic() - started < RETAIN_WAIT:
-            listed = self.lamina("documents", "--bank", self.bank, "--json")
-            if listed.returncode == 0 and any(
-                d["id"] == session for d in json.loads(listed.stdout)["documents"]
-            ):
-                return round(time.monotonic() - started, 2)
-            time.sleep(0.5)
-        hooks_log = self.lamina_home / "logs" / "hooks.log"
-        tail = hooks_log.read_text()[-3000:] if hooks_log.exists() else "(no hook log)"
-        pytest.fail(f"session {session} not retained within {RETAIN_WAIT:.0f}s; hook log:\n{tail}")
 
 
 def test_memories_reach_the_next_session_through_the_plugin(claude: str, tmp_path: Path) -> None:

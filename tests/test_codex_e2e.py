@@ -13,10 +13,8 @@ scripted server received is written to `<tmp>/requests.json`.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,9 +22,8 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank, resolve_settings
-
-from .conftest import EXAMPLE
+from .agent_machine import AgentMachine, Cli, find_cli
+from .conftest import EXAMPLE, ROOT
 from .fake_openai import ScriptedResponses, input_messages, last_user_text
 
 CODEX_VERSION = "0.171.0"
@@ -36,33 +33,15 @@ FACT = "the staging database is called heron-7 and runs in Frankfurt"
 FIRST_PROMPT = f"Please remember this for later: {FACT}."
 SECOND_PROMPT = "Which name does the staging database have, and where does it run?"
 CROSS_PROMPT = "Which environment variable holds the inkwell database path, and its default?"
-RETAIN_WAIT = 300.0
-"""Seconds a detached retain may take on a fresh, busy machine (model load included)."""
 BLOCK = "<lamina_memories>"
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("LAMINA_REQUIRE_CODEX") == "1":
-        pytest.fail(f"the Codex CLI is required here (LAMINA_REQUIRE_CODEX=1): {reason}")
-    pytest.skip(f"{reason} (set LAMINA_CODEX_BIN, or install @openai/codex)")
+CODEX = Cli("CODEX", "Codex CLI", "codex", "@openai/codex", CODEX_VERSION)
 
 
 @pytest.fixture(scope="module")
 def codex() -> str:
-    if os.environ.get("LAMINA_CODEX_UNAVAILABLE"):
-        _unavailable(os.environ["LAMINA_CODEX_UNAVAILABLE"])
-    found = os.environ.get("LAMINA_CODEX_BIN") or shutil.which("codex")
-    if not found or not Path(found).exists():
-        _unavailable("no Codex CLI found")
-    assert found is not None
-    try:
-        version = subprocess.run([found, "--version"], capture_output=True, text=True,
-                                 timeout=60, stdin=subprocess.DEVNULL).stdout  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _unavailable(f"{found} --version failed: {exc}")
-    if version.split()[-1:] != [CODEX_VERSION]:
-        _unavailable(f"{found} is Codex {version.strip()!r}, not {CODEX_VERSION}")
-    return found
+    return find_cli(CODEX)
 
 
 def script(body: Mapping[str, Any]) -> str:
@@ -85,21 +64,14 @@ def memory_blocks(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(role, text) for role, text in input_messages(body) if BLOCK in text]
 
 
-class Machine:
+class Machine(AgentMachine):
     """A fresh HOME and CODEX_HOME with Codex pointed at the scripted API and nowhere else."""
 
     def __init__(self, tmp: Path, codex: str, api: ScriptedResponses) -> None:
+        super().__init__(tmp, codex)
         self.codex = codex
-        self.home = tmp / "home"
-        self.codex_home = tmp / "home" / ".codex"
-        self.project = tmp / "inkwell"
-        self.lamina_home = tmp / "lamina"
-        for directory in (self.codex_home, self.project):
-            directory.mkdir(parents=True)
-        if shutil.which("git"):
-            subprocess.run(["git", "init", "-q", str(self.project)], check=True, timeout=60)
-        else:
-            (self.project / ".git").mkdir()
+        self.codex_home = self.home / ".codex"
+        self.codex_home.mkdir()
         (self.codex_home / "config.toml").write_text(
             "\n".join(
                 [
@@ -123,51 +95,14 @@ class Machine:
                 ]
             )
         )
-        closed = "http://127.0.0.1:9"  # nothing listens: calls elsewhere fail at once
-        self.env = {
-            # The installed lamina (this environment's) is on PATH, as after `pipx install`.
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(self.home),
-            "CODEX_HOME": str(self.codex_home),
-            "LAMINA_HOME": str(self.lamina_home),
-            "FAKE_OPENAI_API_KEY": "scripted",
-            **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), closed),
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-        }
-        self.bank = default_bank(self.project, resolve_settings({}))
-
-    def lamina(self, *args: str, stdin: str | None = None, **env: str) -> Any:
-        return subprocess.run(
-            [sys.executable, "-m", "lamina", *args], input=stdin,
-            capture_output=True, text=True, env={**self.env, **env}, cwd=self.project, timeout=120,
-        )  # fmt: skip
+        self.env.update(CODEX_HOME=str(self.codex_home), FAKE_OPENAI_API_KEY="scripted")
 
     def ask(self, prompt: str, limit: int = 180) -> str:
         """One `codex exec` session; its id (the newest rollout's)."""
         before = set(self.codex_home.glob("sessions/*/*/*/rollout-*.jsonl"))
-        result = subprocess.run(
-            ["timeout", "-k", "5", str(limit), self.codex, "exec", prompt],
-            capture_output=True, text=True, env=self.env, cwd=self.project,
-            stdin=subprocess.DEVNULL, timeout=limit + 30,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-3000:] or result.stdout[-3000:]
+        self.run("exec", prompt, limit=limit)
         (rollout,) = set(self.codex_home.glob("sessions/*/*/*/rollout-*.jsonl")) - before
         return rollout.stem[-36:]
-
-    def wait_for_document(self, session: str) -> float:
-        """Seconds until `session` is a document of the project's bank (bounded)."""
-        started = time.monotonic()
-        while time.monotonic() - started < RETAIN_WAIT:
-            listed = self.lamina("documents", "--bank", self.bank, "--json")
-            if listed.returncode == 0 and any(
-                d["id"] == session for d in json.loads(listed.stdout)["documents"]
-            ):
-                return round(time.monotonic() - started, 2)
-            time.sleep(0.5)
-        hooks_log = self.lamina_home / "logs" / "hooks.log"
-        tail = hooks_log.read_text()[-3000:] if hooks_log.exists() else "(no hook log)"
-        pytest.fail(f"session {session} not retained within {RETAIN_WAIT:.0f}s; hook log:\n{tail}")
 
 
 def test_memories_reach_the_next_codex_session_and_cross_agents(codex: str, tmp_path: Path) -> None:
@@ -178,7 +113,8 @@ def test_memories_reach_the_next_codex_session_and_cross_agents(codex: str, tmp_
         assert installed.returncode == 0, installed.stderr
         report = json.loads(installed.stdout)
         assert report["trusted"] is True, report
-        assert set(report["trust"]) == {"SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"}
+        assert set(report["trust"]) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
+                                        "SessionEnd"}  # fmt: skip
         status = json.loads(machine.lamina("status", "--json", LAMINA_CODEX_BIN=codex).stdout)
         assert status["codex_hooks"]["user"] == {**status["codex_hooks"]["user"],
                                                  "installed": True, "trusted": True}  # fmt: skip
@@ -233,3 +169,36 @@ def test_memories_reach_the_next_codex_session_and_cross_agents(codex: str, tmp_
         sent = {"requests": api.requests, "other": api.other, "timings": timings}
         (tmp_path / "requests.json").write_text(json.dumps(sent, indent=2))
     print(f"\nCodex {CODEX_VERSION} end to end: {json.dumps(timings)}")
+
+
+def test_the_codex_plugin_gives_one_memory_block(codex: str, tmp_path: Path) -> None:
+    """The repository as a Codex marketplace (.agents/plugins/marketplace.json): `codex plugin
+    marketplace add <checkout>`, `codex plugin add lamina@lamina` (copied into the temporary
+    CODEX_HOME), its hooks trusted through `codex app-server`; a session that states a fact,
+    retained by the plugin's hooks; the next session's request carries exactly one memory
+    block recalling it."""
+    from lamina.integrations.codex.install import trust_plugin
+
+    with ScriptedResponses(script) as api:
+        machine = Machine(tmp_path, codex, api)
+        config = machine.codex_home / "config.toml"
+        config.write_text(config.read_text().replace("plugins = false", "plugins = true"))
+
+        machine.run("plugin", "marketplace", "add", str(ROOT), limit=120)
+        machine.run("plugin", "add", "lamina@lamina", limit=120)
+        states = trust_plugin(codex, directory=machine.project, env=machine.env)
+        assert states == dict.fromkeys(("SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
+                                        "SessionEnd"), "trusted")  # fmt: skip
+
+        first = machine.ask(FIRST_PROMPT)
+        (request,) = requests_for(api, FIRST_PROMPT)
+        assert memory_blocks(request) == []
+        machine.wait_for_document(first)
+
+        machine.ask(SECOND_PROMPT)
+        (request,) = requests_for(api, SECOND_PROMPT)
+        (block,) = memory_blocks(request)
+        assert block[0] == "developer" and "heron-7" in block[1] and "Frankfurt" in block[1]
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert "injected" in log and "failed" not in log, log[-3000:]
+        (tmp_path / "requests.json").write_text(json.dumps(api.requests, indent=2))

@@ -213,3 +213,42 @@ def test_install_codex_cli_json(tmp_path: Path) -> None:
     status = subprocess.run([sys.executable, "-m", "lamina", "status", "--json"],
                             capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
     assert json.loads(status.stdout)["codex_hooks"]["user"]["installed"] is True
+
+
+PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "codex-lamina"
+
+
+def test_the_plugin_serves_the_same_hooks_through_the_plugin_launcher() -> None:
+    shipped = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
+    assert {event: groups[0]["hooks"][0]["timeout"] for event, groups in shipped.items()} == dict(
+        HOOK_EVENTS
+    )
+    assert {c for g in shipped.values() for c in [g[0]["hooks"][0]["command"]]} == {
+        '"${PLUGIN_ROOT}/scripts/run-lamina" --origin codex-plugin hook'
+    }
+    launcher = PLUGIN / "scripts" / "run-lamina"
+    assert (
+        launcher.read_bytes() == (PLUGIN.parent / "lamina" / "scripts" / "run-lamina").read_bytes()
+    )
+    manifest = json.loads((PLUGIN / ".codex-plugin" / "plugin.json").read_text())
+    assert (PLUGIN / manifest["hooks"]).is_file() and (PLUGIN / manifest["mcpServers"]).is_file()
+    market = json.loads(
+        (PLUGIN.parents[1] / ".agents" / "plugins" / "marketplace.json").read_text()
+    )
+    (entry,) = market["plugins"]
+    assert f"{entry['name']}@{market['name']}" == "lamina@lamina"
+    assert (PLUGIN.parents[1] / entry["source"]["path"]).resolve() == PLUGIN
+
+
+def test_one_installation_serves_beside_the_codex_plugin(tmp_path: Path, codex_home: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    env = {"CODEX_HOME": str(codex_home)}
+    plugin = {**env, "LAMINA_HOOK_ORIGIN": "codex-plugin"}
+    install("user")
+    (codex_home / "plugins" / "cache" / "lamina" / "lamina" / "0.1.0").mkdir(parents=True)
+    assert stands_aside(project, plugin) is None
+    found = stands_aside(project, {**env, "LAMINA_HOOK_ORIGIN": "codex-user"})
+    assert found == "the Lamina plugin for Codex"
+    install("project", directory=project)
+    assert stands_aside(project, plugin) == "the project's Lamina hooks for Codex"

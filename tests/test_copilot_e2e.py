@@ -15,10 +15,8 @@ scripted server received is written to `<tmp>/requests.json`.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,8 +24,7 @@ from typing import Any
 
 import pytest
 
-from lamina.config import default_bank, resolve_settings
-
+from .agent_machine import AgentMachine, Cli, find_cli
 from .conftest import EXAMPLE
 from .fake_openai import ScriptedResponses, input_messages
 
@@ -38,35 +35,15 @@ FACT = "the staging database is called heron-7 and runs in Frankfurt"
 FIRST_PROMPT = f"Please remember this for later: {FACT}."
 SECOND_PROMPT = "Which name does the staging database have, and where does it run?"
 CROSS_PROMPT = "Which environment variable holds the inkwell database path, and its default?"
-RETAIN_WAIT = 300.0
-"""Seconds a detached retain may take on a fresh, busy machine (model load included)."""
 BLOCK = "<lamina_memories>"
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("LAMINA_REQUIRE_COPILOT") == "1":
-        pytest.fail(f"the Copilot CLI is required here (LAMINA_REQUIRE_COPILOT=1): {reason}")
-    pytest.skip(f"{reason} (set LAMINA_COPILOT_BIN, or install @github/copilot)")
+COPILOT = Cli("COPILOT", "Copilot CLI", "copilot", "@github/copilot", COPILOT_VERSION)
 
 
 @pytest.fixture(scope="module")
 def copilot() -> str:
-    if os.environ.get("LAMINA_COPILOT_UNAVAILABLE"):
-        _unavailable(os.environ["LAMINA_COPILOT_UNAVAILABLE"])
-    found = os.environ.get("LAMINA_COPILOT_BIN") or shutil.which("copilot")
-    if not found or not Path(found).exists():
-        _unavailable("no Copilot CLI found")
-    assert found is not None
-    try:
-        version = subprocess.run([found, "--version"], capture_output=True, text=True,
-                                 timeout=120, stdin=subprocess.DEVNULL).stdout  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _unavailable(f"{found} --version failed: {exc}")
-    # "GitHub Copilot CLI 1.0.102." and an update hint on the next line.
-    first = (version.splitlines() or [""])[0].strip().rstrip(".")
-    if first.split()[-1:] != [COPILOT_VERSION]:
-        _unavailable(f"{found} is {first!r}, not Copilot CLI {COPILOT_VERSION}")
-    return found
+    return find_cli(COPILOT)
 
 
 def user_messages(body: Mapping[str, Any]) -> list[str]:
@@ -97,71 +74,29 @@ def memory_blocks(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
-class Machine:
+class Machine(AgentMachine):
     """A fresh HOME and COPILOT_HOME with Copilot pointed at the scripted API and nowhere else.
     The project folder is not trusted: a user's hooks run without that."""
 
     def __init__(self, tmp: Path, copilot: str, api: ScriptedResponses) -> None:
-        self.copilot = copilot
-        self.home = tmp / "home"
-        self.copilot_home = tmp / "home" / ".copilot"
-        self.project = tmp / "inkwell"
-        self.lamina_home = tmp / "lamina"
-        for directory in (self.copilot_home, self.project):
-            directory.mkdir(parents=True)
-        if shutil.which("git"):
-            subprocess.run(["git", "init", "-q", str(self.project)], check=True, timeout=60)
-        else:
-            (self.project / ".git").mkdir()
-        closed = "http://127.0.0.1:9"  # nothing listens: calls elsewhere fail at once
-        self.env = {
-            # The installed lamina (this environment's) is on PATH, as after `pipx install`.
-            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(self.home),
-            "COPILOT_HOME": str(self.copilot_home),
-            "COPILOT_OFFLINE": "true",
-            "COPILOT_AUTO_UPDATE": "false",
-            "COPILOT_PROVIDER_BASE_URL": api.url,
-            "COPILOT_PROVIDER_API_KEY": "scripted",
-            "COPILOT_MODEL": "fake-model",
-            "LAMINA_HOME": str(self.lamina_home),
-            **dict.fromkeys(("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"), closed),
-            "NO_PROXY": "127.0.0.1,localhost",
-            "no_proxy": "127.0.0.1,localhost",
-        }
-        self.bank = default_bank(self.project, resolve_settings({}))
-
-    def lamina(self, *args: str, stdin: str | None = None, **env: str) -> Any:
-        return subprocess.run(
-            [sys.executable, "-m", "lamina", *args], input=stdin,
-            capture_output=True, text=True, env={**self.env, **env}, cwd=self.project, timeout=120,
-        )  # fmt: skip
+        super().__init__(tmp, copilot)
+        self.copilot_home = self.home / ".copilot"
+        self.copilot_home.mkdir()
+        self.env.update(
+            COPILOT_HOME=str(self.copilot_home),
+            COPILOT_OFFLINE="true",
+            COPILOT_AUTO_UPDATE="false",
+            COPILOT_PROVIDER_BASE_URL=api.url,
+            COPILOT_PROVIDER_API_KEY="scripted",
+            COPILOT_MODEL="fake-model",
+        )
 
     def ask(self, prompt: str, limit: int = 180) -> str:
         """One `copilot -p` session; its id (the new folder under session-state)."""
         before = set(self.copilot_home.glob("session-state/*/events.jsonl"))
-        result = subprocess.run(
-            ["timeout", "-k", "5", str(limit), self.copilot, "-p", prompt, "--silent"],
-            capture_output=True, text=True, env=self.env, cwd=self.project,
-            stdin=subprocess.DEVNULL, timeout=limit + 30,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-3000:] or result.stdout[-3000:]
+        self.run("-p", prompt, "--silent", limit=limit)
         (events,) = set(self.copilot_home.glob("session-state/*/events.jsonl")) - before
         return events.parent.name
-
-    def wait_for_document(self, session: str) -> float:
-        """Seconds until `session` is a document of the project's bank (bounded)."""
-        started = time.monotonic()
-        while time.monotonic() - started < RETAIN_WAIT:
-            listed = self.lamina("documents", "--bank", self.bank, "--json")
-            if listed.returncode == 0 and any(
-                d["id"] == session for d in json.loads(listed.stdout)["documents"]
-            ):
-                return round(time.monotonic() - started, 2)
-            time.sleep(0.5)
-        hooks_log = self.lamina_home / "logs" / "hooks.log"
-        tail = hooks_log.read_text()[-3000:] if hooks_log.exists() else "(no hook log)"
-        pytest.fail(f"session {session} not retained within {RETAIN_WAIT:.0f}s; hook log:\n{tail}")
 
 
 def test_memories_reach_the_next_copilot_session_and_cross_agents(
@@ -213,6 +148,12 @@ def test_memories_reach_the_next_copilot_session_and_cross_agents(
         texts = [hit["text"] for hit in json.loads(ask.stdout)["results"]]
         assert any(SECOND_PROMPT in text for text in texts), texts
         assert not any(BLOCK in text or "Frankfurt" in text for text in texts), texts
+
+        # /compact in the continued session runs Lamina's PreCompact hook (Copilot's
+        # preCompact, with Claude Code's payload), which retains before the history is compacted.
+        machine.run("--continue", "-p", "/compact", "--silent", limit=120)
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert f"PreCompact {second} retain" in log, log[-3000:]
 
         # Claude Code -> Copilot: a real Claude Code transcript, retained by the Claude Code
         # hook (Stop) into the project's bank, is recalled in a Copilot session.

@@ -60,7 +60,13 @@ def test_install_writes_hooks_and_server_and_keeps_every_other_entry(copilot_hom
     assert (files.hooks, files.mcp) == (hooks_file, mcp_file)
     hooks = json.loads(hooks_file.read_text())
     assert hooks["version"] == 1 and hooks["hooks"]["preToolUse"] == HOOKS["hooks"]["preToolUse"]
-    assert set(HOOK_EVENTS) == {"SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"}
+    assert set(HOOK_EVENTS) == {
+        "SessionStart",
+        "UserPromptSubmit",
+        "Stop",
+        "PreCompact",
+        "SessionEnd",
+    }
     for event, timeout in HOOK_EVENTS.items():
         (entry,) = ours(hooks, event)
         assert entry["type"] == "command" and entry["timeoutSec"] == timeout

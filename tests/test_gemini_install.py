@@ -130,6 +130,37 @@ def test_user_hooks_stand_aside_for_a_project_s(tmp_path: Path) -> None:
     assert stands_aside(project, {**env, "LAMINA_HOOK_ORIGIN": "gemini-project"}) is None
 
 
+EXTENSION = Path(__file__).resolve().parents[1] / "plugins" / "gemini-lamina"
+
+
+def test_the_extension_serves_the_same_events_with_the_plugin_launcher() -> None:
+    shipped = json.loads((EXTENSION / "hooks" / "hooks.json").read_text())["hooks"]
+    assert {event: groups[0]["hooks"][0]["timeout"] for event, groups in shipped.items()} == dict(
+        HOOK_EVENTS
+    )
+    launcher = EXTENSION / "scripts" / "run-lamina"
+    assert (
+        launcher.read_bytes()
+        == (EXTENSION.parent / "lamina" / "scripts" / "run-lamina").read_bytes()
+    )
+    assert os.access(launcher, os.X_OK)
+
+
+def test_one_installation_serves_beside_the_extension(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / ".git").mkdir(parents=True)
+    env = {"GEMINI_CLI_HOME": str(tmp_path / "g"), "HOME": str(tmp_path)}
+    extension = {**env, "LAMINA_HOOK_ORIGIN": "gemini-extension"}
+    installed = tmp_path / "g" / ".gemini" / "extensions" / "lamina"
+    shutil.copytree(EXTENSION, installed)
+    install("user", env=env)
+    assert stands_aside(project, extension) is None
+    found = stands_aside(project, {**env, "LAMINA_HOOK_ORIGIN": "gemini-user"})
+    assert found == "the Lamina extension for Gemini"
+    install("project", directory=project, env=env)
+    assert stands_aside(project, extension) == "the project's Lamina hooks for Gemini"
+
+
 def test_before_agent_prompt_loses_the_session_start_context() -> None:
     prompt = "<hook_context>digest\nline</hook_context>\n\nstep2: list the files"
     payload = {"hook_event_name": "BeforeAgent", "session_id": "s", "prompt": prompt}

@@ -15,7 +15,7 @@ __all__ = ["codex_status", "install_codex", "uninstall_codex"]
 TRUST_ADVICE = (
     "Codex runs hooks only once you trust them, and skips untrusted ones without a word: "
     "run `lamina install codex --trust`, or open `/hooks` in an interactive Codex session "
-    "and trust Lamina's four hooks"
+    "and trust Lamina's five hooks"
 )
 PROJECT_ADVICE = (
     "a project's hooks also need the project trusted by Codex (its first interactive run "

@@ -23,6 +23,7 @@ __all__ = [
     "hook_commands",
     "is_lamina_server",
     "mcp_words",
+    "packaged_stands_aside",
     "user_stands_aside",
     "with_server",
     "without_server",
@@ -106,3 +107,27 @@ def user_stands_aside(
     ).get("project"):
         return f"the project's Lamina hooks for {label}"
     return None
+
+
+def packaged_stands_aside(
+    agent: str,
+    label: str,
+    package: str,
+    installed_scopes: Callable[[str | Path | None, Mapping[str, str]], Mapping[str, bool]],
+    package_installed: Callable[[Mapping[str, str]], bool],
+    directory: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
+    """`user_stands_aside` for an agent whose CLI also loads Lamina as a `package` (Gemini's
+    extension, Codex's plugin; its hooks' origin is `<agent>-<package>`), whose hooks run beside
+    the settings' ones: the package's stand aside for a project's, and a user-scope hook for
+    the package's, so a prompt never gets two memory blocks."""
+    environ = os.environ if env is None else env
+    origin = environ.get("LAMINA_HOOK_ORIGIN", "")
+    if origin == f"{agent}-{package}":
+        if installed_scopes(directory, environ).get("project"):
+            return f"the project's Lamina hooks for {label}"
+        return None
+    if origin == f"{agent}-user" and package_installed(environ):
+        return f"the Lamina {package} for {label}"
+    return user_stands_aside(agent, label, installed_scopes, directory, env)

@@ -64,7 +64,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -526,10 +526,20 @@ def _prompt(
             from .warm_control import start_detached
 
             record["warm_started"] = start_detached(home, cfg.warm_idle)
+    if answer is not None and answer.context and answer_as == "BeforeAgent":
+        # Gemini sends the chat's earlier hook contexts again (a resumed session included):
+        # memories its history already holds are not injected a second time.
+        from ..gemini.history import held_in_history
+
+        if held_in_history(request.transcript, answer.context):
+            answer = replace(answer, context="", memories=0, ids=(), shown=())
+            record["held_in_history"] = True
     if answer is None:
         message = f"no memories: over the {cfg.time_limit}s limit"
     elif not answer.bank_found:
         message = f"no memories: bank {request.bank} does not exist"
+    elif record.get("held_in_history"):
+        message = "no memories: the session's history already holds them"
     elif not answer.context and answer.floor is not None and not answer.floor.get("passed"):
         message = f"no memories: {answer.floor.get('reason')}"
     elif not answer.context:

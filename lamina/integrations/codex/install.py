@@ -38,7 +38,7 @@ import orjson
 from ...config import project_root
 from ...errors import ConfigError
 from ..claude_code.install import _is_ours, _load, _save, _without_ours
-from ..installs import SERVER, hook_commands, mcp_words, user_stands_aside
+from ..installs import SERVER, hook_commands, mcp_words, packaged_stands_aside
 
 __all__ = [
     "HOOK_EVENTS",
@@ -49,8 +49,11 @@ __all__ = [
     "hook_states",
     "install",
     "installed_scopes",
+    "plugin_installed",
+    "plugin_keys",
     "stands_aside",
     "trust",
+    "trust_plugin",
     "uninstall",
 ]
 
@@ -58,14 +61,17 @@ HOOK_EVENTS: Mapping[str, int] = {
     "SessionStart": 10,
     "UserPromptSubmit": 10,
     "Stop": 10,
+    "PreCompact": 10,
     "SessionEnd": 3,
 }
 """The events Lamina handles in Codex, with their timeouts (seconds). Codex clamps SessionEnd to
-3 s: that event (like Stop) only starts the detached retain worker."""
+3 s: that event (like Stop and PreCompact) only starts the detached retain worker. PreCompact
+(`trigger: auto` or `manual`) retains a long turn before Codex compacts its history, rather than
+at the turn's end."""
 
 SESSION_START_MATCHER = "startup|resume|clear"
 _SNAKE = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit",
-          "Stop": "stop", "SessionEnd": "session_end"}  # fmt: skip
+          "Stop": "stop", "PreCompact": "pre_compact", "SessionEnd": "session_end"}  # fmt: skip
 """How Codex names an event in a hook's trust key."""
 
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(#.*)?$")
@@ -292,9 +298,17 @@ def installed_scopes(
 def stands_aside(
     directory: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> str | None:
-    """Codex runs the hooks of every layer: a user-scope hook stands aside for a project's,
-    so a prompt never gets two memory blocks."""
-    return user_stands_aside("codex", "Codex", installed_scopes, directory, env)
+    """Codex runs the hooks of every layer and plugin: a user-scope hook stands aside for a
+    project's, and so does the Lamina plugin's; a user-scope hook also stands aside for the
+    plugin, so a prompt never gets two memory blocks."""
+    return packaged_stands_aside(
+        "codex", "Codex", "plugin", installed_scopes, plugin_installed, directory, env
+    )
+
+
+def plugin_installed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the Lamina plugin (plugins/codex-lamina) is installed in Codex's plugin cache."""
+    return (codex_home(env) / "plugins" / "cache" / "lamina" / "lamina").is_dir()
 
 
 class CodexUnavailable(ConfigError):
@@ -436,7 +450,42 @@ def trust(
     keys = _our_keys(files)
     if not keys:
         raise ConfigError(f"{files.hooks}: no Lamina hooks to trust (run `lamina install codex`)")
-    cwd = project_root(directory)
+    return _trust(keys, codex, project_root(directory), env, timeout)
+
+
+PLUGIN = "lamina@lamina"
+"""The Codex plugin's id: plugin `lamina` of the repository's marketplace `lamina`
+(.agents/plugins/marketplace.json, plugins/codex-lamina)."""
+
+
+def plugin_keys(plugin: str = PLUGIN) -> dict[str, str]:
+    """The trust key of each of the Codex plugin's hooks -> its event (Codex keys a plugin's
+    hooks by plugin id and the hooks file's path inside the plugin)."""
+    keys: dict[str, str] = {}
+    for event in HOOK_EVENTS:
+        keys[f"{plugin}:hooks/hooks.json:{_SNAKE[event]}:0:0"] = event
+    return keys
+
+
+def trust_plugin(
+    codex: str,
+    *,
+    directory: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 20.0,
+) -> dict[str, str]:
+    """Trust the installed Codex plugin's hooks (`codex plugin add lamina@lamina`), as `/hooks`
+    would. Returns the states after (`not listed` while the plugin is not installed)."""
+    return _trust(plugin_keys(), codex, project_root(directory), env, timeout)
+
+
+def _trust(
+    keys: Mapping[str, str],
+    codex: str,
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    timeout: float,
+) -> dict[str, str]:
     rpc = _app_server(codex, cwd, env, timeout)
     try:
         listed = _listed(rpc, cwd, keys)

@@ -54,10 +54,14 @@ HOOK_EVENTS: Mapping[str, int] = {
     "SessionStart": 10,
     "UserPromptSubmit": 10,
     "Stop": 10,
+    "PreCompact": 10,
     "SessionEnd": 10,
 }
 """The events Lamina handles in Copilot, with their timeouts (seconds, `timeoutSec`). The prompt
-hook answers within its own 3 s limit; Stop and SessionEnd only start the retain worker."""
+hook answers within its own 3 s limit; Stop, PreCompact and SessionEnd only start the retain
+worker. PreCompact (Copilot 1.0.102's preCompact, `trigger: manual` for /compact, `auto`) gets
+Claude Code's payload with `transcript_path`: a long turn is retained before Copilot compacts
+its history, rather than at the turn's end."""
 
 
 def copilot_home(env: Mapping[str, str] | None = None) -> Path:

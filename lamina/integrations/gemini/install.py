@@ -37,7 +37,7 @@ from ..installs import (
     SERVER,
     hook_commands,
     mcp_words,
-    user_stands_aside,
+    packaged_stands_aside,
     with_server,
     without_server,
 )
@@ -45,6 +45,7 @@ from ..installs import (
 __all__ = [
     "HOOK_EVENTS",
     "SERVER",
+    "extension_installed",
     "gemini_home",
     "install",
     "installed_scopes",
@@ -182,6 +183,14 @@ def installed_scopes(
 def stands_aside(
     directory: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> str | None:
-    """Gemini merges the hooks of its settings layers: a user-scope hook stands aside for a
-    project's, so a prompt never gets two memory blocks."""
-    return user_stands_aside("gemini", "Gemini", installed_scopes, directory, env)
+    """Gemini merges the hooks of its settings layers and its extensions': a user-scope hook
+    stands aside for a project's, and so does the Lamina extension's; a user-scope hook also
+    stands aside for the extension, so a prompt never gets two memory blocks."""
+    return packaged_stands_aside(
+        "gemini", "Gemini", "extension", installed_scopes, extension_installed, directory, env
+    )
+
+
+def extension_installed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the Lamina extension (plugins/gemini-lamina) is installed for this user."""
+    return (gemini_home(env) / "extensions" / "lamina" / "gemini-extension.json").is_file()
