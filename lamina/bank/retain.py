@@ -29,6 +29,7 @@ from typing import Any
 
 from ..embed import Embedder, derived_window_vector
 from ..errors import InputError, ReadError, ReadWarning, StoreError
+from ..fingerprint import file_hash, prefix_fingerprint
 from ..llm import LLMError
 from ..memories import Cursor, Memory
 from ..messages import Message
@@ -57,7 +58,6 @@ from .extract import MAX_FACTS, FactExtractor
 
 __all__ = ["RetainOptions", "RetainReport", "Retainer", "default_document_id"]
 
-_SAMPLE = 4096
 _ATTEMPTS = 8
 _EMBED_STEP = 256
 """Units embedded per call, so progress can be told during a long ingest."""
@@ -129,30 +129,11 @@ class _Awaiting:
     hashes: Mapping[str, str]
 
 
-def _fingerprint(path: str, offset: int) -> str:
-    """Identifies the first `offset` bytes of a file by their length, head and tail."""
-    if offset <= 0:
-        return ""
-    with Path(path).open("rb") as handle:
-        head = handle.read(min(_SAMPLE, offset))
-        handle.seek(max(0, offset - _SAMPLE))
-        tail = handle.read(min(_SAMPLE, offset))
-    return hashlib.sha256(f"{offset}:".encode() + head + b"\x00" + tail).hexdigest()[:32]
-
-
 def _signed(rules: str, fingerprint: str) -> str:
     """A fingerprint tagged with the unit rules it was retained under: when the rules change,
     the old cursor no longer matches, and the document is read again from its start and its
     units rebuilt (memories the new rules no longer make are deleted)."""
     return f"{rules}:{fingerprint}" if fingerprint else ""
-
-
-def _whole_file_hash(path: str) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:32]
 
 
 def default_document_id(path: str, format: str) -> str:
@@ -299,7 +280,7 @@ class Retainer:
                 open_offset=offset,
                 open_line=data.count(b"\n", 0, offset) + 1,
                 records=cursor.records,
-                fingerprint=_signed(rules, _fingerprint(path, offset)),
+                fingerprint=_signed(rules, prefix_fingerprint(path, offset)),
                 size=len(data),
                 version=cursor.version,
             )
@@ -322,7 +303,7 @@ class Retainer:
     def _skip_whole(
         self, path: str, bank: str, document: str, format: str, started: float
     ) -> RetainReport:
-        fingerprint = _signed(units_signature(self.options.units), _whole_file_hash(path))
+        fingerprint = _signed(units_signature(self.options.units), file_hash(path))
         for attempt in range(1, _ATTEMPTS + 1):
             cursor = self.store.get_cursor(bank, document)
             if cursor.version > 0 and cursor.fingerprint == fingerprint:
@@ -392,8 +373,9 @@ class Retainer:
         cursor = self.store.get_cursor(bank, document)
         size = Path(path).stat().st_size
         rules = units_signature(self.options.units)
-        prefix_ok = cursor.offset <= size and _signed(rules, _fingerprint(path, cursor.offset)) == (
-            cursor.fingerprint
+        prefix_ok = (
+            cursor.offset <= size
+            and _signed(rules, prefix_fingerprint(path, cursor.offset)) == cursor.fingerprint
         )
         if cursor.version > 0 and prefix_ok and size == cursor.size:
             return RetainReport(bank, document, "unchanged")
@@ -433,7 +415,7 @@ class Retainer:
             open_offset=open_offset,
             open_line=open_line,
             records=cursor.records,
-            fingerprint=_signed(rules, _fingerprint(path, offset)),
+            fingerprint=_signed(rules, prefix_fingerprint(path, offset)),
             size=max(size, offset),
             version=cursor.version,
         )
@@ -457,7 +439,7 @@ class Retainer:
         metadata: Mapping[str, Any] | None,
     ) -> RetainReport | None:
         cursor = self.store.get_cursor(bank, document)
-        fingerprint = _signed(units_signature(self.options.units), _whole_file_hash(path))
+        fingerprint = _signed(units_signature(self.options.units), file_hash(path))
         if cursor.version > 0 and cursor.fingerprint == fingerprint:
             return RetainReport(bank, document, "unchanged")
         warnings: list[ReadWarning] = []

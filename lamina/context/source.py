@@ -17,18 +17,17 @@ stored (a process killed between the two) costs a re-read, never a duplicate.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ReadWarning
+from ..fingerprint import file_hash, prefix_fingerprint
 from ..messages import JSONValue, Message
 
 __all__ = ["FileCursor", "SourceRead", "read_since"]
 
-_SAMPLE = 4096
 CURSOR_VERSION = 1
 
 
@@ -90,25 +89,6 @@ class SourceRead:
     warnings: list[ReadWarning] = field(default_factory=list)
 
 
-def _prefix_fingerprint(path: str, offset: int) -> str:
-    """The first `offset` bytes of a file, by their length, head and tail."""
-    if offset <= 0:
-        return ""
-    with Path(path).open("rb") as handle:
-        head = handle.read(min(_SAMPLE, offset))
-        handle.seek(max(0, offset - _SAMPLE))
-        tail = handle.read(min(_SAMPLE, offset))
-    return hashlib.sha256(f"{offset}:".encode() + head + b"\x00" + tail).hexdigest()[:32]
-
-
-def _file_hash(path: str) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:32]
-
-
 def _subagent(messages: list[Message]) -> bool | None:
     """What the Claude Code reader decided from the first user or assistant record."""
     for message in messages:
@@ -127,7 +107,7 @@ def read_since(path: str, format: str, cursor: FileCursor | None) -> SourceRead:
         usable = None
     warnings: list[ReadWarning] = []
     if format != "claude-code":
-        digest = _file_hash(path)
+        digest = file_hash(path)
         after = FileCursor(resolved, format, size=size, fingerprint=digest)
         if usable is not None and usable.fingerprint == digest:
             return SourceRead([], after, reread=False)
@@ -141,7 +121,7 @@ def read_since(path: str, format: str, cursor: FileCursor | None) -> SourceRead:
     if (
         usable is not None
         and usable.resume <= size
-        and _prefix_fingerprint(path, usable.resume) == usable.fingerprint
+        and prefix_fingerprint(path, usable.resume) == usable.fingerprint
     ):
         if size == usable.size:
             return SourceRead([], usable, reread=False)
@@ -163,7 +143,7 @@ def read_since(path: str, format: str, cursor: FileCursor | None) -> SourceRead:
         resume=resume,
         line=resume_line,
         size=size,
-        fingerprint=_prefix_fingerprint(path, resume),
+        fingerprint=prefix_fingerprint(path, resume),
         subagent=subagent,
     )
     reread = usable is not None and start == 0
