@@ -21,10 +21,13 @@ from lamina.context import (
     validate_anthropic,
 )
 from lamina.context.chunks import cut_chunks, head_end
+from lamina.context.compile import request_tokens
+from lamina.context.frontier import choose_frontier
+from lamina.context.render import render
 from lamina.messages import Message, Role, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from lamina.readers import read_transcript
 
-from .conftest import EXAMPLE, needs_shared, shared_transcripts
+from .conftest import CLAUDE_CODE, EXAMPLE, SHARED, needs_shared, shared_transcripts
 from .test_compile import long_history, msg
 
 
@@ -160,6 +163,37 @@ def test_estimates_match_the_rendered_request(path: Path) -> None:
     assert abs(result.tokens - sum(log.shown)) <= 0.02 * result.tokens
 
 
+ENTIRE = SHARED / "claude-code-entire"
+
+
+@pytest.mark.parametrize(
+    ("name", "budget", "reserve"),
+    [
+        ("entire-abc0b1d7.jsonl", 8_000, 4_000),
+        ("entire-60b38d1e.jsonl", 4_000, 1_000),
+        ("spotter-258c7280.jsonl", 8_000, 4_000),
+    ],
+)
+def test_no_fold_while_the_request_still_fits(name: str, budget: int, reserve: int) -> None:
+    # A fold breaks the cached prefix: it is made only when the request, as rendered, would not
+    # fit without it, whatever the per-message estimate says.
+    path = ENTIRE / name if name.startswith("entire-") else CLAUDE_CODE / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not beside the checkout")
+    options = CompileOptions(budget=budget, reserve=reserve)
+    compiler = Compiler(ExtractiveSummariser())
+    log = ContextLog()
+    for message in read_transcript(str(path)).messages:
+        if message.role is Role.ASSISTANT and len(log):
+            before = compiler.previous
+            result = compiler.compile(log, options)
+            if before is not None and result.frontier.folded:
+                kept = choose_frontier(log, compiler.forest, options, before, 1 << 60)
+                unfolded = render("anthropic", log, kept, options.largest_message, None)
+                assert request_tokens(unfolded) > options.available, len(log)
+        log.append(message)
+
+
 def test_a_large_tool_call_is_planned_whole() -> None:
     # A tool call is never cut; a big one (a file written whole) counts in full.
     history: list[Message] = []
@@ -192,7 +226,14 @@ def test_cache_bench_reports_shares_baselines_and_visible_history() -> None:
     data = json.loads(out.stdout)
     for name in ("lamina", "sliding_window", "compact_at_threshold"):
         run = data[name]
-        assert {"cached_share", "ceiling", "compile_ms", "prefix_breaks", "visible"} <= set(run)
+        assert {
+            "cached_share",
+            "ceiling",
+            "input_cost",
+            "compile_ms",
+            "prefix_breaks",
+            "visible",
+        } <= set(run)
         assert set(run["compile_ms"]) == {"p50", "p95"}
         assert run["cached_share"] <= run["ceiling"] + 0.01
     assert data["lamina"]["visible"]["summary_tokens_mean"] > 0

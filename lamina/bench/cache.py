@@ -9,10 +9,12 @@ no fold ever broke the prefix. Baselines in the same run: a sliding window (drop
 messages that do not fit) and compact-at-threshold (when over budget, replace everything but
 the newest 25% of the budget with one summary, as coding agents do). History visible: the
 summary tokens and oldest raw message of the last request, and per request on average its
-tokens, raw messages and summary tokens. Every request is checked against the provider's rules
-(`invalid_requests`) and the budget (`over_budget_requests`). When the transcript records the
-provider's usage, its own cached share is shown for context (it includes the agent's fixed
-system prompt and tools).
+tokens, raw messages and summary tokens. The share is a ratio, and a strategy that shows more
+history pays for it: `input_cost` is what the requests cost, in base-price input tokens, at the
+provider's cache prices (`CACHE_WRITE`, `CACHE_READ`). Every request is checked against the
+provider's rules (`invalid_requests`) and the budget (`over_budget_requests`). When the
+transcript records the provider's usage, its own cached share is shown for context (it
+includes the agent's fixed system prompt and tools).
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ from ..readers import read_transcript
 from .common import emit, percentiles, transcript_files
 
 __all__ = ["cache_bench"]
+
+
+CACHE_WRITE = 1.25
+"""Price of an input token written to the cache, in base input tokens (Anthropic's 5-minute
+cache): every request is sent with a breakpoint at its end, so what it does not read from the
+cache it writes."""
+CACHE_READ = 0.1
+"""Price of an input token read from the cache, in base input tokens."""
 
 
 class Strategy(Protocol):
@@ -235,6 +245,7 @@ def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any
         "requests": requests,
         "cached_share": round(cached / total, 4) if total else None,
         "ceiling": round(1 - new / total, 4) if total else None,
+        "input_cost": round(CACHE_WRITE * (total - cached) + CACHE_READ * cached),
         "compile_ms": percentiles(times),
         "prefix_breaks": breaks,
         "invalid_requests": invalid,

@@ -17,6 +17,7 @@ budget cannot be met even with everything folded, `OverBudgetError` says by how 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -152,6 +153,20 @@ class Compiler:
                 request_format, log, frontier, options.largest_message, log.system or None
             )
             tokens = request_tokens(request)
+            if frontier.folded and limit == options.available and self.previous is not None:
+                # The estimate (each message counted alone, within 2% of the rendered request)
+                # asked for a fold, which breaks the cached prefix: not when the request
+                # rendered without a new fold fits after all.
+                kept = choose_frontier(
+                    log, self.forest, options, self.previous, sys.maxsize, pins, self.ready_first
+                )
+                if not kept.folded:
+                    unfolded = render(
+                        request_format, log, kept, options.largest_message, log.system or None
+                    )
+                    unfolded_tokens = request_tokens(unfolded)
+                    if unfolded_tokens <= options.available:
+                        frontier, request, tokens = kept, unfolded, unfolded_tokens
             if tokens <= options.available:
                 break
             # The rendered request came out above the estimate (separator turns, markers):
