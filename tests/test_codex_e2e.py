@@ -174,21 +174,29 @@ def test_memories_reach_the_next_codex_session_and_cross_agents(codex: str, tmp_
 def test_the_codex_plugin_gives_one_memory_block(codex: str, tmp_path: Path) -> None:
     """The repository as a Codex marketplace (.agents/plugins/marketplace.json): `codex plugin
     marketplace add <checkout>`, `codex plugin add lamina@lamina` (copied into the temporary
-    CODEX_HOME), its hooks trusted through `codex app-server`; a session that states a fact,
+    CODEX_HOME), its hooks trusted with `lamina install codex --plugin` (through `codex
+    app-server`), which `lamina status` shows before and after; a session that states a fact,
     retained by the plugin's hooks; the next session's request carries exactly one memory
     block recalling it."""
-    from lamina.integrations.codex.install import trust_plugin
-
+    events = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
     with ScriptedResponses(script) as api:
         machine = Machine(tmp_path, codex, api)
         config = machine.codex_home / "config.toml"
         config.write_text(config.read_text().replace("plugins = false", "plugins = true"))
+        missing = machine.lamina("install", "codex", "--plugin", "--codex", codex)
+        assert missing.returncode == 3 and "codex plugin add lamina@lamina" in missing.stderr
 
         machine.run("plugin", "marketplace", "add", str(ROOT), limit=120)
         machine.run("plugin", "add", "lamina@lamina", limit=120)
-        states = trust_plugin(codex, directory=machine.project, env=machine.env)
-        assert states == dict.fromkeys(("SessionStart", "UserPromptSubmit", "Stop", "PreCompact",
-                                        "SessionEnd"), "trusted")  # fmt: skip
+        status = json.loads(machine.lamina("status", "--json", LAMINA_CODEX_BIN=codex).stdout)
+        assert status["codex_hooks"]["plugin"]["trusted"] is False
+        assert any("lamina install codex --plugin" in w for w in status["warnings"])
+        trusted = machine.lamina("install", "codex", "--plugin", "--codex", codex, "--json")
+        assert trusted.returncode == 0, trusted.stderr
+        assert json.loads(trusted.stdout)["trust"] == dict.fromkeys(events, "trusted")
+        status = json.loads(machine.lamina("status", "--json", LAMINA_CODEX_BIN=codex).stdout)
+        assert status["codex_hooks"]["plugin"]["trusted"] is True
+        assert not any("Codex" in w for w in status["warnings"]), status["warnings"]
 
         first = machine.ask(FIRST_PROMPT)
         (request,) = requests_for(api, FIRST_PROMPT)

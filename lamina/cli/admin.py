@@ -54,6 +54,12 @@ def _scope(project: bool, user: bool) -> str:
 @click.option(
     "--trust", is_flag=True, help="codex: also trust Lamina's hooks, through `codex app-server`."
 )
+@click.option(
+    "--plugin",
+    is_flag=True,
+    help="codex: trust the Codex plugin's hooks (after `codex plugin add lamina@lamina`) "
+    "instead of writing Lamina's own.",
+)
 @click.option("--codex", "codex_bin", default=None, help="codex: the Codex CLI to trust with.")
 @json_option
 @click.pass_context
@@ -63,6 +69,7 @@ def install(
     project: bool,
     user: bool,
     trust: bool,
+    plugin: bool,
     codex_bin: str | None,
     as_json: bool,
 ) -> None:
@@ -72,6 +79,7 @@ def install(
 
     Example: lamina install claude-code --user
     Example: lamina install codex --trust
+    Example: lamina install codex --plugin
     Example: lamina install gemini --project
     Example: lamina install copilot
     """
@@ -80,10 +88,17 @@ def install(
 
     home = (ctx.obj or {}).get("home")
     scope = _scope(project, user)
+    if plugin and target != "codex":
+        raise InputError(f"--plugin is for codex; {target} has no plugin Lamina trusts")
     if target == "codex":
-        from .codex_setup import install_codex
+        from .codex_setup import install_codex, trust_codex_plugin
 
-        install_codex(scope, home, trust, codex_bin, as_json)
+        if plugin:
+            if project:
+                raise InputError("--plugin: Codex installs plugins per user; leave out --project")
+            trust_codex_plugin(codex_bin, as_json)
+        else:
+            install_codex(scope, home, trust, codex_bin, as_json)
         return
     if target == "gemini":
         from .gemini_setup import install_gemini

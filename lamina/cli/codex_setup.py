@@ -10,7 +10,7 @@ import click
 from ..errors import ConfigError
 from .common import emit_json, report_uninstall
 
-__all__ = ["codex_status", "install_codex", "uninstall_codex"]
+__all__ = ["codex_status", "install_codex", "trust_codex_plugin", "uninstall_codex"]
 
 TRUST_ADVICE = (
     "Codex runs hooks only once you trust them, and skips untrusted ones without a word: "
@@ -74,6 +74,40 @@ def install_codex(
         click.echo("new Codex sessions now recall before each prompt and retain after each turn")
 
 
+def trust_codex_plugin(codex: str | None, as_json: bool) -> None:
+    """Trust the hooks of the Codex plugin the user installed with `codex plugin add`, as the
+    `/hooks` screen would; Lamina's own hooks.json is not written (one route per prompt)."""
+    from ..integrations.codex.install import (
+        PLUGIN,
+        codex_home,
+        find_codex,
+        plugin_installed,
+        trust_plugin,
+    )
+
+    if not plugin_installed():
+        raise ConfigError(
+            f"the Codex plugin {PLUGIN} is not installed in {codex_home()}: run `codex plugin "
+            f"marketplace add <a Lamina checkout>` and `codex plugin add {PLUGIN}` first"
+        )
+    binary = codex or find_codex()
+    if not binary:
+        raise ConfigError(
+            "no Codex CLI found to trust the plugin's hooks with (--codex PATH or LAMINA_CODEX_BIN)"
+        )
+    states = trust_plugin(binary)
+    trusted = all(s == "trusted" for s in states.values())
+    if as_json:
+        emit_json({"target": "codex", "plugin": PLUGIN, "trust": states, "trusted": trusted})
+        return
+    click.echo("trust: " + ", ".join(f"{event} {state}" for event, state in states.items()))
+    if trusted:
+        click.echo(f"new Codex sessions now run {PLUGIN}'s hooks: recall before each prompt, "
+                   "retain after each turn")  # fmt: skip
+    else:
+        click.echo(f"note: {TRUST_ADVICE}", err=True)
+
+
 def uninstall_codex(scope: str, as_json: bool) -> None:
     from ..integrations.codex.install import uninstall
 
@@ -86,10 +120,14 @@ def codex_status(directory: str | Path | None = None) -> dict[str, Any]:
     """Where Lamina's Codex hooks are installed and whether Codex trusts them (asked through
     `codex app-server` when the Codex CLI is found; `unknown` otherwise)."""
     from ..integrations.codex.install import (
+        PLUGIN,
         codex_files,
+        codex_home,
         find_codex,
         hook_states,
         installed_scopes,
+        plugin_installed,
+        plugin_states,
     )
 
     binary = find_codex()
@@ -107,4 +145,17 @@ def codex_status(directory: str | Path | None = None) -> dict[str, Any]:
                 except ConfigError as exc:
                     entry["trusted"] = f"unknown ({exc})"
         report[scope] = entry
+    if plugin_installed():
+        # `codex plugin add lamina@lamina`: its hooks need trust like Lamina's own.
+        cache = codex_home() / "plugins" / "cache" / "lamina" / "lamina"
+        plugin: dict[str, Any] = {"installed": True, "hooks_file": str(cache), "id": PLUGIN}
+        plugin["trusted"] = "unknown (no Codex CLI found)"
+        if binary:
+            try:
+                states = plugin_states(binary, directory=directory, timeout=10.0)
+                plugin["trust"] = states
+                plugin["trusted"] = all(s == "trusted" for s in states.values())
+            except ConfigError as exc:
+                plugin["trusted"] = f"unknown ({exc})"
+        report["plugin"] = plugin
     return report

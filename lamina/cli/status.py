@@ -174,9 +174,10 @@ def status_report(settings: Settings, directory: str | Path | None = None) -> di
     }
     for scope, info in report["codex_hooks"].items():
         if info.get("trusted") is False:
+            fix = "--plugin" if scope == "plugin" else f"--{scope} --trust"
             report["warnings"].append(
                 f"Lamina's Codex hooks ({scope}) are not trusted, so Codex skips them: run "
-                f"`lamina install codex --{scope} --trust`, or trust them in Codex's /hooks screen"
+                f"`lamina install codex {fix}`, or trust them in Codex's /hooks screen"
             )
     if not exists:
         return report

@@ -51,6 +51,7 @@ __all__ = [
     "installed_scopes",
     "plugin_installed",
     "plugin_keys",
+    "plugin_states",
     "stands_aside",
     "trust",
     "trust_plugin",
@@ -424,7 +425,16 @@ def hook_states(
     keys = _our_keys(files)
     if not keys:
         return {}
-    cwd = project_root(directory)
+    return _states(keys, codex, project_root(directory), env, timeout)
+
+
+def _states(
+    keys: Mapping[str, str],
+    codex: str,
+    cwd: Path,
+    env: Mapping[str, str] | None,
+    timeout: float,
+) -> dict[str, str]:
     rpc = _app_server(codex, cwd, env, timeout)
     try:
         listed = _listed(rpc, cwd, keys)
@@ -477,6 +487,18 @@ def trust_plugin(
     """Trust the installed Codex plugin's hooks (`codex plugin add lamina@lamina`), as `/hooks`
     would. Returns the states after (`not listed` while the plugin is not installed)."""
     return _trust(plugin_keys(), codex, project_root(directory), env, timeout)
+
+
+def plugin_states(
+    codex: str,
+    *,
+    directory: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 20.0,
+) -> dict[str, str]:
+    """Each of the Codex plugin's hooks -> Codex's trust status (`not listed` while the plugin
+    is not installed), as `codex app-server` reports them."""
+    return _states(plugin_keys(), codex, project_root(directory), env, timeout)
 
 
 def _trust(
