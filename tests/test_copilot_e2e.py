@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from .agent_machine import AgentMachine, Cli, find_cli
-from .conftest import EXAMPLE
+from .conftest import EXAMPLE, ROOT
 from .fake_openai import ScriptedResponses, input_messages
 
 COPILOT_VERSION = "1.0.102"
@@ -188,3 +188,38 @@ def test_memories_reach_the_next_copilot_session_and_cross_agents(
         sent = {"requests": api.requests, "other": api.other, "timings": timings}
         (tmp_path / "requests.json").write_text(json.dumps(sent, indent=2))
     print(f"\nCopilot {COPILOT_VERSION} end to end: {json.dumps(timings)}")
+
+
+def test_the_copilot_plugin_gives_one_memory_block(copilot: str, tmp_path: Path) -> None:
+    """The repository as a Copilot marketplace (.github/plugin/marketplace.json): `copilot plugin
+    marketplace add <checkout>`, `copilot plugin install lamina@lamina` (loaded live from the
+    checkout); a session that states a fact, retained by the plugin's hooks; with the user's
+    own `lamina install copilot` beside it, the next session's request carries exactly one
+    memory block recalling it, and `lamina status` shows the plugin."""
+    with ScriptedResponses(script) as api:
+        machine = Machine(tmp_path, copilot, api)
+        machine.run("plugin", "marketplace", "add", str(ROOT), limit=120)
+        machine.run("plugin", "install", "lamina@lamina", limit=120)
+        status = json.loads(machine.lamina("status", "--json").stdout)
+        assert status["copilot_hooks"]["plugin"]["installed"] is True
+        listed = subprocess.run([copilot, "mcp", "list"], capture_output=True, text=True,
+                                env=machine.env, timeout=120)  # fmt: skip
+        assert "lamina" in listed.stdout, listed.stdout + listed.stderr
+
+        first = machine.ask(FIRST_PROMPT)
+        (request,) = requests_for(api, FIRST_PROMPT)
+        assert memory_blocks(request) == []
+        machine.wait_for_document(first)
+
+        # The user-scope hooks stand aside for the plugin: still one block per prompt.
+        assert machine.lamina("install", "copilot").returncode == 0
+        machine.ask(SECOND_PROMPT)
+        (request,) = requests_for(api, SECOND_PROMPT)
+        (block,) = memory_blocks(request)
+        assert "heron-7" in block[1] and "Frankfurt" in block[1]
+        offered = [t.get("function", {}).get("name") for t in request.get("tools") or []]
+        assert "lamina-recall" in offered, offered
+        log = (machine.lamina_home / "logs" / "hooks.log").read_text()
+        assert "injected" in log and "failed" not in log, log[-3000:]
+        assert "skipped: the Lamina plugin for Copilot serves this session" in log, log[-3000:]
+        (tmp_path / "requests.json").write_text(json.dumps(api.requests, indent=2))

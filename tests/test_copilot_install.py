@@ -19,9 +19,11 @@ from lamina.errors import ConfigError
 from lamina.integrations.claude_code.detect import stands_aside
 from lamina.integrations.copilot.install import (
     HOOK_EVENTS,
+    PLUGIN,
     copilot_files,
     install,
     installed_scopes,
+    plugin_installed,
     uninstall,
 )
 from lamina.integrations.transcript import transcript_format
@@ -139,6 +141,72 @@ def test_user_hooks_stand_aside_for_a_project_s_and_claude_code_s_for_copilot_s(
     found = stands_aside(project, {**env, "LAMINA_HOOK_ORIGIN": "copilot-user"})
     assert found == "the project's Lamina hooks for Copilot"
     assert stands_aside(project, {**env, "LAMINA_HOOK_ORIGIN": "copilot-project"}) is None
+
+
+PLUGIN_DIR = Path(__file__).resolve().parents[1] / "plugins" / "copilot-lamina"
+
+
+def test_the_plugin_serves_the_same_hooks_through_the_plugin_launcher() -> None:
+    shipped = json.loads((PLUGIN_DIR / "hooks" / "hooks.json").read_text())
+    assert shipped["version"] == 1
+    hooks = shipped["hooks"]
+    assert {event: entries[0]["timeoutSec"] for event, entries in hooks.items()} == dict(
+        HOOK_EVENTS
+    )
+    assert {entries[0]["bash"] for entries in hooks.values()} == {
+        '"${PLUGIN_ROOT}/scripts/run-lamina" --origin copilot-plugin hook'
+    }
+    launcher = PLUGIN_DIR / "scripts" / "run-lamina"
+    claude_code = PLUGIN_DIR.parent / "lamina" / "scripts" / "run-lamina"
+    assert launcher.read_bytes() == claude_code.read_bytes()
+    assert os.access(launcher, os.X_OK)
+    manifest = json.loads((PLUGIN_DIR / "plugin.json").read_text())
+    assert (PLUGIN_DIR / manifest["hooks"]).is_file() and (
+        PLUGIN_DIR / manifest["mcpServers"]
+    ).is_file()
+    # Copilot reads .github/plugin/marketplace.json before .claude-plugin/marketplace.json.
+    market = json.loads(
+        (PLUGIN_DIR.parents[1] / ".github" / "plugin" / "marketplace.json").read_text()
+    )
+    (entry,) = market["plugins"]
+    assert f"{entry['name']}@{market['name']}" == PLUGIN
+    assert (PLUGIN_DIR.parents[1] / entry["source"]).resolve() == PLUGIN_DIR
+    assert entry["version"] == manifest["version"]
+
+
+def test_the_plugin_is_installed_while_copilot_has_it_enabled(tmp_path: Path) -> None:
+    home = tmp_path / "c"
+    env = {"COPILOT_HOME": str(home)}
+    assert plugin_installed(env) is False
+    home.mkdir()
+    settings = home / "settings.json"
+    settings.write_text(json.dumps({"enabledPlugins": {PLUGIN: True, "other@x": True}}))
+    assert plugin_installed(env) is True
+    settings.write_text(json.dumps({"enabledPlugins": {PLUGIN: False}}))  # `copilot plugin disable`
+    assert plugin_installed(env) is False
+    settings.write_text("{not json")  # Copilot's to report: the hook goes on without the plugin
+    assert plugin_installed(env) is False
+    settings.unlink()
+    (home / "installed-plugins" / "lamina" / "lamina").mkdir(parents=True)  # copied from GitHub
+    assert plugin_installed(env) is True
+
+
+def test_one_installation_serves_beside_the_copilot_plugin(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    (project / ".git").mkdir(parents=True)
+    home = tmp_path / "c"
+    env = {"COPILOT_HOME": str(home), "HOME": str(tmp_path),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}  # fmt: skip
+    plugin = {**env, "LAMINA_HOOK_ORIGIN": "copilot-plugin", "COPILOT_HOOK_DIR": "x"}
+    install("user", env=env)
+    home.joinpath("settings.json").write_text(json.dumps({"enabledPlugins": {PLUGIN: True}}))
+    assert stands_aside(project, plugin) is None
+    found = stands_aside(project, {**env, "LAMINA_HOOK_ORIGIN": "copilot-user"})
+    assert found == "the Lamina plugin for Copilot"
+    claude_in_copilot = {**env, "LAMINA_HOOK_ORIGIN": "project", "COPILOT_HOOK_DIR": "x"}
+    assert stands_aside(project, claude_in_copilot) == "Lamina's hooks for Copilot"
+    install("project", directory=project, env=env)
+    assert stands_aside(project, plugin) == "the project's Lamina hooks for Copilot"
 
 
 def sample_session(tmp_path: Path) -> Path:

@@ -41,9 +41,20 @@ def uninstall_copilot(scope: str, as_json: bool) -> None:
 def copilot_status(directory: str | Path | None = None) -> dict[str, Any]:
     """Where Lamina's Copilot hooks are installed (a repository's run only in a folder the user
     trusted, which Copilot keeps to itself)."""
-    from ..integrations.copilot.install import copilot_files, installed_scopes
+    from ..integrations.copilot.install import (
+        PLUGIN,
+        copilot_files,
+        copilot_home,
+        installed_scopes,
+        plugin_installed,
+    )
 
-    return {
+    report: dict[str, Any] = {
         scope: {"installed": installed, "hooks_file": str(copilot_files(scope, directory).hooks)}
         for scope, installed in installed_scopes(directory).items()
     }
+    if plugin_installed():
+        # `copilot plugin install lamina@lamina`, recorded in Copilot's settings.json.
+        settings = copilot_home() / "settings.json"
+        report["plugin"] = {"installed": True, "id": PLUGIN, "hooks_file": str(settings)}
+    return report

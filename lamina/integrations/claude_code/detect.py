@@ -117,8 +117,9 @@ def stands_aside(
         # Copilot runs a project's .claude/settings.json hooks too: Lamina's own Copilot
         # hooks, where installed, serve the session instead.
         from ..copilot.install import installed_scopes as copilot_scopes
+        from ..copilot.install import plugin_installed as copilot_plugin
 
-        if any(copilot_scopes(directory, environ).values()):
+        if any(copilot_scopes(directory, environ).values()) or copilot_plugin(environ):
             return "Lamina's hooks for Copilot"
     if plugin_state(directory, environ)["enabled"]:
         return "the Lamina plugin"

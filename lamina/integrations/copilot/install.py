@@ -36,16 +36,24 @@ from typing import Any
 from ...config import project_root
 from ...errors import ConfigError
 from ..claude_code.install import _load, _save, is_hook_command
-from ..installs import hook_commands, mcp_words, user_stands_aside, with_server, without_server
+from ..installs import (
+    hook_commands,
+    mcp_words,
+    packaged_stands_aside,
+    with_server,
+    without_server,
+)
 
 __all__ = [
     "HOOK_EVENTS",
+    "PLUGIN",
     "CopilotFiles",
     "copilot_files",
     "copilot_home",
     "copilot_transcript",
     "install",
     "installed_scopes",
+    "plugin_installed",
     "stands_aside",
     "uninstall",
 ]
@@ -212,6 +220,30 @@ def installed_scopes(
 def stands_aside(
     directory: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> str | None:
-    """Copilot runs a user's hooks and a repository's: a user-scope hook stands aside for a
-    project's, so a prompt never gets two memory blocks."""
-    return user_stands_aside("copilot", "Copilot", installed_scopes, directory, env)
+    """Copilot runs a user's hooks, a repository's and its plugins': a user-scope hook stands
+    aside for a project's and for the Lamina plugin, and the plugin for a project's, so a
+    prompt never gets two memory blocks."""
+    return packaged_stands_aside(
+        "copilot", "Copilot", "plugin", installed_scopes, plugin_installed, directory, env
+    )
+
+
+PLUGIN = "lamina@lamina"
+"""The Copilot plugin's id: plugin `lamina` of the repository's marketplace `lamina`
+(.github/plugin/marketplace.json, plugins/copilot-lamina)."""
+
+
+def plugin_installed(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the Lamina plugin is installed and enabled in Copilot: `copilot plugin install
+    lamina@lamina` records it in `settings.json` (`enabledPlugins`), loads it live from a local
+    marketplace folder and copies it from any other (`installed-plugins/lamina/lamina`)."""
+    home = copilot_home(env)
+    try:
+        settings = _load(home / "settings.json")
+    except ConfigError:  # Copilot's to report; the hook goes on as if no plugin were there
+        settings = {}
+    enabled = settings.get("enabledPlugins")
+    if isinstance(enabled, Mapping) and PLUGIN in enabled:
+        return enabled[PLUGIN] is True
+    name, _at, marketplace = PLUGIN.partition("@")
+    return (home / "installed-plugins" / marketplace / name).is_dir()
