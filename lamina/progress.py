@@ -8,6 +8,7 @@ total always draws it, so the last thing it shows is 100%, not the last throttle
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from types import TracebackType
@@ -67,7 +68,7 @@ class Progress:
         self.delay = delay
         self.done = 0.0
         self.started = time.monotonic()
-        self._last_draw = 0.0
+        self._last_draw = -math.inf  # the first update draws, however long the clock has run
         self._drawn = False
         self._ever_drawn = False
         self.leave = leave

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -92,6 +93,55 @@ def wait_for_cursor(home: Path, offset: int, timeout: float = 120.0) -> int:
                 return seen
         time.sleep(0.2)
     return seen
+
+
+def test_what_was_said_while_paused_is_skipped_by_a_retain_already_running(
+    tmp_path: Path,
+) -> None:
+    # A retain of the session holds its lock (a slow one, on a loaded machine) when memory is
+    # paused and the turn ends: the paused Stop's skip cannot run then, and whichever retain
+    # comes next, after a resume too, must skip what was said meanwhile before it reads on.
+    home = tmp_path / "home"
+    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+    messages = read_transcript(str(EXAMPLE)).messages
+    ends = [m.source.end_line for m in messages if m.kind.value == "reply" and m.source.end_line]
+    first, second = ends[2], ends[5]
+    live = tmp_path / "live.jsonl"
+
+    def stop_at(cut: int) -> None:
+        live.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
+        stop = {"hook_event_name": "Stop", "session_id": SESSION,
+                "transcript_path": str(live), "cwd": str(tmp_path)}  # fmt: skip
+        assert hook(home, stop).returncode == 0
+
+    before = [m for m in messages if (m.source.end_line or 0) <= first]
+    during = [m for m in messages if first < (m.source.line or 0) <= second]
+    after = [m for m in messages if (m.source.line or 0) > second]
+    stop_at(first)
+    assert wait_for_records(home, len(before)) == len(before)
+    lock = home / "locks" / f"{SESSION}.lock"
+    for _ in range(100):  # the first retain has let go of the lock
+        with lock.open("a") as held:
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.1)
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a retain of this session is running
+        assert lamina(home, "pause", "--session", SESSION).returncode == 0
+        stop_at(second)
+        deadline = time.monotonic() + 60
+        while "left a mark" not in "\n".join(log_lines(home)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lamina(home, "resume", "--session", SESSION).returncode == 0
+        stop_at(len(lines))  # its worker finds the lock held too
+    # The lock is free again: the next retain skips first, then keeps what came after.
+    stop_at(len(lines))
+    assert wait_for_records(home, len(before) + len(after)) == len(before) + len(after)
+    store = SQLiteStore(home / "lamina.db")
+    assert set(store.record_ids("proj", SESSION)).isdisjoint(m.id for m in during)
+    store.close()
 
 
 def test_what_a_paused_session_said_is_never_retained_even_after_resume(tmp_path: Path) -> None:

@@ -226,12 +226,19 @@ class MemoryBank:
         return report
 
     def skip_file(
-        self, path: str | Path, bank: str, document: str, format: str | None = None
+        self,
+        path: str | Path,
+        bank: str,
+        document: str,
+        format: str | None = None,
+        *,
+        upto: int | None = None,
     ) -> RetainReport:
-        """Move a transcript's cursor to its end, keeping nothing of what it holds past the
-        cursor: what was said while memory was paused is never retained later."""
+        """Move a transcript's cursor to its end (or to its last line ending before `upto`),
+        keeping nothing of what it holds past the cursor: what was said while memory was
+        paused is never retained later."""
         retainer = self._retainer(check_bank_name(bank))
-        return retainer.skip_file(str(path), bank, document, format)
+        return retainer.skip_file(str(path), bank, document, format, upto)
 
     def retain_messages(
         self,

@@ -256,13 +256,19 @@ class Retainer:
         raise StoreError(f"{document}: retain kept losing to concurrent writers; try again")
 
     def skip_file(
-        self, path: str, bank: str, document: str, format: str | None = None
+        self,
+        path: str,
+        bank: str,
+        document: str,
+        format: str | None = None,
+        upto: int | None = None,
     ) -> RetainReport:
         """Move the document's cursor past every complete line of a Claude Code transcript
-        without reading or keeping any of them (memory was paused): a later retain starts
-        there. Returns a report with status `skipped` and nothing added. Other formats are
-        read whole at every retain: their messages up to now are noted as paused instead
-        (`PAUSED_KEY` in the document's metadata) and never kept by a later retain."""
+        (those ending before `upto`, when given) without reading or keeping any of them (memory
+        was paused): a later retain starts there. Returns a report with status `skipped` and
+        nothing added. Other formats are read whole at every retain: their messages up to now
+        are noted as paused instead (`PAUSED_KEY` in the document's metadata) and never kept by
+        a later retain."""
         started = time.perf_counter()
         rules = units_signature(self.options.units)
         name = format or detect_format(path).name
@@ -272,7 +278,8 @@ class Retainer:
             cursor = self.store.get_cursor(bank, document)
             with Path(path).open("rb") as handle:
                 data = handle.read()
-            offset = data.rfind(b"\n") + 1  # a last line still being written stays for later
+            # A last line still being written stays for later.
+            offset = data.rfind(b"\n", 0, len(data) if upto is None else upto) + 1
             if cursor.version > 0 and offset <= cursor.offset:
                 return RetainReport(bank, document, "unchanged", seconds=_since(started))
             new_cursor = Cursor(
@@ -281,7 +288,8 @@ class Retainer:
                 open_line=data.count(b"\n", 0, offset) + 1,
                 records=cursor.records,
                 fingerprint=_signed(rules, prefix_fingerprint(path, offset)),
-                size=len(data),
+                # The size seen: all of it, unless a later part is left for a retain to read.
+                size=len(data) if upto is None else offset,
                 version=cursor.version,
             )
             batch = RetainBatch(

@@ -257,6 +257,10 @@ def _spawn_worker(
     if not path.is_file() and not path.parent.is_dir():
         raise FileNotFoundError(f"{transcript}: no such transcript")
     bank = hook_bank(payload, settings)
+    if skip:
+        # Recorded before the worker starts: whichever retain of this session runs next skips
+        # what was said up to now, even one already running or one after a quick resume.
+        _leave_skip_mark(_worker_files(Path(home), document)[2], path)
     # Only the installed Lamina may run: `-P` keeps the working directory (the project the
     # agent works in, which may hold a `lamina/` folder of its own) off sys.path, and the
     # worker starts from a neutral directory (design invariant 10).
@@ -735,6 +739,56 @@ def _expire(
         log.write(event, session, f"forgot {gone} memories older than {days} days (retain_days)")
 
 
+def _worker_files(base: Path, session: str) -> tuple[Path, Path, Path]:
+    """A session's retain lock, its mark (retain again once done) and its skip mark (what to
+    skip first: said while paused)."""
+    locks = private_dir(base / "locks")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
+    return locks / f"{safe}.lock", locks / f"{safe}.pending", locks / f"{safe}.skip"
+
+
+def _leave_skip_mark(skip_mark: Path, transcript: Path) -> None:
+    """Record, for the retain holding the session's lock, that the transcript up to its last
+    complete line now was said while memory was paused (the furthest such point, when a mark
+    is there already)."""
+    upto = _complete_end(transcript)
+    with contextlib.suppress(OSError, ValueError):
+        upto = max(upto, int(skip_mark.read_text(encoding="ascii")))
+    skip_mark.write_text(str(upto), encoding="ascii")
+    with contextlib.suppress(OSError):
+        skip_mark.chmod(0o600)
+
+
+def _take_skip_mark(skip_mark: Path) -> int | None:
+    """The offset a skip mark asks to skip to, the mark removed (None: no mark)."""
+    try:
+        text = skip_mark.read_text(encoding="ascii")
+    except OSError:
+        return None
+    skip_mark.unlink(missing_ok=True)
+    try:
+        return int(text)
+    except ValueError:  # torn: skip what the file holds now, the safe side
+        return sys.maxsize
+
+
+def _complete_end(path: Path, block: int = 65_536) -> int:
+    """The offset just past the file's last newline (0 when it has none)."""
+    try:
+        with path.open("rb") as handle:
+            end = handle.seek(0, os.SEEK_END)
+            while end > 0:
+                start = max(0, end - block)
+                handle.seek(start)
+                found = handle.read(end - start).rfind(b"\n")
+                if found >= 0:
+                    return start + found + 1
+                end = start
+    except OSError:
+        pass
+    return 0
+
+
 def run_worker(
     transcript: str,
     session: str,
@@ -753,20 +807,32 @@ def run_worker(
     settings = resolve_settings(home=home)
     base = settings.home
     log = HookLog(base)
-    locks = private_dir(base / "locks")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
-    lock_path, mark = locks / f"{safe}.lock", locks / f"{safe}.pending"
+    lock_path, mark, skip_mark = _worker_files(base, session)
     if not _appears(Path(transcript), TRANSCRIPT_WAIT):
         log.write(event, session, f"retain failed: {transcript}: no such transcript")
         return 1
     from ...bank.bank import MemoryBank
     from ..transcript import transcript_format
 
+    def skip_pending(memory_bank: MemoryBank) -> None:
+        """Move the cursor past what was said while paused, up to where the file ended when a
+        paused event asked for it, before any retain reads the file."""
+        upto = _take_skip_mark(skip_mark)
+        if upto is not None:
+            report = memory_bank.skip_file(
+                transcript, bank, session, transcript_format(transcript), upto=upto
+            )
+            log.write(event, session, f"paused: transcript {report.status}")
+
     while True:
         with open(lock_path, "a", opener=private_opener) as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                if skip:
+                    # The running retain must not read what was said while paused: it skips to
+                    # where the file ends now before it retains again.
+                    _leave_skip_mark(skip_mark, Path(transcript))
                 mark.touch(mode=0o600)
                 log.write(event, session, "a retain is running; left a mark for it")
                 return 0
@@ -775,6 +841,7 @@ def run_worker(
 
                 set_model_cache(base / "cache")
                 memory_bank = MemoryBank.open(settings=settings)
+                skip_pending(memory_bank)
                 while skip:
                     mark.unlink(missing_ok=True)
                     report = memory_bank.skip_file(
@@ -785,6 +852,7 @@ def run_worker(
                         break
                 while not skip:
                     mark.unlink(missing_ok=True)
+                    skip_pending(memory_bank)
                     started = time.monotonic()
                     report = memory_bank.retain_file(
                         transcript,
@@ -818,5 +886,5 @@ def run_worker(
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
         # A hook may have left its mark between our last check and the unlock.
-        if not mark.exists():
+        if not mark.exists() and not skip_mark.exists():
             return 0
