@@ -27,6 +27,7 @@ from .common import (
 if TYPE_CHECKING:
     from ..context import CompileResult, RequestFormat
     from ..context.forest import Forest
+    from ..store.base import Store
 
 __all__ = ["compile_command", "install", "keys", "mcp", "serve", "status", "uninstall"]
 
@@ -612,9 +613,7 @@ def compile_command(
 
     Example: lamina compile examples/session.jsonl --budget 8000 --to openai --report
     """
-    from ..context import CompileOptions, Compiler, ContextLog, StoredLog
-    from ..context.configured import summariser_from_config
-    from ..readers import read_transcript, reader_for
+    from ..context.frontier import CompileOptions
 
     if old_fmt is not None:
         if fmt is not None and fmt != old_fmt:
@@ -626,7 +625,8 @@ def compile_command(
     fmt = fmt or "anthropic"
     if (log_id is not None or ahead) and bank is None:
         raise InputError("--log and --ahead need --bank")
-    reader = reader_for(file, from_fmt, option="--from").name
+    # A stored log's unchanged file is not detected again (see `_stored_format`).
+    reader = _reader_name(file, from_fmt) if bank is None or from_fmt is not None else None
     options = CompileOptions(
         budget=budget,
         reserve=min(4000, budget // 8) if reserve is None else reserve,
@@ -636,6 +636,12 @@ def compile_command(
     if options.available < 500:
         raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
     if bank is None:
+        from ..context.compile import Compiler
+        from ..context.configured import summariser_from_config
+        from ..context.log import ContextLog
+        from ..readers import read_transcript
+
+        assert reader is not None
         transcript = read_transcript(file, format=reader)
         _print_warnings(transcript.warnings)
         log = ContextLog.from_messages(transcript.messages)
@@ -643,13 +649,17 @@ def compile_command(
         result = compiler.compile(log, options, request_format=fmt)
         _print_compile(result, compiler.forest, as_json, show_report)
         return
-    from ..context.logs import log_summariser
+    from ..context.configured import log_summariser
+    from ..context.stored import StoredLog
     from ..store import open_store
 
+    log_name = log_id or Path(file).stem
     store = open_store(settings(ctx).database)
     try:
+        if reader is None:
+            reader = _stored_format(store, bank, log_name, file) or _reader_name(file, None)
         stored = StoredLog.open(
-            store, bank, log_id or Path(file).stem, log_summariser(store, settings(ctx).summariser)
+            store, bank, log_name, log_summariser(store, settings(ctx).summariser)
         )
         _print_warnings(stored.append_file(file, reader).warnings)
         result = stored.compile(options, request_format=fmt, ahead=ahead)
@@ -660,6 +670,22 @@ def compile_command(
             click.echo(f"wrote {written} summaries ahead of the next fold", err=True)
     finally:
         store.close()
+
+
+def _reader_name(file: str, from_fmt: str | None) -> str:
+    """The transcript format `--from` names, checked against the file, else the detected one."""
+    from ..readers import reader_for
+
+    return reader_for(file, from_fmt, option="--from").name
+
+
+def _stored_format(store: Store, bank: str, log: str, file: str) -> str | None:
+    """The format the stored log last read `file` in, when the file is unchanged since: a
+    second compile of the same file detects nothing again (nor loads any reader)."""
+    from ..context.source import FileCursor, unchanged_format
+
+    state = store.load_frontier(bank, log) or {}
+    return unchanged_format(file, FileCursor.of(state.get("source")))
 
 
 def _print_warnings(warnings: Sequence[object]) -> None:

@@ -27,13 +27,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..config import SummariserSettings
 from ..errors import InputError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..store.base import ContextLogInfo, Store
 from ..store.lookup import require_bank
 from ..tokens import default_counter
 from .compile import Compiler, CompileResult
+from .configured import log_summariser
 from .frontier import CompileOptions
 from .log import ContextLog, counts_key
 from .pins import Pin, pin_json
@@ -220,21 +220,6 @@ class ContextLogs:
 
 def _no_log(bank: str, log: str) -> NotFoundError:
     return NotFoundError(f"no log {log!r} in bank {bank!r}", what="log", name=log)
-
-
-def log_summariser(
-    store: Store | None = None, settings: SummariserSettings | None = None
-) -> Summariser:
-    """The summariser stored logs are compiled with over HTTP, MCP and the CLI: the one the
-    entry point's settings name (`summariser` in the config file or `LAMINA_SUMMARISER`; see
-    lamina.config), else the offline `ExtractiveSummariser`. Its spending is counted in
-    `store`, so the caps hold across every process using the database. A log's summaries
-    record which summariser wrote them, so switching never rewrites old ones."""
-    from ..store.ledger import StoreSpendLedger
-    from .configured import summariser_from_config
-
-    ledger = StoreSpendLedger(store) if store is not None else None
-    return summariser_from_config(settings or SummariserSettings(), ledger=ledger)
 
 
 def with_system(messages: list[Message], system: Any, scope: str = "") -> list[Message]:

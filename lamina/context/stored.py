@@ -40,12 +40,12 @@ from .log import ContextLog, counts_key, enters_log, system_text
 from .paged import PagedMessages, light
 from .pins import Pin, check_pins
 from .render import RequestFormat
-from .requests import SummaryFailure
 from .source import FileCursor, SourceRead, read_since
 from .summarise import Summariser
 
 if TYPE_CHECKING:
     from ..text.redact import Redactor
+    from .requests import SummaryFailure
 
 __all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
 
@@ -372,6 +372,10 @@ def _failures(state: Mapping[str, Any] | None) -> list[SummaryFailure]:
     only cost a retry)."""
     out: list[SummaryFailure] = []
     entries = (state or {}).get("failures")
+    if not entries:
+        return out
+    from .requests import SummaryFailure
+
     for entry in entries if isinstance(entries, list) else []:
         try:
             out.append(SummaryFailure.from_json(entry))
