@@ -54,12 +54,19 @@ class ContextLogs:
     prefetch writes are the ones the next compile folds with.
 
     Calls on one log take turns; a log another process compiled since (another server
-    instance sharing the database), or that was deleted and created again, is reopened."""
+    instance sharing the database), or that was deleted and created again, is reopened.
 
-    def __init__(self, store: Store, summariser: Summariser, size: int = 64) -> None:
+    With `settle`, each compile is followed, in the background, by `lamina.heap.settle`: the
+    logs held are frozen out of the garbage collector's full walks, which would otherwise
+    stall a compile now and then (a process-wide choice, for the servers)."""
+
+    def __init__(
+        self, store: Store, summariser: Summariser, size: int = 64, *, settle: bool = False
+    ) -> None:
         self.store = store
         self.summariser = summariser
         self.size = size
+        self.settle = settle
         self._open: OrderedDict[tuple[str, str], tuple[StoredLog, threading.Lock]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -187,7 +194,12 @@ class ContextLogs:
             stored.append(messages)
             if not len(stored.log):
                 raise InputError(f"log {log!r} of bank {bank!r} holds no messages to compile")
-            return stored.compile(options, request_format, ahead=ahead)
+            result = stored.compile(options, request_format, ahead=ahead)
+        if self.settle:
+            from ..heap import settle_soon
+
+            settle_soon()
+        return result
 
     def pins(self, bank: str, log: str) -> list[Pin]:
         """The log's pins, in the order they were added."""
