@@ -132,14 +132,14 @@ def test_a_process_killed_before_it_kept_the_cursor_loses_and_duplicates_nothing
 # What only reading new messages, writing summaries or searching a bank needs.
 UNNEEDED = ("lamina.readers", "lamina.text.redact", "lamina.context.requests",
             "lamina.store.sqlite_postings", "lamina.store.vectors", "lamina.text.lexical",
-            "concurrent.futures", "logging")  # fmt: skip
+            "concurrent.futures", "logging", "click")  # fmt: skip
 
 PROBE = f"""
 import sys
-from lamina.cli.main import main
+from lamina.entry import main
 from lamina.tokens import default_counter
 try:
-    main(sys.argv[1:])
+    main()  # as `lamina compile ...` runs: its arguments are this process's
 finally:
     sys.stderr.write("tokenizer loaded: %s\\n" % (default_counter()._encoding is not None))
     sys.stderr.write("modules: %s\\n" % sorted(set({UNNEEDED!r}) & set(sys.modules)))

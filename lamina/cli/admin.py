@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
 
 from ..errors import InputError, NotFoundError
 from .common import (
@@ -25,9 +21,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..context import CompileResult, RequestFormat
-    from ..context.forest import Forest
-    from ..store.base import Store
+    from ..context import RequestFormat
 
 __all__ = ["compile_command", "install", "keys", "mcp", "serve", "status", "uninstall"]
 
@@ -613,7 +607,7 @@ def compile_command(
 
     Example: lamina compile examples/session.jsonl --budget 8000 --to openai --report
     """
-    from ..context.frontier import CompileOptions
+    from .compiling import run_compile
 
     if old_fmt is not None:
         if fmt is not None and fmt != old_fmt:
@@ -622,112 +616,18 @@ def compile_command(
             "warning: compile --format is deprecated: use --to (the request's format)", err=True
         )
         fmt = old_fmt
-    fmt = fmt or "anthropic"
-    if (log_id is not None or ahead) and bank is None:
-        raise InputError("--log and --ahead need --bank")
-    # A stored log's unchanged file is not detected again (see `_stored_format`).
-    reader = _reader_name(file, from_fmt) if bank is None or from_fmt is not None else None
-    options = CompileOptions(
+    run_compile(
+        settings(ctx),
+        file,
         budget=budget,
-        reserve=min(4000, budget // 8) if reserve is None else reserve,
+        reserve=reserve,
         head_tokens=head_tokens,
         recent_tokens=recent_tokens,
+        from_fmt=from_fmt,
+        fmt=fmt,
+        show_report=show_report,
+        bank=bank,
+        log_id=log_id,
+        ahead=ahead,
+        as_json=as_json,
     )
-    if options.available < 500:
-        raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
-    if bank is None:
-        from ..context.compile import Compiler
-        from ..context.configured import summariser_from_config
-        from ..context.log import ContextLog
-        from ..readers import read_transcript
-
-        assert reader is not None
-        transcript = read_transcript(file, format=reader)
-        _print_warnings(transcript.warnings)
-        log = ContextLog.from_messages(transcript.messages)
-        compiler = Compiler(summariser_from_config(settings(ctx).summariser))
-        result = compiler.compile(log, options, request_format=fmt)
-        _print_compile(result, compiler.forest, as_json, show_report)
-        return
-    from ..context.configured import log_summariser
-    from ..context.stored import StoredLog
-    from ..store import open_store
-
-    log_name = log_id or Path(file).stem
-    store = open_store(settings(ctx).database)
-    try:
-        if reader is None:
-            reader = _stored_format(store, bank, log_name, file) or _reader_name(file, None)
-        stored = StoredLog.open(
-            store, bank, log_name, log_summariser(store, settings(ctx).summariser)
-        )
-        _print_warnings(stored.append_file(file, reader).warnings)
-        result = stored.compile(options, request_format=fmt, ahead=ahead)
-        _print_compile(result, stored.compiler.forest, as_json, show_report)
-        sys.stdout.flush()
-        if ahead:
-            written = stored.wait()
-            click.echo(f"wrote {written} summaries ahead of the next fold", err=True)
-    finally:
-        store.close()
-
-
-def _reader_name(file: str, from_fmt: str | None) -> str:
-    """The transcript format `--from` names, checked against the file, else the detected one."""
-    from ..readers import reader_for
-
-    return reader_for(file, from_fmt, option="--from").name
-
-
-def _stored_format(store: Store, bank: str, log: str, file: str) -> str | None:
-    """The format the stored log last read `file` in, when the file is unchanged since: a
-    second compile of the same file detects nothing again (nor loads any reader)."""
-    from ..context.source import FileCursor, unchanged_format
-
-    state = store.load_frontier(bank, log) or {}
-    return unchanged_format(file, FileCursor.of(state.get("source")))
-
-
-def _print_warnings(warnings: Sequence[object]) -> None:
-    for warning in warnings[:20]:
-        click.echo(f"warning: {warning}", err=True)
-
-
-def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report: bool) -> None:
-    for failure in forest.failures.values():
-        state = "deferred to a later compile" if failure.deferred else "left raw"
-        click.echo(
-            f"warning: no summary for messages {failure.start}-{failure.end - 1} ({state}): "
-            f"{failure.reason}",
-            err=True,
-        )
-    for warning in result.report.get("warnings", []):
-        click.echo(f"warning: {warning}", err=True)
-    if as_json:
-        emit_json({"request": result.request, "report": result.report})
-        return
-    click.echo(orjson.dumps(result.request, option=orjson.OPT_INDENT_2).decode())
-    if report:
-        width = max(map(len, result.report), default=0)
-        for key, value in result.report.items():
-            click.echo(f"{key.replace('_', ' '):<{width}}  {_plain(value)}", err=True)
-
-
-def _plain(value: object) -> str:
-    """A report value in words: `a 1, b 2` for a mapping, a comma list for a list, yes/no for
-    a flag; never a Python literal."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, dict):
-        parts = [
-            f"level {k}: {_plain(v)}" if str(k).isdigit() else f"{k.replace('_', ' ')} {_plain(v)}"
-            for k, v in ((str(k), v) for k, v in value.items())
-        ]
-        return ", ".join(parts) if parts else "none"
-    if isinstance(value, list | tuple):
-        return "; ".join(_plain(v) for v in value) if value else "none"
-    return str(value)
