@@ -72,7 +72,8 @@ def test_the_servers_logs_settle_after_a_compile_so_the_log_is_not_walked(
     store = open_store(tmp_path / "lamina.db")
     try:
         logs = ContextLogs(store, ExtractiveSummariser(), settle=True)
-        logs.compile("p", "s", messages, CompileOptions(budget=6_000, reserve=600))
+        # No prefetch: its thread would still be writing when the store closes below.
+        logs.compile("p", "s", messages, CompileOptions(budget=6_000, reserve=600), ahead=False)
         for thread in threading.enumerate():
             if thread.name == "lamina-settle":
                 thread.join(timeout=60)
