@@ -2,7 +2,8 @@
 prompt and turn, takes a short path that skips importing the whole command line (about 140 ms
 less per hook), and a prompt that a warm server answers loads only a few standard modules
 (lamina.integrations.claude_code.warm_client); `lamina mcp` on stdio starts as a relay that
-answers `initialize` at once (`lamina.integrations.mcp_stdio`); everything else goes to
+answers `initialize` at once (`lamina.integrations.mcp_stdio`); `lamina compile` with plain
+options is parsed without click (`lamina.cli.compiling`); everything else goes to
 `lamina.cli`."""
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ def main() -> None:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    from .cli import main as cli_main
+    if sys.argv[1:2] == ["compile"]:  # a compile's options parsed without click, if plain
+        from .cli.compiling import fast_compile
+
+        if fast_compile(sys.argv[2:]):
+            return
+    from .cli.main import main as cli_main
 
     cli_main()

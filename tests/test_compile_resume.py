@@ -129,19 +129,25 @@ def test_a_process_killed_before_it_kept_the_cursor_loses_and_duplicates_nothing
     assert log.compile(OPTIONS).request == whole.compile(OPTIONS).request
 
 
-PROBE = """
+# What only reading new messages, writing summaries or searching a bank needs.
+UNNEEDED = ("lamina.readers", "lamina.text.redact", "lamina.context.requests",
+            "lamina.store.sqlite_postings", "lamina.store.vectors", "lamina.text.lexical",
+            "concurrent.futures", "logging", "click")  # fmt: skip
+
+PROBE = f"""
 import sys
-from lamina.cli.main import main
+from lamina.entry import main
 from lamina.tokens import default_counter
 try:
-    main(sys.argv[1:])
+    main()  # as `lamina compile ...` runs: its arguments are this process's
 finally:
     sys.stderr.write("tokenizer loaded: %s\\n" % (default_counter()._encoding is not None))
+    sys.stderr.write("modules: %s\\n" % sorted(set({UNNEEDED!r}) & set(sys.modules)))
 """
 
 
 @needs_shared
-def test_a_compile_with_nothing_new_does_not_load_the_tokenizer(tmp_path: Path) -> None:
+def test_a_compile_with_nothing_new_loads_no_tokenizer_reader_or_search(tmp_path: Path) -> None:
     env = {**os.environ, "LAMINA_HOME": str(tmp_path / "home")}
     env.pop("LAMINA_DATABASE_URL", None)
     path = tmp_path / "session.jsonl"
@@ -161,6 +167,7 @@ def test_a_compile_with_nothing_new_does_not_load_the_tokenizer(tmp_path: Path) 
     assert "tokenizer loaded: True" in said
     second, said = run()
     assert "tokenizer loaded: False" in said
+    assert "modules: []" in said  # the file is unchanged: not even its format is detected
     assert second["request"] == first["request"]
     _grow(path, lines, len(lines))
     third, said = run()

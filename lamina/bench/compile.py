@@ -13,8 +13,12 @@ For each size N:
   message (as `lamina bench cache` does), the forest and the previous frontier carried from
   call to call; compile times are reported for the compiles of the last `--window` messages,
   where the log is N long (wall clock, and the thread's CPU time, which waiting for a busy
-  machine does not inflate). `live_ahead` replays it again with `Compiler.prefetch` run between
-  calls, untimed, as the background thread of a server runs it while the model answers.
+  machine does not inflate), with p99 and p99.9, and how many of them a full garbage
+  collection landed in. Between calls the heap is settled (`lamina.heap.settle`, untimed), as
+  the HTTP API and the MCP server do after each compile; `live_unsettled` is the same replay
+  without it, the baseline (first, the heap unfrozen). `live_ahead` replays it again with
+  `Compiler.prefetch` (and the settle) run between calls, untimed, as the background thread
+  of a server runs it while the model answers.
 - **cold**: a new `Compiler` on the whole log, with the token-count cache emptied as in a new
   process. `cold_stored` starts from the summaries and frontier the live session left, carried
   through their stored form the way `StoredLog.open` loads them; `cold_full` knows nothing and
@@ -35,6 +39,7 @@ Every request is checked by `validate_anthropic` and against the budget, untimed
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import statistics
@@ -55,6 +60,7 @@ from ..context.stored import frontier_from_json, frontier_to_json
 from ..context.summarise import ExtractiveSummariser
 from ..context.validate import validate_anthropic
 from ..errors import InputError
+from ..heap import settle
 from ..messages import Block, Message, Role, ToolResultBlock, ToolUseBlock
 from ..readers import read_transcript
 from ..tokens import _count_default
@@ -145,7 +151,34 @@ class Checked:
 
 
 def _times(values: Sequence[float]) -> dict[str, float]:
-    return {**percentiles(values), "max": round(max(values, default=0.0), 2)}
+    ordered = sorted(values) or [0.0]
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {**percentiles(values), "p99": at(0.99), "p99.9": at(0.999), "max": at(1.0)}
+
+
+class _FullWalks:
+    """Counts the garbage collector's full (generation-2) collections."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and info.get("generation") == 2:
+            self.count += 1
+
+    def __enter__(self) -> _FullWalks:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+def _settle(_log: ContextLog) -> None:
+    settle()
 
 
 def _replay(
@@ -163,31 +196,35 @@ def _replay(
     times: list[float] = []
     cpu: list[float] = []
     quiet: list[float] = []
-    peak = writing = 0
-    for message in messages:
-        if message.role is Role.ASSISTANT and len(log):
-            before = written() if written else 0
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            request = strategy(log)
-            elapsed = (time.perf_counter() - started) * 1000
-            elapsed_cpu = (time.thread_time() - started_cpu) * 1000
-            wrote = (written() if written else 0) > before
-            tokens = checked.check(request)
-            if len(log) >= window_from:
-                times.append(elapsed)
-                cpu.append(elapsed_cpu)
-                peak = max(peak, tokens)
-                writing += wrote
-                if not wrote:
-                    quiet.append(elapsed)
-            if between is not None:
-                between(log)
-        log.append(message)
+    peak = writing = walked = 0
+    with _FullWalks() as walks:
+        for message in messages:
+            if message.role is Role.ASSISTANT and len(log):
+                before = written() if written else 0
+                walks_before = walks.count
+                started, started_cpu = time.perf_counter(), time.thread_time()
+                request = strategy(log)
+                elapsed = (time.perf_counter() - started) * 1000
+                elapsed_cpu = (time.thread_time() - started_cpu) * 1000
+                wrote = (written() if written else 0) > before
+                tokens = checked.check(request)
+                if len(log) >= window_from:
+                    times.append(elapsed)
+                    cpu.append(elapsed_cpu)
+                    peak = max(peak, tokens)
+                    writing += wrote
+                    walked += walks.count > walks_before
+                    if not wrote:
+                        quiet.append(elapsed)
+                if between is not None:
+                    between(log)
+            log.append(message)
     out: dict[str, Any] = {
         "compiles": len(times),
         "compile_ms": _times(times),
         "compile_cpu_ms": _times(cpu),
         "peak_request_tokens": peak,
+        "compiles_with_full_gc": walked,
     }
     if written is not None:
         out["compiles_writing_summaries"] = writing
@@ -196,11 +233,22 @@ def _replay(
 
 
 def _lamina_live(
-    messages: Sequence[Message], options: CompileOptions, window_from: int, checked: Checked
+    messages: Sequence[Message],
+    options: CompileOptions,
+    window_from: int,
+    checked: Checked,
+    settled: bool = True,
 ) -> tuple[dict[str, Any], Compiler]:
     lamina = Lamina(options)
     forest = lamina.compiler.forest
-    live = _replay(messages, lamina, window_from, checked, written=lambda: forest.written)
+    live = _replay(
+        messages,
+        lamina,
+        window_from,
+        checked,
+        between=_settle if settled else None,
+        written=lambda: forest.written,
+    )
     live["summaries_in_forest"] = len(forest.nodes)
     return live, lamina.compiler
 
@@ -213,6 +261,7 @@ def _lamina_ahead(
 
     def prefetch(log: ContextLog) -> None:
         compiler.prefetch(log, options)
+        settle()
 
     return _replay(
         messages,
@@ -320,7 +369,10 @@ def _one_size(
     messages = _repeated(base, size)
     window_from = max(1, size - min(window, size // 2))
     checked = Checked(options.available)
-    _progress(f"{size} messages: live replay")
+    _progress(f"{size} messages: live replay, the heap left to the collector")
+    gc.unfreeze()  # as a process that never settled (an earlier size may have)
+    unsettled, _ = _lamina_live(messages, options, window_from, checked, settled=False)
+    _progress(f"{size} messages: live replay, the heap settled between calls")
     live, warm = _lamina_live(messages, options, window_from, checked)
     _progress(f"{size} messages: live replay with prefetch between calls")
     ahead = _lamina_ahead(messages, options, window_from, checked)
@@ -343,6 +395,7 @@ def _one_size(
         "tool_pairs": _tool_pairs(messages),
         "lamina": {
             "live": live,
+            "live_unsettled": unsettled,
             "live_ahead": ahead,
             "cold_stored": cold_stored,
             "cold_full": cold_full,

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
 
 from ..errors import InputError, NotFoundError
 from .common import (
@@ -25,8 +21,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..context import CompileResult, RequestFormat
-    from ..context.forest import Forest
+    from ..context import RequestFormat
 
 __all__ = ["compile_command", "install", "keys", "mcp", "serve", "status", "uninstall"]
 
@@ -627,9 +622,7 @@ def compile_command(
 
     Example: lamina compile examples/session.jsonl --budget 8000 --to openai --report
     """
-    from ..context import CompileOptions, Compiler, ContextLog, StoredLog
-    from ..context.configured import summariser_from_config
-    from ..readers import read_transcript, reader_for
+    from .compiling import run_compile
 
     if old_fmt is not None:
         if fmt is not None and fmt != old_fmt:
@@ -638,85 +631,18 @@ def compile_command(
             "warning: compile --format is deprecated: use --to (the request's format)", err=True
         )
         fmt = old_fmt
-    fmt = fmt or "anthropic"
-    if (log_id is not None or ahead) and bank is None:
-        raise InputError("--log and --ahead need --bank")
-    reader = reader_for(file, from_fmt, option="--from").name
-    options = CompileOptions(
+    run_compile(
+        settings(ctx),
+        file,
         budget=budget,
-        reserve=min(4000, budget // 8) if reserve is None else reserve,
+        reserve=reserve,
         head_tokens=head_tokens,
         recent_tokens=recent_tokens,
+        from_fmt=from_fmt,
+        fmt=fmt,
+        show_report=show_report,
+        bank=bank,
+        log_id=log_id,
+        ahead=ahead,
+        as_json=as_json,
     )
-    if options.available < 500:
-        raise InputError(f"--reserve {options.reserve} leaves too little of --budget {budget}")
-    if bank is None:
-        transcript = read_transcript(file, format=reader)
-        _print_warnings(transcript.warnings)
-        log = ContextLog.from_messages(transcript.messages)
-        compiler = Compiler(summariser_from_config(settings(ctx).summariser))
-        result = compiler.compile(log, options, request_format=fmt)
-        _print_compile(result, compiler.forest, as_json, show_report)
-        return
-    from ..context.logs import log_summariser
-    from ..store import open_store
-
-    store = open_store(settings(ctx).database)
-    try:
-        stored = StoredLog.open(
-            store, bank, log_id or Path(file).stem, log_summariser(store, settings(ctx).summariser)
-        )
-        _print_warnings(stored.append_file(file, reader).warnings)
-        result = stored.compile(options, request_format=fmt, ahead=ahead)
-        _print_compile(result, stored.compiler.forest, as_json, show_report)
-        sys.stdout.flush()
-        if ahead:
-            written = stored.wait()
-            click.echo(f"wrote {written} summaries ahead of the next fold", err=True)
-    finally:
-        store.close()
-
-
-def _print_warnings(warnings: Sequence[object]) -> None:
-    for warning in warnings[:20]:
-        click.echo(f"warning: {warning}", err=True)
-
-
-def _print_compile(result: CompileResult, forest: Forest, as_json: bool, report: bool) -> None:
-    for failure in forest.failures.values():
-        state = "deferred to a later compile" if failure.deferred else "left raw"
-        click.echo(
-            f"warning: no summary for messages {failure.start}-{failure.end - 1} ({state}): "
-            f"{failure.reason}",
-            err=True,
-        )
-    for warning in result.report.get("warnings", []):
-        click.echo(f"warning: {warning}", err=True)
-    if as_json:
-        emit_json({"request": result.request, "report": result.report})
-        return
-    click.echo(orjson.dumps(result.request, option=orjson.OPT_INDENT_2).decode())
-    if report:
-        width = max(map(len, result.report), default=0)
-        for key, value in result.report.items():
-            click.echo(f"{key.replace('_', ' '):<{width}}  {_plain(value)}", err=True)
-
-
-def _plain(value: object) -> str:
-    """A report value in words: `a 1, b 2` for a mapping, a comma list for a list, yes/no for
-    a flag; never a Python literal."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, dict):
-        parts = [
-            f"level {k}: {_plain(v)}" if str(k).isdigit() else f"{k.replace('_', ' ')} {_plain(v)}"
-            for k, v in ((str(k), v) for k, v in value.items())
-        ]
-        return ", ".join(parts) if parts else "none"
-    if isinstance(value, list | tuple):
-        return "; ".join(_plain(v) for v in value) if value else "none"
-    return str(value)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
-import orjson
+
+from .output import emit_json
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -149,12 +149,6 @@ def confirm_or_yes(question: str, *, yes: bool, as_json: bool) -> None:
     if as_json:
         raise InputError("--json needs --yes (there is no one to confirm)")
     click.confirm(question, abort=True, err=True)
-
-
-def emit_json(value: Any) -> None:
-    """Print exactly one JSON document on stdout."""
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
-    sys.stdout.write("\n")
 
 
 def report_install(

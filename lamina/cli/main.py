@@ -18,7 +18,17 @@ import click
 
 from ..errors import LaminaError, NotFoundError
 
-__all__ = ["COMMANDS", "SECTIONS", "SUMMARIES", "cli", "error_type", "fail", "main", "wants_json"]
+__all__ = [
+    "COMMANDS",
+    "SECTIONS",
+    "SUMMARIES",
+    "cli",
+    "error_type",
+    "exit_for",
+    "fail",
+    "main",
+    "wants_json",
+]
 
 COMMANDS: dict[str, str] = {
     "banks": "cli.bank:banks",
@@ -298,29 +308,42 @@ def main(argv: list[str] | None = None) -> None:
     _ARGS = list(argv) if argv is not None else sys.argv[1:]
     try:
         code = cli.main(args=argv, prog_name="lamina", standalone_mode=False)
-    except click.exceptions.Abort as exc:
+    except (click.ClickException, click.exceptions.Abort, LaminaError, OSError, ImportError,
+            KeyboardInterrupt) as exc:  # fmt: skip
+        exit_for(exc)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def exit_for(exc: BaseException, args: list[str] | None = None) -> NoReturn:
+    """Say what went wrong in one line (see `fail`) and exit with the error's code; re-raise
+    what is not a user's error. `args`: the command line, when `main` did not parse it (the
+    compile fast path, lamina.cli.compiling)."""
+    global _ARGS
+    if args is not None:
+        _ARGS = list(args)
+    if isinstance(exc, click.exceptions.Abort):
         fail("aborted", 130, error=exc)
-    except click.ClickException as exc:
-        if wants_json(_ARGS):
+    if isinstance(exc, click.ClickException):
+        if wants_json(_ARGS or []):
             from .common import emit_json
 
             message = exc.format_message()
             emit_json({"error": {"type": error_type(exc), "message": message}})
         exc.show()
         sys.exit(exc.exit_code)
-    except NotFoundError as exc:
+    if isinstance(exc, NotFoundError):
         see = _SEE.get(exc.what, "").format(log=exc.log)
         fail(f"{exc} (see `{see}`)" if see else str(exc), exc.exit_code, error=exc)
-    except LaminaError as exc:
+    if isinstance(exc, LaminaError):
         fail(str(exc), exc.exit_code, error=exc)
-    except BrokenPipeError:
+    if isinstance(exc, BrokenPipeError):
         sys.exit(0)
-    except ImportError as exc:
+    if isinstance(exc, ImportError):
         fail(f"a dependency is missing or broken ({exc}); reinstall lamina", 1, error=exc)
-    except KeyboardInterrupt as exc:
+    if isinstance(exc, KeyboardInterrupt):
         fail("interrupted", 130, error=exc)
-    except OSError as exc:
+    if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         fail(f"{where}{exc.strerror or exc}", 1, error=exc)
-    if isinstance(code, int) and code:
-        sys.exit(code)
+    raise exc

@@ -16,14 +16,12 @@ budget cannot be met even with everything folded, `OverBudgetError` says by how 
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LaminaError
 from .forest import Forest, SummariserSpend, Summary
@@ -33,9 +31,11 @@ from .pins import Pin
 from .render import RequestFormat, render, request_tokens
 from .summarise import Summariser
 
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
 __all__ = ["CompileResult", "Compiler", "CoverageError", "request_tokens"]
 
-logger = logging.getLogger(__name__)
 
 PREFETCH_AT = 0.8
 """`Compiler.prefetch` starts writing the next fold's summaries once a request takes this
@@ -112,7 +112,9 @@ class Compiler:
         try:
             choose_frontier(log, self.forest, options, previous, previous.tokens - 1, pins)
         except LaminaError as exc:  # the compile that needs the fold will say it
-            logger.debug("prefetch of %d messages stopped: %s", len(log), exc)
+            import logging  # only here: a compile that prefetches nothing never loads it
+
+            logging.getLogger(__name__).debug("prefetch of %d messages stopped: %s", len(log), exc)
         return self.forest.written - written
 
     def prefetch_in_background(
@@ -121,6 +123,8 @@ class Compiler:
         """`prefetch` on a copy of the log in a background thread (one at a time; a call while
         one runs waits its turn). `wait_for_prefetch` waits for it."""
         if self._ahead is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._ahead = ThreadPoolExecutor(1, thread_name_prefix="lamina-prefetch")
         snapshot = log.snapshot()
         self._pending = self._ahead.submit(self.prefetch, snapshot, options, tuple(pins))

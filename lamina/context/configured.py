@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from ..config import SummariserSettings
     from ..llm import LLM
     from ..llm.spend import SpendLedger
+    from ..store.base import Store
 
-__all__ = ["summariser_from_config"]
+__all__ = ["log_summariser", "summariser_from_config"]
 
 
 def summariser_from_config(
@@ -40,3 +41,23 @@ def summariser_from_config(
         tokens_per_day=settings.tokens_per_day,
     )
     return ModelSummariser(llm, options, ledger=ledger)
+
+
+def log_summariser(
+    store: Store | None = None, settings: SummariserSettings | None = None
+) -> Summariser:
+    """The summariser stored logs are compiled with over HTTP, MCP and the CLI: the one the
+    entry point's settings name (`summariser` in the config file or `LAMINA_SUMMARISER`; see
+    lamina.config), else the offline `ExtractiveSummariser`. Its spending is counted in
+    `store`, so the caps hold across every process using the database. A log's summaries
+    record which summariser wrote them, so switching never rewrites old ones."""
+    if settings is None:
+        from ..config import SummariserSettings
+
+        settings = SummariserSettings()
+    if not settings.summariser:
+        return ExtractiveSummariser()  # nothing is spent: no ledger to keep
+    from ..store.ledger import StoreSpendLedger
+
+    ledger = StoreSpendLedger(store) if store is not None else None
+    return summariser_from_config(settings, ledger=ledger)

@@ -22,7 +22,7 @@ import time
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -30,15 +30,13 @@ from ..messages import message_to_json
 from ..tokens import count_text
 from .chunks import Chunk
 from .log import ContextLog
-from .requests import (
-    RawStretch,
-    Recalled,
-    RecallItem,
-    SummaryFailure,
-    SummaryRequest,
-    SummaryResult,
-)
 from .summarise import Summariser, write_summary
+
+if TYPE_CHECKING:
+    from .requests import RecallItem, SummaryFailure, SummaryRequest, SummaryResult
+
+# The request records (lamina.context.requests) are imported where a summary is asked for:
+# a compile that writes none (every fold already stored) never loads them.
 
 __all__ = ["STOP_COMPLETE", "Forest", "SummariserSpend", "Summary", "retry_keys"]
 
@@ -81,6 +79,8 @@ class SummariserSpend:
         self.calls += answer.calls
         self.input_tokens += answer.input_tokens
         self.output_tokens += answer.output_tokens
+        from .requests import SummaryResult
+
         if isinstance(answer, SummaryResult):
             self.summaries += 1
         elif answer.deferred:
@@ -240,6 +240,8 @@ class Forest:
         items: Sequence[Summary | tuple[int, int]],
         before: int,
     ) -> list[RecallItem]:
+        from .requests import RawStretch, Recalled
+
         out: list[RecallItem] = []
         for item in items:
             if isinstance(item, Summary):
@@ -291,6 +293,8 @@ class Forest:
         answer = write_summary(self.summariser, request)
         self.spend.add(answer)
         key = (request.level, request.start, request.end)
+        from .requests import SummaryFailure
+
         if isinstance(answer, SummaryFailure):
             if not answer.at:
                 answer = _stamped(answer, self.clock())
@@ -331,6 +335,8 @@ class Forest:
         if recall is None:
             recall = self.recall_before(chunk.start, head)
         target = max(80, min(600, chunk.tokens // 8))
+        from .requests import SummaryRequest
+
         messages = log.slice(chunk.start, chunk.end)
         asked = self._request_hash(
             "summarise", target, (orjson.dumps(message_to_json(m)) for m in messages)
@@ -381,6 +387,8 @@ class Forest:
         if recall is None:
             recall = self.recall_before(key[1], head)
         target = max(120, min(900, sum(n.tokens for n in nodes) // 2))
+        from .requests import Recalled, SummaryRequest
+
         texts = [n.text for n in nodes]
         asked = self._request_hash("merge", target, (t.encode() for t in texts))
         request = SummaryRequest(

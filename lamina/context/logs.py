@@ -27,13 +27,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..config import SummariserSettings
 from ..errors import InputError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..store.base import ContextLogInfo, Store
 from ..store.lookup import require_bank
 from ..tokens import default_counter
 from .compile import Compiler, CompileResult
+from .configured import log_summariser
 from .frontier import CompileOptions
 from .log import ContextLog, counts_key
 from .pins import Pin, pin_json
@@ -54,12 +54,19 @@ class ContextLogs:
     prefetch writes are the ones the next compile folds with.
 
     Calls on one log take turns; a log another process compiled since (another server
-    instance sharing the database), or that was deleted and created again, is reopened."""
+    instance sharing the database), or that was deleted and created again, is reopened.
 
-    def __init__(self, store: Store, summariser: Summariser, size: int = 64) -> None:
+    With `settle`, each compile is followed, in the background, by `lamina.heap.settle`: the
+    logs held are frozen out of the garbage collector's full walks, which would otherwise
+    stall a compile now and then (a process-wide choice, for the servers)."""
+
+    def __init__(
+        self, store: Store, summariser: Summariser, size: int = 64, *, settle: bool = False
+    ) -> None:
         self.store = store
         self.summariser = summariser
         self.size = size
+        self.settle = settle
         self._open: OrderedDict[tuple[str, str], tuple[StoredLog, threading.Lock]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -187,7 +194,12 @@ class ContextLogs:
             stored.append(messages)
             if not len(stored.log):
                 raise InputError(f"log {log!r} of bank {bank!r} holds no messages to compile")
-            return stored.compile(options, request_format, ahead=ahead)
+            result = stored.compile(options, request_format, ahead=ahead)
+        if self.settle:
+            from ..heap import settle_soon
+
+            settle_soon()
+        return result
 
     def pins(self, bank: str, log: str) -> list[Pin]:
         """The log's pins, in the order they were added."""
@@ -220,21 +232,6 @@ class ContextLogs:
 
 def _no_log(bank: str, log: str) -> NotFoundError:
     return NotFoundError(f"no log {log!r} in bank {bank!r}", what="log", name=log)
-
-
-def log_summariser(
-    store: Store | None = None, settings: SummariserSettings | None = None
-) -> Summariser:
-    """The summariser stored logs are compiled with over HTTP, MCP and the CLI: the one the
-    entry point's settings name (`summariser` in the config file or `LAMINA_SUMMARISER`; see
-    lamina.config), else the offline `ExtractiveSummariser`. Its spending is counted in
-    `store`, so the caps hold across every process using the database. A log's summaries
-    record which summariser wrote them, so switching never rewrites old ones."""
-    from ..store.ledger import StoreSpendLedger
-    from .configured import summariser_from_config
-
-    ledger = StoreSpendLedger(store) if store is not None else None
-    return summariser_from_config(settings or SummariserSettings(), ledger=ledger)
 
 
 def with_system(messages: list[Message], system: Any, scope: str = "") -> list[Message]:

@@ -26,7 +26,7 @@ from ..errors import ReadWarning
 from ..fingerprint import file_hash, prefix_fingerprint
 from ..messages import JSONValue, Message
 
-__all__ = ["FileCursor", "SourceRead", "read_since"]
+__all__ = ["FileCursor", "SourceRead", "read_since", "unchanged_format"]
 
 CURSOR_VERSION = 1
 
@@ -97,6 +97,25 @@ def _subagent(messages: list[Message]) -> bool | None:
     return None
 
 
+def unchanged_format(path: str, cursor: FileCursor | None) -> str | None:
+    """The format `cursor` read `path` in, when the file is still as it was then (the same
+    size, the same bytes before the cursor; for a format other than JSON Lines, the same
+    hash): detecting it again would find the same reader, and `read_since` reads nothing.
+    None otherwise."""
+    if cursor is None or cursor.path != str(Path(path).resolve()):
+        return None
+    try:
+        if Path(path).stat().st_size != cursor.size:
+            return None
+        if cursor.format != "claude-code":
+            same = file_hash(path) == cursor.fingerprint
+        else:
+            same = prefix_fingerprint(path, cursor.resume) == cursor.fingerprint
+    except OSError:
+        return None
+    return cursor.format if same else None
+
+
 def read_since(path: str, format: str, cursor: FileCursor | None) -> SourceRead:
     """The messages of `path` (in `format`, a reader's name) past `cursor` (see the module's
     doc); all of them when there is no usable cursor."""
@@ -115,8 +134,6 @@ def read_since(path: str, format: str, cursor: FileCursor | None) -> SourceRead:
 
         transcript = read_transcript(path, format=format, on_warning=warnings.append)
         return SourceRead(transcript.messages, after, reread=usable is not None, warnings=warnings)
-    from ..readers.claude_code import read_claude_code
-
     start, line, subagent = 0, 1, None
     if (
         usable is not None
@@ -126,6 +143,8 @@ def read_since(path: str, format: str, cursor: FileCursor | None) -> SourceRead:
         if size == usable.size:
             return SourceRead([], usable, reread=False)
         start, line, subagent = usable.resume, usable.line, usable.subagent
+    from ..readers.claude_code import read_claude_code
+
     messages = list(
         read_claude_code(path, warnings.append, start=start, first_line=line, subagent=subagent)
     )

@@ -40,12 +40,12 @@ from .log import ContextLog, counts_key, enters_log, system_text
 from .paged import PagedMessages, light
 from .pins import Pin, check_pins
 from .render import RequestFormat
-from .requests import SummaryFailure
 from .source import FileCursor, SourceRead, read_since
 from .summarise import Summariser
 
 if TYPE_CHECKING:
     from ..text.redact import Redactor
+    from .requests import SummaryFailure
 
 __all__ = ["StoredLog", "frontier_from_json", "frontier_to_json"]
 
@@ -141,14 +141,16 @@ class StoredLog:
         self.bank = bank
         self.id = log_id
         self._redactor = redactor
-        if store.get_bank(bank) is None:
-            check_bank_name(bank)  # opening a log creates its bank
-        store.append_log_messages(bank, log_id, [])  # the log exists from here on
+        held = _held(store, bank, log_id)
+        if held is None:
+            if store.get_bank(bank) is None:
+                check_bank_name(bank)  # opening a log creates its bank
+            store.append_log_messages(bank, log_id, [])  # the log exists from here on
         counter = counter or default_counter()
         counted = store.load_log_counts(bank, log_id, counts_key(counter))
         # The messages whose counts are kept are read when a compile asks for them; the
         # others (counted with another tokenizer, or never) are read and counted now.
-        kept = min(len(counted), _held(store, bank, log_id))
+        kept = min(len(counted), held or 0)
         self.log = ContextLog(
             counter,
             PagedMessages(lambda start, end: store.read_log(bank, log_id, start, end), kept),
@@ -356,9 +358,9 @@ class StoredLog:
         return state
 
 
-def _held(store: Store, bank: str, log: str) -> int:
-    """How many messages the log holds."""
-    return next((info.messages for info in store.list_logs(bank) if info.id == log), 0)
+def _held(store: Store, bank: str, log: str) -> int | None:
+    """How many messages the log holds (None: there is no such log)."""
+    return next((info.messages for info in store.list_logs(bank) if info.id == log), None)
 
 
 def _compiles(state: Mapping[str, Any] | None) -> list[dict[str, JSONValue]]:
@@ -372,6 +374,10 @@ def _failures(state: Mapping[str, Any] | None) -> list[SummaryFailure]:
     only cost a retry)."""
     out: list[SummaryFailure] = []
     entries = (state or {}).get("failures")
+    if not entries:
+        return out
+    from .requests import SummaryFailure
+
     for entry in entries if isinstance(entries, list) else []:
         try:
             out.append(SummaryFailure.from_json(entry))

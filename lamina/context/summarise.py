@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..messages import Message
 from ..tokens import TokenCounter, count_text, default_counter
-from .requests import SummaryFailure, SummaryRequest, SummaryResult
+
+if TYPE_CHECKING:
+    from .requests import SummaryFailure, SummaryRequest, SummaryResult
 
 __all__ = ["ExtractiveSummariser", "Summariser", "write_summary"]
 
@@ -59,6 +61,8 @@ def write_summary(
         text = summariser.summarise(request.messages, request.target_tokens)
     else:
         text = summariser.merge([s.text for s in request.summaries], request.target_tokens)
+    from .requests import SummaryResult
+
     return SummaryResult(text=text, summariser=summariser.name)
 
 
@@ -119,4 +123,6 @@ class ExtractiveSummariser:
             text = self.summarise(request.messages, request.target_tokens)
         else:
             text = self.merge([s.text for s in request.summaries], request.target_tokens)
+        from .requests import SummaryResult
+
         return SummaryResult(text=text, summariser=self.name)

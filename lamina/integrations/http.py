@@ -128,7 +128,7 @@ def create_app(
     app.state.memory = bank_api
     app.state.gate = gate or Gate.at_start(bank_api.store, "127.0.0.1")
     app.state.logs = ContextLogs(
-        bank_api.store, log_summariser(bank_api.store, settings.summariser)
+        bank_api.store, log_summariser(bank_api.store, settings.summariser), settle=True
     )
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(LoopbackHosts, gate=app.state.gate)

@@ -62,7 +62,7 @@ def _build(
     gate = Gate.at_start(memory.store, host, allow_dirs, token)
     # Claude Code names the project it started the server for; it stays put, unlike cwd.
     fallback = bank or default_bank(os.environ.get("CLAUDE_PROJECT_DIR") or None, settings)
-    logs = ContextLogs(memory.store, log_summariser(memory.store, settings.summariser))
+    logs = ContextLogs(memory.store, log_summariser(memory.store, settings.summariser), settle=True)
     server = MCPServer(name="lamina", instructions=INSTRUCTIONS, version=__version__)
     register(server, Tools(memory, gate, fallback, logs))
     return server, gate, settings

@@ -44,15 +44,11 @@ from .memories import SQLMemories
 from .operations import SQLOperations
 from .rows import MEMORY_INSERT, memory_params
 from .sqlite_migrations import MIGRATIONS
-from .sqlite_postings import (
-    common_terms,
-    drop_packs,
-    maintain_packs,
-    postings_of,
-    write_postings,
-)
 from .sqlite_search import SQLiteSearch
-from .vectors import vector_dir
+
+# Postings (lamina.store.sqlite_postings, with the text analysis they need) and vector files
+# (lamina.store.vectors) are imported by the methods that write them: a process that only
+# keeps context logs (`lamina compile --bank`) never loads them.
 
 __all__ = ["SQLiteDialect", "SQLiteStore"]
 
@@ -313,6 +309,8 @@ class SQLiteStore(SQLiteSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys, SQL
     def _write_memories(
         self, conn: Any, bank_id: int, doc_id: int, memories: Sequence[Memory], now: Any
     ) -> tuple[int, set[str]]:
+        from .sqlite_postings import postings_of, write_postings
+
         replaced = 0
         written: set[str] = set()
         for memory in memories:
@@ -338,6 +336,8 @@ class SQLiteStore(SQLiteSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys, SQL
         conn.execute("DELETE FROM posting_packs WHERE bank_id = ?", (bank_id,))
         conn.execute("DELETE FROM pack_dead WHERE bank_id = ?", (bank_id,))
         if self.path != ":memory:":
+            from .vectors import vector_dir
+
             # A cache: a failed commit leaves nothing the next search does not rebuild.
             for path in vector_dir(self.path).glob(f"{bank_id}-*"):
                 path.unlink(missing_ok=True)
@@ -347,6 +347,8 @@ class SQLiteStore(SQLiteSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys, SQL
         (see lamina.store.sqlite_postings) and the bank's vector files. Done here, by the
         writer, so a recall never writes; a failure loses nothing (searches stay exact, only
         slower until the next write)."""
+        from .sqlite_postings import maintain_packs
+
         with suppress(sqlite3.Error), self._write() as conn:
             maintain_packs(conn, bank_id, terms)
         self._sync_vectors_quietly(bank)
@@ -359,6 +361,8 @@ class SQLiteStore(SQLiteSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys, SQL
             self.sync_vectors(bank)
 
     def set_entities(self, bank: str, entities: Mapping[str, Sequence[str]]) -> int:
+        from .sqlite_postings import drop_packs, postings_of, write_postings
+
         with self._write() as conn:
             bank_id = self._bank_id(conn, bank)
             if bank_id is None or not entities:
@@ -393,6 +397,8 @@ class SQLiteStore(SQLiteSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys, SQL
     def size_bytes(self) -> int | None:
         if self.path == ":memory:":
             return None
+        from .vectors import vector_dir
+
         files = [*Path(self.path).parent.glob(Path(self.path).name + "*")]
         files += vector_dir(self.path).glob("*.vec")
         return sum(p.stat().st_size for p in files if p.is_file())
@@ -404,6 +410,8 @@ class SQLiteStore(SQLiteSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys, SQL
         searched there (their postings and token counts), a batch per transaction, then mark
         the bank searchable. Safe to interrupt and to run beside retains. Returns how many
         memories it indexed; `progress` is told (done, total)."""
+        from .sqlite_postings import common_terms, drop_packs, postings_of, write_postings
+
         conn = self.conn
         bank_id = self._bank_id(conn, bank)
         if bank_id is None:

@@ -32,16 +32,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from .packs import PackCache
+    from .sqlite_postings import Packed, Postings, Tail
+    from .vectors import Resident, VectorFile
 else:
     from .._lazy import numpy as np
 import orjson
 
 from ..memories import Memory
-from .packs import PackCache
 from .ranking import best, members
 from .search import DatabaseSearch, Dated, FilterSQL, SearchFilter, rows_dated
-from .sqlite_postings import Packed, Postings, Tail, bm25, pack_cache, read_postings, tail_cache
-from .vectors import CHUNK_ROWS, Resident, VectorFile, bank_key, vector_dir
+
+# The postings (with the text analysis they need) and the vector files are imported by the
+# methods that search: a process that only keeps context logs (`lamina compile --bank`) never
+# loads them.
 
 __all__ = ["SQLiteSearch"]
 
@@ -186,6 +191,8 @@ class SQLiteSearch(DatabaseSearch):
             info = self._bank_info(conn, bank)
             if info is None:
                 return None
+            from .sqlite_postings import read_postings
+
             packs = self._pack_cache()
             tails = self._tail_cache() if packs is not None else None
             return info, read_postings(conn, info.id, terms, packs, tails, info.generation)
@@ -217,6 +224,8 @@ class SQLiteSearch(DatabaseSearch):
         if found is None:
             return None
         info, lists = found
+        from .sqlite_postings import bm25
+
         seqs, scores = bm25(lists, terms, info.live, info.total_terms)
         with lock:
             memo[(*key[:3], info.generation, key[4])] = (info, seqs, scores)
@@ -314,6 +323,8 @@ class SQLiteSearch(DatabaseSearch):
         ).fetchone()
         if live_row is None or int(live_row[0]) <= 0:
             return None
+        from .vectors import VectorFile, bank_key, vector_dir
+
         vectors = VectorFile(vector_dir(self.path), info.id, embedder)
         header = vectors.header()
         key = bank_key(info.id, info.created_at)
@@ -349,6 +360,8 @@ class SQLiteSearch(DatabaseSearch):
             return None
         cache: PackCache[Packed] | None = self.__dict__.get("_packs")
         if cache is None:
+            from .sqlite_postings import pack_cache
+
             cache = self.__dict__["_packs"] = pack_cache()
         return cache
 
@@ -357,6 +370,8 @@ class SQLiteSearch(DatabaseSearch):
             return None
         cache: PackCache[Tail] | None = self.__dict__.get("_tails")
         if cache is None:
+            from .sqlite_postings import tail_cache
+
             cache = self.__dict__["_tails"] = tail_cache()
         return cache
 
@@ -451,6 +466,8 @@ class SQLiteSearch(DatabaseSearch):
             f"{condition} ORDER BY seq",
             [info.id] + ([embedder] if embedder is not None else []),
         )
+        from .vectors import CHUNK_ROWS
+
         width = 4 * int(query.shape[0])
         seqs: list[npt.NDArray[np.int64]] = []
         scores: list[npt.NDArray[np.float32]] = []
