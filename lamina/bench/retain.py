@@ -23,7 +23,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 
@@ -78,12 +78,15 @@ def _default_inputs() -> list[Path]:
     return [folder, largest]
 
 
+_THIS: Final = Path(__file__).resolve().parents[2]
+"""The source tree of the Lamina running this benchmark (the folder holding `lamina/`)."""
+
+
 def _env(source: Path | None) -> dict[str, str]:
+    """The environment of a measured process: no Lamina settings, and `source` (default: this
+    Lamina's tree) first on the import path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
-    if source is not None:
-        env["PYTHONPATH"] = str(source)
-    else:
-        env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = str(source or _THIS)
     return env
 
 
