@@ -201,7 +201,11 @@ class Retainer:
         format: str | None = None,
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
+        vectors_later: bool = False,
     ) -> RetainReport:
+        """Retain a transcript file. `vectors_later`: return once the text is committed,
+        leaving the vectors to the caller's `fill(report, bank)` (a retain of several files
+        commits every file's text before loading the model)."""
         if not Path(path).is_file():
             open_source(path).close()  # raises the reason: missing, a directory, a FIFO
             raise InputError(f"{path}: no such file")
@@ -219,7 +223,7 @@ class Retainer:
                 report = self._retain_whole(path, bank, doc, reader.name, tags, metadata)
             if report is not None:
                 report.attempts = attempt
-                return self._finish(report, bank, started, cpu)
+                return self._finish(report, bank, started, cpu, fill=not vectors_later)
         raise StoreError(f"{path}: retain kept losing to concurrent writers; try again")
 
     def retain_messages(
@@ -341,11 +345,16 @@ class Retainer:
                 )
         raise StoreError(f"{path}: skip kept losing to concurrent writers; try again")
 
-    def _finish(self, report: RetainReport, bank: str, started: float, cpu: float) -> RetainReport:
+    def _finish(
+        self, report: RetainReport, bank: str, started: float, cpu: float, fill: bool = True
+    ) -> RetainReport:
         """Times the committed text (`started`: wall clock, `cpu`: process CPU time at the
-        start), then embeds what it committed (`fill`)."""
+        start), then embeds what it committed (`fill`; not when `fill` is False)."""
         report.text_seconds = _since(started)
         report.text_cpu_seconds = time.process_time() - cpu
+        if not fill:
+            report.seconds, report.cpu_seconds = report.text_seconds, report.text_cpu_seconds
+            return report
         self.fill(report, bank)
         report.seconds = _since(started)
         report.cpu_seconds = time.process_time() - cpu
