@@ -101,12 +101,18 @@ class TiktokenCounter:
         fields = gzip.decompress(data).split()
         tokens, numbers = fields[0::2], fields[1::2]
         ranks = dict(zip(map(binascii.a2b_base64, tokens), map(int, numbers), strict=True))
-        return tiktoken.Encoding(
+        del fields, tokens, numbers
+        encoding = tiktoken.Encoding(
             self._name,
             pat_str=_O200K_PATTERN,
             mergeable_ranks=ranks,
             special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
         )
+        # The encoder copied the ranks into its own tables; the Python dict it also keeps is
+        # read again only to pickle the encoding, which Lamina never does. Emptied, it gives
+        # back about 27 MB for as long as the process lives (a retain, a compile, a server).
+        ranks.clear()
+        return encoding
 
     def _get(self) -> object:
         if self._encoding is None:

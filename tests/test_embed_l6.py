@@ -28,12 +28,14 @@ from lamina.embed import (
     embedder_names,
     get_embedder,
 )
-from lamina.embed.bundled import L6_MODEL, MiniLML6Embedder
+from lamina.embed.bundled import L6_MODEL, MiniLML6Embedder, _load, _token_ids
 from lamina.messages import Kind, Message, Role, TextBlock
+from lamina.readers import read_messages
 from lamina.readers.locomo import read_locomo_samples
 from lamina.store.sqlite import SQLiteStore
+from lamina.turns import conversational_text
 
-from .conftest import EXAMPLE, LOCOMO, needs_shared
+from .conftest import CLAUDE_CODE, EXAMPLE, LOCOMO, needs_shared
 
 TEXTS = [
     "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
@@ -79,6 +81,35 @@ def test_is_named_apart_and_loads_nothing_until_used() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout) == {"onnxruntime": False, "tokenizers": False}, done.stderr
+
+
+@needs_shared
+def test_long_texts_get_their_whole_batchs_vectors_though_run_a_pair_of_rows_at_a_time() -> None:
+    """Batches of long texts run two rows at a time (an odd last three together), padded to
+    the batch's width, so that a retain holds a quarter of their activations: the vectors are
+    those the whole batch gives, bit for bit, so vectors stored before stay valid."""
+    path = CLAUDE_CODE / "obra-long-conversation.jsonl"
+    said = [conversational_text(m) for m in read_messages(str(path))]
+    texts = [text for text in said if len(text) > 1000][:13]  # a batch of 8, one of 5
+    assert len(texts) == 13
+    embedder = MiniLML6Embedder(threads=1)
+    session = _load(1, embedder._model).session
+    ids = _token_ids(texts, embedder._model.max_tokens)
+    assert min(len(row) for row in ids) > 128  # every batch is a wide one
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    whole = np.zeros((len(texts), 384), dtype=np.float32)
+    for start in range(0, len(order), 8):
+        rows = order[start : start + 8]
+        width = max(len(ids[i]) for i in rows)
+        batch = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for r, i in enumerate(rows):
+            batch[r, : len(ids[i])] = ids[i]
+            mask[r, : len(ids[i])] = 1
+        feed = {"input_ids": batch, "attention_mask": mask}
+        whole[rows] = session.run(["sentence_embedding"], feed)[0]
+    whole /= np.linalg.norm(whole, axis=1, keepdims=True)
+    assert np.array_equal(embedder.embed_documents(texts), whole)
 
 
 def test_unit_vectors_that_carry_meaning_whatever_the_batch() -> None:

@@ -360,3 +360,56 @@ def test_memories_awaiting_vectors_are_told_and_embedded_by_the_next_retain(
     (bank,) = run("status")["banks"]  # type: ignore[misc]
     assert bank["awaiting_vectors"] == 0 and bank["embedded"] == bank["memories"]
     assert run("recall", "which database did we choose?", "--bank", "ex")["awaiting_vectors"] == 0
+
+
+@needs_shared
+def test_several_files_commit_all_their_text_first_and_get_the_vectors_each_gets_alone(
+    tmp_path: Path,
+) -> None:
+    """A retain of several files (`vectors_later`, as `lamina retain` does) commits every
+    file's text, recalled by its words, before it embeds any; then fills each file's
+    vectors, bit for bit those a retain of that file alone stores, with the real model."""
+    from lamina.embed.bundled import MiniLML6Embedder
+    from lamina.store.sqlite import SQLiteStore
+
+    names = ("drmaciver-python-to-rust-port.jsonl", "spotter-258c7280.subagent-a881341.jsonl")
+    files = [str(CLAUDE_CODE / name) for name in names]
+    later = MemoryBank(SQLiteStore(tmp_path / "later.db"), MiniLML6Embedder())
+    reports = [later.retain_file(path, "proj", vectors_later=True) for path in files]
+    stored = later.stats("proj").memories
+    assert stored == sum(r.memories_added for r in reports) > 0
+    assert later.awaiting_vectors("proj") == stored
+    assert later.recall("rust port", "proj", dense=False).hits
+    assert later.fill_vectors(reports, "proj") == stored
+    assert later.awaiting_vectors("proj") == 0
+    assert [r.embedded for r in reports] == [r.memories_added for r in reports]
+
+    alone = MemoryBank(SQLiteStore(tmp_path / "alone.db"), MiniLML6Embedder())
+    for path in files:
+        alone.retain_file(path, "proj")
+    mine = {m.id: m.embedding for m in later.memories("proj")}
+    theirs = {m.id: m.embedding for m in alone.memories("proj")}
+    assert mine.keys() == theirs.keys()
+    assert all(bytes(mine[k]) == bytes(theirs[k]) for k in mine)  # type: ignore[arg-type]
+
+
+@needs_shared
+def test_the_cli_retains_several_files_and_embeds_every_memory(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    env.update(LAMINA_HOME=str(tmp_path / "home"), LAMINA_EMBEDDER="hash")
+    names = ("drmaciver-python-to-rust-port.jsonl", "spotter-258c7280.subagent-a881341.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-m", "lamina", "retain", *(str(CLAUDE_CODE / n) for n in names),
+         "--bank", "proj", "--json"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    files = json.loads(done.stdout)["files"]
+    assert [f["status"] for f in files] == ["retained", "retained"]
+    assert all(f["embedded"] == f["memories_added"] > 0 for f in files)
+    status = subprocess.run(
+        [sys.executable, "-m", "lamina", "status", "--json"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    (bank,) = json.loads(status.stdout)["banks"]
+    assert bank["awaiting_vectors"] == 0 and bank["embedded"] == bank["memories"]

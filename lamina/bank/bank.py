@@ -202,6 +202,7 @@ class MemoryBank:
         format: str | None = None,
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
+        vectors_later: bool = False,
     ) -> RetainReport:
         """Retain a transcript file into `bank`; what was retained before is skipped.
 
@@ -212,7 +213,13 @@ class MemoryBank:
         an id from the file (a Claude Code session's id, else the file's name). `tags` and
         `metadata` are kept with the document; recall can filter on tags. A file read before
         is read again only from where the last retain stopped (Claude Code transcripts) or
-        compared whole (other formats)."""
+        compared whole (other formats).
+
+        `vectors_later`: return as soon as the text is committed (recalled by its words from
+        then on), leaving its vectors to `fill_vectors([report, ...], bank)`; a caller retaining
+        several files commits all their text first and loads the model once they are read.
+        Vectors left unfilled (the process stopped) are filled by the next retain of the bank
+        or by `reindex`."""
         self.prepare(check_bank_name(bank))
         report = self._retainer(check_bank_name(bank)).retain_file(
             str(path),
@@ -221,9 +228,24 @@ class MemoryBank:
             format=format,
             tags=tags,
             metadata=self._clean(metadata),
+            vectors_later=vectors_later,
         )
-        report.embedded += self._complete(bank)
+        if not vectors_later:
+            report.embedded += self._complete(bank)
         return report
+
+    def fill_vectors(self, reports: Sequence[RetainReport], bank: str) -> int:
+        """Embed what `retain_file(..., vectors_later=True)` calls into `bank` committed
+        without vectors (the vectors a retain that embeds at once stores), then any other
+        memory of the bank still awaiting its vector; how many vectors were written (each
+        report's `embedded` counts its own)."""
+        check_bank_name(bank)
+        retainer = self._retainer(bank)
+        written = sum(retainer.fill(report, bank) for report in reports)
+        more = self._complete(bank)
+        if reports:
+            reports[-1].embedded += more
+        return written + more
 
     def skip_file(
         self,

@@ -95,6 +95,11 @@ class RetainReport:
     text_seconds: float = 0.0
     """Until the text was committed (recallable by its words); `seconds` runs until the
     vectors were written too."""
+    text_cpu_seconds: float = 0.0
+    """The process's CPU time (every thread's, user + system) until the text was committed;
+    `cpu_seconds` until the vectors were written too. Unlike wall time, they do not grow with
+    what else the machine is doing."""
+    cpu_seconds: float = 0.0
     attempts: int = 1
     awaiting: _Awaiting | None = field(default=None, repr=False, compare=False)
     """What the retain committed without vectors, for `Retainer.fill` (None once filled)."""
@@ -196,7 +201,11 @@ class Retainer:
         format: str | None = None,
         tags: Sequence[str] = (),
         metadata: Mapping[str, Any] | None = None,
+        vectors_later: bool = False,
     ) -> RetainReport:
+        """Retain a transcript file. `vectors_later`: return once the text is committed,
+        leaving the vectors to the caller's `fill(report, bank)` (a retain of several files
+        commits every file's text before loading the model)."""
         if not Path(path).is_file():
             open_source(path).close()  # raises the reason: missing, a directory, a FIFO
             raise InputError(f"{path}: no such file")
@@ -206,7 +215,7 @@ class Retainer:
         described = source_metadata(reader, path)
         if described:
             metadata = {**described, **(metadata or {})}
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for attempt in range(1, _ATTEMPTS + 1):
             if reader.name == "claude-code":
                 report = self._retain_lines(path, bank, doc, tags, metadata)
@@ -214,7 +223,7 @@ class Retainer:
                 report = self._retain_whole(path, bank, doc, reader.name, tags, metadata)
             if report is not None:
                 report.attempts = attempt
-                return self._finish(report, bank, started)
+                return self._finish(report, bank, started, cpu, fill=not vectors_later)
         raise StoreError(f"{path}: retain kept losing to concurrent writers; try again")
 
     def retain_messages(
@@ -228,7 +237,7 @@ class Retainer:
     ) -> RetainReport:
         """Retain messages given in code (the whole list each time; already-retained records
         and unchanged units cost nothing but a lookup)."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         fingerprint = _signed(
             units_signature(self.options.units),
             hashlib.sha256(
@@ -252,7 +261,7 @@ class Retainer:
             )
             if report is not None:
                 report.attempts = attempt
-                return self._finish(report, bank, started)
+                return self._finish(report, bank, started, cpu)
         raise StoreError(f"{document}: retain kept losing to concurrent writers; try again")
 
     def skip_file(
@@ -344,11 +353,19 @@ class Retainer:
                 )
         raise StoreError(f"{path}: skip kept losing to concurrent writers; try again")
 
-    def _finish(self, report: RetainReport, bank: str, started: float) -> RetainReport:
-        """Times the committed text, then embeds what it committed (`fill`)."""
+    def _finish(
+        self, report: RetainReport, bank: str, started: float, cpu: float, fill: bool = True
+    ) -> RetainReport:
+        """Times the committed text (`started`: wall clock, `cpu`: process CPU time at the
+        start), then embeds what it committed (`fill`; not when `fill` is False)."""
         report.text_seconds = _since(started)
+        report.text_cpu_seconds = time.process_time() - cpu
+        if not fill:
+            report.seconds, report.cpu_seconds = report.text_seconds, report.text_cpu_seconds
+            return report
         self.fill(report, bank)
         report.seconds = _since(started)
+        report.cpu_seconds = time.process_time() - cpu
         return report
 
     def fill(self, report: RetainReport, bank: str) -> int:

@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "quiet": "quiet:quiet_bench",
     "mcp": "mcp:mcp_bench",
     "inspector": "inspector:inspector_bench",
+    "retain": "retain:retain_bench",
 }
 """Benchmark name -> `module:command` inside this package."""
 

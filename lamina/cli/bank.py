@@ -23,6 +23,7 @@ from ..progress import Progress, clear_line
 
 if TYPE_CHECKING:
     from ..bank.expand import QueryExpander
+    from ..bank.retain import RetainReport
     from ..llm.spend import SpendCaps
 from .common import (
     bank_option,
@@ -164,7 +165,7 @@ def retain(
 
     name = this_bank(ctx, bank)
     memory_bank = _open(ctx, embed=not no_embed, facts_model=facts_model)
-    reports = []
+    retained: list[tuple[Path, RetainReport]] = []
     failures: list[dict[str, str]] = []
     first_error: InputError | None = None
     stages: dict[str, Progress] = {}
@@ -185,9 +186,12 @@ def retain(
             try:
                 # A format the file plainly is not fails here, before a document is made.
                 checked = reader_for(str(path), fmt).name if fmt and path.is_file() else fmt
+                # Every file's text first (recalled by its words once committed); the
+                # vectors of all of them after, so the model is loaded once they are read.
                 report = memory_bank.retain_file(
-                    path, name, document=document_id, format=checked, tags=tags
-                )
+                    path, name, document=document_id, format=checked, tags=tags,
+                    vectors_later=True,
+                )  # fmt: skip
             except InputError as exc:
                 clear_line()
                 click.echo(f"error: {exc}", err=True)
@@ -197,7 +201,7 @@ def retain(
             clear_line()  # the file's result starts a line of its own
             for warning in report.warnings[:20]:
                 click.echo(f"warning: {warning}", err=True)
-            reports.append({"path": str(path), **report.as_dict()})
+            retained.append((path, report))
             if not as_json:
                 click.echo(
                     f"{path}: {report.status}, {report.new_records} new records, "
@@ -208,8 +212,10 @@ def retain(
             for error in report.fact_errors[:5]:
                 click.echo(f"warning: fact extraction failed for {error}", err=True)
             progress.update(number)
+    memory_bank.fill_vectors([report for _path, report in retained], name)
     for bar in stages.values():
         bar.close()
+    reports = [{"path": str(path), **report.as_dict()} for path, report in retained]
     expired = _expire(ctx, memory_bank, name) if reports else 0
     if expired and not as_json:
         click.echo(f"{name}: forgot {expired} memories older than retain_days")

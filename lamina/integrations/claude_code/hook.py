@@ -673,7 +673,7 @@ def _cold(
             mark = time.monotonic()
             from ...bank.bank import MemoryBank
             from ...embed import set_model_cache
-            from .heap import keep_freed_memory
+            from ...heap import keep_freed_memory
             from .prompt import answer_prompt
 
             keep_freed_memory()  # ctypes is loaded already (by numpy)

@@ -45,8 +45,8 @@ import orjson
 
 from ... import __version__
 from ...errors import InputError
+from ...heap import keep_freed_memory
 from ...owned import private_dir, private_opener, write_private
-from .heap import keep_freed_memory
 from .hook import HookCall, HookLog, run_hook
 from .prompt import PromptAnswer, PromptRequest, answer_prompt
 from .warm_client import (
