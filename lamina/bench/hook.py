@@ -355,23 +355,79 @@ def _measure_size(
     }
 
 
-def _current_session(home: Path, agent: str, current: Path, claude_file: Path) -> Path:
+def _current_session(
+    home: Path, agent: str, current: Path, claude_file: Path, repeat: int = 1
+) -> Path:
     """The current session's file in `home`: Claude Code's (retained when the bank was
     built), or a copy of another agent's, retained (once: retain is idempotent) as that
-    agent's session document, so that the hook leaves it out as it does a live session."""
+    agent's session document, so that the hook leaves it out as it does a live session.
+    With `repeat` over 1, the file the hook reads is that session written `repeat` times
+    over (`longer_session`), the bank still holding the session once."""
     if agent == "claude-code" and current.name == claude_file.name:
-        return claude_file
-    folder = home / agent
-    folder.mkdir(exist_ok=True)
-    copy = folder / current.name
-    if not copy.is_file() or copy.stat().st_size != current.stat().st_size:
-        shutil.copyfile(current, copy)
-    bank = MemoryBank(SQLiteStore(home / "lamina.db"))
-    try:
-        bank.retain_file(copy, BANK, document=_session(agent))
-    finally:
-        bank.close()
-    return copy
+        retained = claude_file
+    else:
+        folder = home / agent
+        folder.mkdir(exist_ok=True)
+        retained = folder / current.name
+        if not retained.is_file() or retained.stat().st_size != current.stat().st_size:
+            shutil.copyfile(current, retained)
+        bank = MemoryBank(SQLiteStore(home / "lamina.db"))
+        try:
+            bank.retain_file(retained, BANK, document=_session(agent))
+        finally:
+            bank.close()
+    if repeat == 1:
+        return retained
+    longer = home / f"{agent}-x{repeat}" / current.name
+    longer.parent.mkdir(exist_ok=True)
+    longer.write_bytes(longer_session(current.read_bytes(), repeat, agent))
+    return longer
+
+
+def longer_session(data: bytes, repeat: int, agent: str) -> bytes:
+    """A session `repeat` times as long, made of its own real lines: written `repeat` times
+    over, as if resumed again and again. Gemini's message ids get a suffix in each later copy
+    (the same id appended again would be the same message, rewritten, not a later one)."""
+    if agent != "gemini":
+        return (data.rstrip(b"\n") + b"\n") * repeat
+    lines = data.splitlines()
+    out: list[bytes] = []
+    for copy in range(repeat):
+        for line in lines:
+            record = orjson.loads(line) if line.strip() else None
+            if copy and isinstance(record, dict) and isinstance(record.get("id"), str):
+                record["id"] = f"{record['id']}~{copy}"
+                line = orjson.dumps(record)
+            out.append(line)
+    return b"\n".join(out) + b"\n"
+
+
+def query_cost(path: Path, prompts: list[str], runs: int = 5) -> dict[str, Any]:
+    """CPU per recall query of the hook's prompt on `path`, in this process: read from the
+    file's end as the hook reads it, and from a whole read of the file (the baseline), and
+    whether the two queries are the same."""
+    from ..bank.query import compose_recall_query, recall_query_for_file
+    from ..readers import detect_format
+
+    tail: list[float] = []
+    whole: list[float] = []
+    same = True
+    for prompt in prompts[:runs]:
+        started = time.process_time()
+        fast = recall_query_for_file(str(path), prompt)
+        tail.append(1000 * (time.process_time() - started))
+        started = time.process_time()
+        messages = list(detect_format(str(path)).read(str(path), lambda _w: None))
+        slow = compose_recall_query(messages, prompt)
+        whole.append(1000 * (time.process_time() - started))
+        same = same and (fast.query, fast.prompt) == (slow.query, slow.prompt)
+    return {
+        "file": path.name,
+        "bytes": path.stat().st_size,
+        "query_tail_cpu_ms": percentiles(tail),
+        "query_whole_read_cpu_ms": percentiles(whole),
+        "same_query": same,
+    }
 
 
 @click.command("hook")
@@ -436,6 +492,13 @@ def _current_session(home: Path, agent: str, current: Path, claude_file: Path) -
     help="The current session's file (its agent's format): by default the largest real "
     "session of --agent in ../shared/data.",
 )
+@count_option(
+    "--session-repeat",
+    at_least=1,
+    default=1,
+    help="Measure a session this many times as long: the current session's real lines "
+    "written over and over, as if resumed again and again.",
+)
 @json_option
 def hook_bench(
     sizes: tuple[int, ...],
@@ -448,6 +511,7 @@ def hook_bench(
     via: str,
     agent: str,
     transcript: Path | None,
+    session_repeat: int,
     as_json: bool,
 ) -> None:
     """CPU, wall time and peak memory of the real `lamina hook` per prompt, cold and warm, at
@@ -519,11 +583,18 @@ def hook_bench(
                 build_s = time.perf_counter() - started
                 built.write_text(f"{build_s:.1f}")
                 _progress(f"{n} memories built in {build_s:.1f}s")
-            session_file = _current_session(home, agent, current, session_file)
+            session_file = _current_session(home, agent, current, session_file, session_repeat)
+            session = query_cost(session_file, prompts)
+            _progress(
+                f"  recall query on {session['bytes']:,} bytes: "
+                f"{session['query_tail_cpu_ms']['p50']} ms from its end, "
+                f"{session['query_whole_read_cpu_ms']['p50']} ms reading it all"
+            )
             count = large_runs if n >= LARGE else runs
             results[str(n)] = {
                 "memories": n,
                 "build_s": round(build_s, 1),
+                "session": session,
                 **_measure_size(
                     home, session_file, prompts, count, time_limit, pycache, hook, agent
                 ),
@@ -545,6 +616,7 @@ def hook_bench(
             "time_limit_s": time_limit,
             "transcript": current.name,
             "transcript_bytes": current.stat().st_size,
+            "session_repeat": session_repeat,
             "session_excluded": _session(agent),
             "byte_code": "compiled before measuring, as an installed package has it",
             "install": {
