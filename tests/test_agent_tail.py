@@ -140,31 +140,41 @@ def test_a_gemini_message_appended_again_after_the_window_s_start_is_placed_as_a
     tmp_path: Path,
 ) -> None:
     """Gemini appends a message again when its tool call completes; the last copy is read at the
-    place of the first. A window starting between the two copies reads the whole file."""
-    path = SESSIONS["gemini"][0]
-    data = path.read_bytes()
-    lines = data.splitlines(keepends=True)
+    place of the first. A window starting between the two copies is read from the first. In the
+    real chats only `$set` checkpoints come between the copies; here the next prompt is moved
+    between them, so a read that placed the copy where it found it would order them wrongly."""
+    lines = SESSIONS["gemini"][0].read_bytes().splitlines(keepends=True)
     ids = [orjson.loads(line).get("id") for line in lines]
+    types = [orjson.loads(line).get("type") for line in lines]
     again = [i for i, ident in enumerate(ids) if ident and ident in ids[:i]]
     assert again, "the real chat has messages appended again"
     checked = 0
-    for i in again[:: max(1, len(again) // 6)]:
+    for i in again:
         first = ids.index(ids[i])
-        # The window starts just after the first copy and holds the second.
-        window = len(data) - sum(len(line) for line in lines[: first + 1])
-        _messages, read_whole = read_gemini_tail(str(path), window, lambda _w: None)
-        assert read_whole, i
-        expected = whole(path, PROMPT, QueryOptions(context_turns=8))
-        got = recall_query_for_file(str(path), PROMPT, QueryOptions(context_turns=8), window=window)
-        assert got.query == expected.query
+        prompt = next((k for k in range(i + 1, len(lines)) if types[k] == "user"), None)
+        if prompt is None:
+            continue
+        moved = [
+            *lines[: first + 1],
+            lines[prompt],
+            *lines[first + 1 : prompt],
+            *lines[prompt + 1 :],
+        ]
+        path = tmp_path / f"moved-{i}.jsonl"
+        path.write_bytes(b"".join(moved))
+        # The window starts just after the first copy: the prompt, then the copy appended again.
+        window = path.stat().st_size - sum(len(line) for line in moved[: first + 1])
+        everything = list(detect_format(str(path)).read(str(path), lambda _w: None))
+        tail, read_whole = read_gemini_tail(str(path), window, lambda _w: None)
+        assert not read_whole and len(tail) < len(everything)
+        suffix = everything[len(everything) - len(tail) :]
+        assert [(m.id, m.blocks) for m in tail] == [(m.id, m.blocks) for m in suffix], i
+        for options in (QueryOptions(context_turns=8), QueryOptions()):
+            expected = whole(path, PROMPT, options)
+            got = recall_query_for_file(str(path), PROMPT, options, window=window)
+            assert got.query == expected.query
         checked += 1
     assert checked
-    # A window starting after the last repeated message's first copy is read alone.
-    last_first = max(ids.index(ids[i]) for i in again)
-    window = len(data) - sum(len(line) for line in lines[: max(again) + 1])
-    if window > 0 and last_first < max(again):
-        _messages, read_whole = read_gemini_tail(str(path), window, lambda _w: None)
-        assert not read_whole
 
 
 def test_gemini_s_single_document_is_read_from_its_last_records(tmp_path: Path) -> None:

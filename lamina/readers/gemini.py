@@ -376,31 +376,31 @@ _MESSAGE_ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,200})"')
 
 def read_gemini_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
     """`GeminiReader.read_tail`. JSON Lines: the messages of the lines from the first one
-    starting in the last `window` bytes, unless one of their ids was written before those lines
-    (a message appended again: a whole read places its last copy where the first was, before
-    the window), in which case the whole file is read. Telling that scans the earlier bytes for
-    ids, without parsing them. The single JSON document (before 0.39), rewritten whole every
-    turn, is parsed whole, and only its last records, about `window` bytes' share of them, are
-    built into messages (records are not long lines here, so what they cost is their number)."""
+    starting in the last `window` bytes. A message appended again there whose first copy was
+    written before those lines (a tool call completing) is read, as a whole read reads it, at
+    the place of its first copy: the read then starts at that copy's line instead. Telling
+    that scans the earlier bytes for ids, without parsing them. The single JSON document
+    (before 0.39), rewritten whole every turn, is parsed whole, and only its last records,
+    about `window` bytes' share of them, are built into messages (records are not long lines
+    there, so what they cost is their number)."""
     if not _is_jsonl(path):
         return _document_tail(path, window, warn)
     start = tail_start(path, window)
-    if start is None:
-        return list(_read_lines(path, warn)), True
-    messages = list(_read_lines(path, warn, start))
-    ids = {
-        str(record["id"]).encode()
-        for message in messages
-        for record in message.records
-        if isinstance(record, Mapping) and isinstance(record.get("id"), str)
-    }
-    with open_source(path) as handle:
-        before = handle.read(start)
-    if any(m.group(1) in ids for m in _MESSAGE_ID.finditer(before)):
-        # A message written before the window is appended again in it: a whole read places it
-        # where its first copy is.
-        return list(_read_lines(path, warn)), True
-    return messages, False
+    while start:
+        messages = list(_read_lines(path, warn, start))
+        ids = {
+            str(record["id"]).encode()
+            for message in messages
+            for record in message.records
+            if isinstance(record, Mapping) and isinstance(record.get("id"), str)
+        }
+        with open_source(path) as handle:
+            before = handle.read(start)
+        earlier = [m.start() for m in _MESSAGE_ID.finditer(before) if m.group(1) in ids]
+        if not earlier:
+            return messages, False
+        start = before.rfind(b"\n", 0, min(earlier)) + 1
+    return list(_read_lines(path, warn)), True
 
 
 def _document_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
