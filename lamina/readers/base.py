@@ -66,9 +66,11 @@ class TailReader(Protocol):
         """The messages of the file's last `window` bytes (from the first line that starts in
         them), each as a whole read gives it, save for what only the file's earlier lines
         would say (line numbers, the session id, ids made unique against earlier ones, copies
-        of earlier records left out); and whether that read is the whole file. A reader that
-        cannot give that for some end (a record begun before the window going on inside it)
-        reads the whole file and says so."""
+        of earlier records left out); and whether that read is the whole file. Where the
+        format lets a record's place or content depend on lines before the window (a Gemini
+        message appended again), the reader starts earlier, at the line that decides it, or
+        reads the whole file and says so. (Claude Code's first message may be the later part
+        of a response begun before the window, as its reader has always given it.)"""
         ...
 
 
