@@ -59,16 +59,21 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
 @needs_shared
 def test_bench_hook_measures_another_agent_s_hook() -> None:
     """`--agent copilot`: Copilot's hook (its origin and COPILOT_HOOK_DIR, top-level output)
-    returns memories on both paths; `--agent gemini`: Gemini's BeforeAgent does too."""
-    for agent in ("copilot", "gemini"):
+    returns memories on both paths; `--agent gemini`: Gemini's BeforeAgent does too. Each reads
+    that agent's own real session (Gemini's made 3 times as long), and the query read from
+    its end is the whole read's."""
+    for agent, repeat in (("copilot", 1), ("gemini", 3)):
         out = subprocess.run(
             [sys.executable, "-m", "lamina", "bench", "hook", "--memories", "200", "--runs", "2",
-             "--base-texts", "300", "--agent", agent, "--json"],
+             "--base-texts", "300", "--agent", agent, "--session-repeat", str(repeat), "--json"],
             capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
-        assert data["agent"] == agent
+        assert data["agent"] == agent and data["session_excluded"].endswith(agent)
         size = data["sizes"]["200"]
+        session = size["session"]
+        assert session["bytes"] >= repeat * data["transcript_bytes"] - repeat
+        assert session["same_query"] is True
         assert 0 < size["cold"]["returned_memories"] == size["warm"]["returned_memories"], agent
         assert size["cold"]["nonzero_exits"] == size["warm"]["nonzero_exits"] == 0

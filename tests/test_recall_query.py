@@ -46,6 +46,18 @@ def test_default_prompt_is_the_last_turn_and_is_never_repeated() -> None:
     assert again.query.count("third") == 1
 
 
+def test_the_same_words_asked_again_after_a_reply_are_a_new_asking() -> None:
+    """ "continue" typed again after the agent answered the last "continue": the query carries
+    that answer (the last turn is an earlier asking, not this prompt already written down).
+    A file's end then decides the query without reading back to that earlier prompt."""
+    messages = chat(("fix the parser", "Fixed the tokenizer."), ("continue", "Now the lexer."))
+    q = compose_recall_query(messages, "continue", QueryOptions(context_turns=1))
+    assert q.query == "user: continue\nassistant: Now the lexer.\nuser: continue"
+    # Not yet answered: the transcript already holds this prompt, which is not repeated.
+    held = compose_recall_query(messages[:-1], "continue", QueryOptions(context_turns=1))
+    assert held.query == "user: fix the parser\nassistant: Fixed the tokenizer.\nuser: continue"
+
+
 def test_the_latest_prompt_is_not_counted_among_the_turns() -> None:
     messages = chat(("p1", "r1"), ("p2", "r2"), ("p3", "r3"))
     zero = compose_recall_query(messages, "now", QueryOptions(context_turns=0))

@@ -8,8 +8,9 @@ message, oldest first, each labelled with its role:
     user: and what did we decide about the retry limit?
 
 `context_turns` counts the turns *before* the latest prompt; the prompt itself is never one of
-them and never appears twice (a transcript that already holds it is not read twice). The whole
-string, labels and newlines included, is capped at `max_chars`: the newest context entries are
+them and never appears twice (a transcript whose last turn already is this prompt, not yet
+replied to, is not read twice; the same words asked again after a reply are a new asking). The
+whole string, labels and newlines included, is capped at `max_chars`: the newest context entries are
 kept whole while they fit, and the one that does not fit is shortened to the room left (its
 beginning kept, where a reply or a question usually says what it is about, ending in "…"), so one
 long reply never leaves the query as the bare prompt; older entries are dropped. The prompt is
@@ -32,8 +33,8 @@ from typing import Any
 from ..errors import ReadWarning
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import detect_format, get_reader
-from ..readers.base import WarningSink, iter_json_lines
-from ..readers.claude_code import claude_code_builder, is_subagent_file, read_tail
+from ..readers.base import TailReader, WarningSink, iter_json_lines
+from ..readers.claude_code import claude_code_builder, is_subagent_file
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 
 __all__ = [
@@ -99,6 +100,10 @@ class RecallQuery:
         return len(self.query)
 
 
+DEFAULT_WINDOW = 256 * 1024
+"""The bytes of a transcript's end `recall_query_for_file` reads first."""
+
+
 def compose_recall_query(
     messages: Sequence[Message],
     prompt: str | None = None,
@@ -107,7 +112,9 @@ def compose_recall_query(
     """Compose the recall query for the next prompt.
 
     With `prompt` None, the transcript's last turn is the prompt. With a prompt given, a
-    transcript whose last turn already says the same thing is not counted twice.
+    transcript whose last turn already says the same thing, with no reply after it, is not
+    counted twice. (Deciding that needs only the messages back to the last turn or reply, so a
+    file's end decides it whenever the query does not reach further back.)
     """
     opts = options or QueryOptions()
     rules = opts.rules
@@ -126,6 +133,9 @@ def compose_recall_query(
         prompt_text = clean_text(prompt, rules)
         j = i
         while j >= 0 and not is_turn_start(messages[j], rules):
+            if _speaks(messages[j], False, opts.roles) and conversational_text(messages[j], rules):
+                j = -1  # a reply came after the last turn: that was an earlier asking
+                break
             j -= 1
         if j >= 0 and conversational_text(messages[j], rules) == prompt_text:
             i = j - 1  # the transcript already holds this prompt: start the context before it
@@ -212,14 +222,17 @@ def recall_query_for_file(
     *,
     format: str | None = None,
     warn: WarningSink | None = None,
-    window: int = 256 * 1024,
+    window: int | None = None,
 ) -> RecallQuery:
-    """Compose the recall query from a transcript file. Claude Code transcripts are read from
-    their end, a window at a time (doubling), so the cost follows what the query needs, not the
-    size of the file."""
+    """Compose the recall query from a transcript file. A transcript whose reader can read a
+    file's end alone (`TailReader`: Claude Code, Codex, Gemini, Copilot) is read from its end,
+    a window at a time (growing fourfold while the query wants turns from before it), so the
+    cost follows what the query needs, not the size of the file; the query is the one a whole
+    read gives."""
     sink: WarningSink = warn or (lambda _w: None)
+    window = window or DEFAULT_WINDOW
     reader = get_reader(format, path) if format else detect_format(path)
-    if reader.name != "claude-code":
+    if not isinstance(reader, TailReader):
         return compose_recall_query(list(reader.read(path, sink)), prompt, options)
     seen: set[ReadWarning] = set()
 
@@ -229,15 +242,12 @@ def recall_query_for_file(
             sink(w)
 
     while True:
-        messages, whole = read_tail(path, window, once)
+        messages, whole = reader.read_tail(path, window, once)
         result = compose_recall_query(messages, prompt, options)
         if whole or not result.reached_start:
             return result
         window *= 4
 
-
-DEFAULT_WINDOW = 256 * 1024
-"""The bytes of a transcript's end `recall_query_for_file` reads first."""
 
 _FINGERPRINT = 64
 """Bytes before the read position kept to tell an appended file from a rewritten one."""

@@ -3,7 +3,9 @@
 For each bank size a data directory with one SQLite bank is built from the shared real turns
 (`latency.build`: texts recombined from two real turns, vectors the normalised mean of theirs,
 so 100k memories need no hour of embedding), plus the current session: the largest shared Claude
-Code transcript, retained as a document of its own. Then the real `lamina hook` runs as a fresh
+Code transcript, retained as a document of its own (with `--agent`, the current session is
+instead that agent's largest real session file, retained beside it, so the hook reads the
+format it reads under that agent). Then the real `lamina hook` runs as a fresh
 process per prompt, a UserPromptSubmit payload on stdin naming that transcript and, as
 `session_id`, its document (so the current-session exclusion is exercised), once per run on
 the cold path and once with a warm server running (whose own CPU per prompt is reported too).
@@ -217,6 +219,26 @@ def install_info() -> dict[str, Any]:
     return {"editable": editable, "package": str(Path(package_file).resolve().parent)}
 
 
+def _session(agent: str) -> str:
+    """The current session's document under `agent` (Claude Code's is `SESSION`)."""
+    return SESSION if agent == "claude-code" else f"{SESSION}-{agent}"
+
+
+def agent_transcript(agent: str, given: Path | None = None) -> Path:
+    """The session file the measured prompts belong to: `given`, else the largest real
+    session of that agent in ../shared/data (Claude Code's, Codex's and Copilot's are JSON
+    Lines; Gemini's current JSON Lines form is chosen over its older single document)."""
+    if given is not None:
+        return given
+    folder = shared_data_dir(agent)
+    if folder is None:
+        raise click.ClickException(f"../shared/data/{agent} is needed for this benchmark")
+    files = list(folder.glob("*.jsonl"))
+    if not files:
+        raise click.ClickException(f"no session file (*.jsonl) in {folder}")
+    return max(files, key=lambda p: p.stat().st_size)
+
+
 def _prompt_payload(home: Path, transcript: Path, prompt: str, agent: str = "claude-code") -> bytes:
     """A UserPromptSubmit as Claude Code sends it (Codex and Copilot send the same shape;
     Gemini names it BeforeAgent), in the current session (so its exclusion is exercised),
@@ -224,7 +246,7 @@ def _prompt_payload(home: Path, transcript: Path, prompt: str, agent: str = "cla
     return orjson.dumps(
         {
             "hook_event_name": "BeforeAgent" if agent == "gemini" else "UserPromptSubmit",
-            "session_id": SESSION,
+            "session_id": _session(agent),
             "transcript_path": str(transcript),
             "cwd": str(home),
             "prompt": prompt,
@@ -333,6 +355,81 @@ def _measure_size(
     }
 
 
+def _current_session(
+    home: Path, agent: str, current: Path, claude_file: Path, repeat: int = 1
+) -> Path:
+    """The current session's file in `home`: Claude Code's (retained when the bank was
+    built), or a copy of another agent's, retained (once: retain is idempotent) as that
+    agent's session document, so that the hook leaves it out as it does a live session.
+    With `repeat` over 1, the file the hook reads is that session written `repeat` times
+    over (`longer_session`), the bank still holding the session once."""
+    if agent == "claude-code" and current.name == claude_file.name:
+        retained = claude_file
+    else:
+        folder = home / agent
+        folder.mkdir(exist_ok=True)
+        retained = folder / current.name
+        if not retained.is_file() or retained.stat().st_size != current.stat().st_size:
+            shutil.copyfile(current, retained)
+        bank = MemoryBank(SQLiteStore(home / "lamina.db"))
+        try:
+            bank.retain_file(retained, BANK, document=_session(agent))
+        finally:
+            bank.close()
+    if repeat == 1:
+        return retained
+    longer = home / f"{agent}-x{repeat}" / current.name
+    longer.parent.mkdir(exist_ok=True)
+    longer.write_bytes(longer_session(current.read_bytes(), repeat, agent))
+    return longer
+
+
+def longer_session(data: bytes, repeat: int, agent: str) -> bytes:
+    """A session `repeat` times as long, made of its own real lines: written `repeat` times
+    over, as if resumed again and again. Gemini's message ids get a suffix in each later copy
+    (the same id appended again would be the same message, rewritten, not a later one)."""
+    if agent != "gemini":
+        return (data.rstrip(b"\n") + b"\n") * repeat
+    lines = data.splitlines()
+    out: list[bytes] = []
+    for copy in range(repeat):
+        for line in lines:
+            record = orjson.loads(line) if line.strip() else None
+            if copy and isinstance(record, dict) and isinstance(record.get("id"), str):
+                record["id"] = f"{record['id']}~{copy}"
+                line = orjson.dumps(record)
+            out.append(line)
+    return b"\n".join(out) + b"\n"
+
+
+def query_cost(path: Path, prompts: list[str], runs: int = 5) -> dict[str, Any]:
+    """CPU per recall query of the hook's prompt on `path`, in this process: read from the
+    file's end as the hook reads it, and from a whole read of the file (the baseline), and
+    whether the two queries are the same."""
+    from ..bank.query import compose_recall_query, recall_query_for_file
+    from ..readers import detect_format
+
+    tail: list[float] = []
+    whole: list[float] = []
+    same = True
+    for prompt in prompts[:runs]:
+        started = time.process_time()
+        fast = recall_query_for_file(str(path), prompt)
+        tail.append(1000 * (time.process_time() - started))
+        started = time.process_time()
+        messages = list(detect_format(str(path)).read(str(path), lambda _w: None))
+        slow = compose_recall_query(messages, prompt)
+        whole.append(1000 * (time.process_time() - started))
+        same = same and (fast.query, fast.prompt) == (slow.query, slow.prompt)
+    return {
+        "file": path.name,
+        "bytes": path.stat().st_size,
+        "query_tail_cpu_ms": percentiles(tail),
+        "query_whole_read_cpu_ms": percentiles(whole),
+        "same_query": same,
+    }
+
+
 @click.command("hook")
 @count_option(
     "--memories",
@@ -388,6 +485,20 @@ def _measure_size(
     help="Whose installed hook to measure: the prompt event and environment that agent's hook "
     "gets (Gemini's BeforeAgent; Codex's and Copilot's origin, Copilot's COPILOT_HOOK_DIR).",
 )
+@click.option(
+    "--transcript",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The current session's file (its agent's format): by default the largest real "
+    "session of --agent in ../shared/data.",
+)
+@count_option(
+    "--session-repeat",
+    at_least=1,
+    default=1,
+    help="Measure a session this many times as long: the current session's real lines "
+    "written over and over, as if resumed again and again.",
+)
 @json_option
 def hook_bench(
     sizes: tuple[int, ...],
@@ -399,6 +510,8 @@ def hook_bench(
     deadline_runs: int,
     via: str,
     agent: str,
+    transcript: Path | None,
+    session_repeat: int,
     as_json: bool,
 ) -> None:
     """CPU, wall time and peak memory of the real `lamina hook` per prompt, cold and warm, at
@@ -407,10 +520,12 @@ def hook_bench(
 
     Example: lamina bench hook --memories 1000 --memories 10000 --runs 10 --json
     """
-    claude = shared_data_dir("claude-code")
-    if claude is None:
-        raise click.ClickException("../shared/data/claude-code is needed for this benchmark")
-    source = max(claude.glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    source = agent_transcript("claude-code")
+    if agent == "claude-code" and transcript is not None:
+        raise click.ClickException(
+            "--transcript names another agent's session; Claude Code's is the largest shared one"
+        )
+    current = agent_transcript(agent, transcript)
     texts, questions = _base_texts()
     if base_texts is not None:
         texts = texts[:base_texts]
@@ -445,7 +560,7 @@ def hook_bench(
         vectors: Any = None
         for n in sizes:
             home = root / f"m{n}"
-            transcript = home / "session.jsonl"
+            session_file = home / "session.jsonl"
             built = home / "built"
             if built.is_file() and _default_model_bank(home / "lamina.db"):
                 build_s = float(built.read_text())
@@ -459,25 +574,35 @@ def hook_bench(
                     _progress(f"embedded {len(texts)} real turns in {spent:.1f}s")
                 shutil.rmtree(home, ignore_errors=True)
                 home.mkdir()
-                shutil.copyfile(source, transcript)
+                shutil.copyfile(source, session_file)
                 bank = MemoryBank(SQLiteStore(home / "lamina.db"), embedder_bank.embedder)
                 started = time.perf_counter()
                 build(bank, BANK, n, texts, vectors)
-                bank.retain_file(transcript, BANK, document=SESSION)
+                bank.retain_file(session_file, BANK, document=SESSION)
                 bank.close()
                 build_s = time.perf_counter() - started
                 built.write_text(f"{build_s:.1f}")
                 _progress(f"{n} memories built in {build_s:.1f}s")
+            session_file = _current_session(home, agent, current, session_file, session_repeat)
+            session = query_cost(session_file, prompts)
+            _progress(
+                f"  recall query on {session['bytes']:,} bytes: "
+                f"{session['query_tail_cpu_ms']['p50']} ms from its end, "
+                f"{session['query_whole_read_cpu_ms']['p50']} ms reading it all"
+            )
             count = large_runs if n >= LARGE else runs
             results[str(n)] = {
                 "memories": n,
                 "build_s": round(build_s, 1),
-                **_measure_size(home, transcript, prompts, count, time_limit, pycache, hook, agent),
+                "session": session,
+                **_measure_size(
+                    home, session_file, prompts, count, time_limit, pycache, hook, agent
+                ),
             }
             if deadline_runs and n == max(sizes):
                 limits = deadline_spread(deadline_runs)
                 deadlines = _measure_deadlines(
-                    home, transcript, prompts, limits, pycache, hook, agent
+                    home, session_file, prompts, limits, pycache, hook, agent
                 )
                 results[str(n)]["deadlines"] = deadlines
                 _progress(f"  deadlines: {deadline_runs} runs, {deadlines['aborts']} aborts")
@@ -489,8 +614,10 @@ def hook_bench(
             "benchmark": "hook",
             "agent": agent,
             "time_limit_s": time_limit,
-            "transcript": source.name,
-            "session_excluded": SESSION,
+            "transcript": current.name,
+            "transcript_bytes": current.stat().st_size,
+            "session_repeat": session_repeat,
+            "session_excluded": _session(agent),
             "byte_code": "compiled before measuring, as an installed package has it",
             "install": {
                 **install,

@@ -7,6 +7,7 @@ the source as a whole cannot be read.
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,11 +23,14 @@ __all__ = [
     "HEAD_BYTES",
     "Line",
     "Reader",
+    "TailReader",
     "WarningSink",
     "get_reader",
     "iter_json_lines",
+    "read_lines_tail",
     "register_reader",
     "registered_readers",
+    "tail_start",
 ]
 
 HEAD_BYTES = 64 * 1024
@@ -49,6 +53,24 @@ class Reader(Protocol):
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         """The messages of the file, in order, streamed."""
+        ...
+
+
+@runtime_checkable
+class TailReader(Protocol):
+    """A reader that can read a file's end alone. The prompt hook's recall query needs only the
+    last turns (lamina.bank.query.recall_query_for_file): a fresh hook process per prompt then
+    pays for the end of a session, not for all of it."""
+
+    def read_tail(self, path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+        """The messages of the file's last `window` bytes (from the first line that starts in
+        them), each as a whole read gives it, save for what only the file's earlier lines
+        would say (line numbers, the session id, ids made unique against earlier ones, copies
+        of earlier records left out); and whether that read is the whole file. Where the
+        format lets a record's place or content depend on lines before the window (a Gemini
+        message appended again), the reader starts earlier, at the line that decides it, or
+        reads the whole file and says so. (Claude Code's first message may be the later part
+        of a response begun before the window, as its reader has always given it.)"""
         ...
 
 
@@ -89,6 +111,35 @@ class Line:
     end: int
     """Byte offset just past the line's newline."""
     value: Any
+
+
+def tail_start(path: str, window: int) -> int | None:
+    """Where a read of a JSON Lines file's last `window` bytes begins: the first line start at
+    or after `size - window` (a line cut by the window's edge is left out); None when the window
+    holds the whole file (then read it from its first line, line numbers known)."""
+    with open_source(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if window >= size:
+            return None
+        start = size - window
+        handle.seek(start - 1)
+        while chunk := handle.read(64 * 1024):
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                return start + newline
+            start += len(chunk)
+        return size
+
+
+def read_lines_tail(
+    read: Callable[..., Iterator[Message]], path: str, window: int, warn: WarningSink
+) -> tuple[list[Message], bool]:
+    """`TailReader.read_tail` for a format whose every line is a record of its own, read by
+    `read(path, warn, start=...)`, which builds each line's messages from that line alone."""
+    start = tail_start(path, window)
+    if start is None:
+        return list(read(path, warn)), True
+    return list(read(path, warn, start=start)), False
 
 
 def _open_failure(path: str, exc: OSError) -> ReadError:

@@ -18,7 +18,6 @@ in the stream with a kind that never starts a turn.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -41,7 +40,14 @@ from ..messages import (
     parse_timestamp,
 )
 from ..turns import classify
-from .base import Line, WarningSink, first_json_lines, iter_json_lines, open_source, read_head
+from .base import (
+    Line,
+    WarningSink,
+    first_json_lines,
+    iter_json_lines,
+    read_head,
+    tail_start,
+)
 
 __all__ = [
     "ClaudeCodeReader",
@@ -433,6 +439,9 @@ class ClaudeCodeReader:
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_claude_code(path, warn)
 
+    def read_tail(self, path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+        return read_tail(path, window, warn)
+
     def document_metadata(self, path: str) -> dict[str, Any]:
         """The agent and session a transcript is from (stored with its document)."""
         meta: dict[str, Any] = {"agent": "claude-code"}
@@ -524,18 +533,9 @@ def read_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message],
     """The messages of the last `window` bytes of a transcript, starting at a line boundary,
     and whether that window reaches the start of the file. Line numbers are unknown (None)
     unless the window covers the whole file."""
-    with open_source(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if window >= size:
-            return list(read_claude_code(path, warn)), True
-        start = size - window
-        handle.seek(start - 1)
-        # Move to the first full line inside the window.
-        while True:
-            byte = handle.read(1)
-            if not byte or byte == b"\n":
-                break
-            start += 1
+    start = tail_start(path, window)
+    if start is None:
+        return list(read_claude_code(path, warn)), True
     subagent = is_subagent_file(path)
     messages = list(read_claude_code(path, warn, start=start, first_line=None, subagent=subagent))
     return messages, False

@@ -58,7 +58,15 @@ from .agents import (
     strip_context_tags,
     text_or_none,
 )
-from .base import Line, WarningSink, bound_depth, first_json_lines, iter_json_lines, read_head
+from .base import (
+    Line,
+    WarningSink,
+    bound_depth,
+    first_json_lines,
+    iter_json_lines,
+    read_head,
+    read_lines_tail,
+)
 
 __all__ = ["CodexReader", "read_codex"]
 
@@ -340,10 +348,13 @@ class _Builder(AgentBuilder):
                 yield message
 
 
-def read_codex(path: str, warn: WarningSink) -> Iterator[Message]:
-    """Stream the messages of a Codex rollout file."""
+def read_codex(path: str, warn: WarningSink, *, start: int = 0) -> Iterator[Message]:
+    """Stream the messages of a Codex rollout file, or of its lines from byte `start` (a line
+    start) on. Each line's messages come from that line alone: what earlier lines add is the
+    session id and model, and leaving out a compaction's copies of earlier items (its other
+    carried items are compaction summaries, which start no turn and say nothing)."""
     builder = _Builder(path, warn)
-    for line in iter_json_lines(path, warn):
+    for line in iter_json_lines(path, warn, start=start, first_line=None if start else 1):
         yield from builder.feed(line)
 
 
@@ -379,6 +390,9 @@ class CodexReader:
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_codex(path, warn)
+
+    def read_tail(self, path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+        return read_lines_tail(read_codex, path, window, warn)
 
     def document_metadata(self, path: str) -> dict[str, Any]:
         """The agent, session, version and working directory of a rollout (from its first

@@ -44,7 +44,14 @@ from .agents import (
     strip_context_tags,
     text_or_none,
 )
-from .base import Line, WarningSink, first_json_lines, iter_json_lines, read_head
+from .base import (
+    Line,
+    WarningSink,
+    first_json_lines,
+    iter_json_lines,
+    read_head,
+    read_lines_tail,
+)
 
 __all__ = ["CopilotReader", "read_copilot"]
 
@@ -169,10 +176,12 @@ class _Builder(AgentBuilder):
         return blocks
 
 
-def read_copilot(path: str, warn: WarningSink) -> Iterator[Message]:
-    """Stream the messages of a Copilot CLI `events.jsonl`."""
+def read_copilot(path: str, warn: WarningSink, *, start: int = 0) -> Iterator[Message]:
+    """Stream the messages of a Copilot CLI `events.jsonl`, or of its events from byte `start`
+    (a line start) on. Each event's message comes from that event alone (earlier ones add the
+    session id and model)."""
     builder = _Builder(path, warn)
-    for line in iter_json_lines(path, warn):
+    for line in iter_json_lines(path, warn, start=start, first_line=None if start else 1):
         yield from builder.feed(line)
 
 
@@ -204,6 +213,9 @@ class CopilotReader:
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_copilot(path, warn)
+
+    def read_tail(self, path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+        return read_lines_tail(read_copilot, path, window, warn)
 
     def document_metadata(self, path: str) -> dict[str, Any]:
         """The agent, session, version and working directory (from `session.start`)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -62,6 +63,7 @@ from .base import (
     load_json_document,
     open_source,
     read_head,
+    tail_start,
 )
 
 __all__ = ["GeminiReader", "read_gemini"]
@@ -281,11 +283,12 @@ def _is_header(value: Mapping[str, Any]) -> bool:
     return "sessionId" in value and "type" not in value
 
 
-def _read_lines(path: str, warn: WarningSink) -> Iterator[Message]:
+def _read_lines(path: str, warn: WarningSink, start: int = 0) -> Iterator[Message]:
+    """The messages of a JSON Lines chat, or of its lines from byte `start` (a line start) on."""
     builder = _Builder(path, warn)
     order: list[str | Line] = []
     entries: dict[str, _Entry] = {}
-    for line in iter_json_lines(path, warn):
+    for line in iter_json_lines(path, warn, start=start, first_line=None if start else 1):
         value = line.value
         if not isinstance(value, Mapping):
             warn(ReadWarning(path, line.number, "not a JSON object; line skipped"))
@@ -368,6 +371,53 @@ def _is_jsonl(path: str) -> bool:
         return False
 
 
+_MESSAGE_ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,200})"')
+
+
+def read_gemini_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+    """`GeminiReader.read_tail`. JSON Lines: the messages of the lines from the first one
+    starting in the last `window` bytes. A message appended again there whose first copy was
+    written before those lines (a tool call completing) is read, as a whole read reads it, at
+    the place of its first copy: the read then starts at that copy's line instead. Telling
+    that scans the earlier bytes for ids, without parsing them. The single JSON document
+    (before 0.39), rewritten whole every turn, is parsed whole, and only its last records,
+    about `window` bytes' share of them, are built into messages (records are not long lines
+    there, so what they cost is their number)."""
+    if not _is_jsonl(path):
+        return _document_tail(path, window, warn)
+    start = tail_start(path, window)
+    while start:
+        messages = list(_read_lines(path, warn, start))
+        ids = {
+            str(record["id"]).encode()
+            for message in messages
+            for record in message.records
+            if isinstance(record, Mapping) and isinstance(record.get("id"), str)
+        }
+        with open_source(path) as handle:
+            before = handle.read(start)
+        earlier = [m.start() for m in _MESSAGE_ID.finditer(before) if m.group(1) in ids]
+        if not earlier:
+            return messages, False
+        start = before.rfind(b"\n", 0, min(earlier)) + 1
+    return list(_read_lines(path, warn)), True
+
+
+def _document_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+    document = load_json_document(path)
+    messages = document.get("messages") if isinstance(document, Mapping) else None
+    if not isinstance(messages, list):
+        return list(read_gemini(path, warn)), True
+    size = max(1, Path(path).stat().st_size)
+    keep = -(-len(messages) * window // size)  # records in about `window` bytes' share
+    if keep >= len(messages):
+        return list(read_gemini(path, warn)), True
+    builder = _Builder(path, warn)
+    head = builder.header(document, Source(path, 0, 1, 1, 0, None))
+    tail = {**document, "messages": messages[len(messages) - keep :]}
+    return [head, *_whole_messages(builder, tail, path, None)], False
+
+
 def read_gemini(path: str, warn: WarningSink) -> Iterator[Message]:
     """The messages of a Gemini CLI chat, in either form."""
     if _is_jsonl(path):
@@ -421,6 +471,9 @@ class GeminiReader:
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_gemini(path, warn)
+
+    def read_tail(self, path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
+        return read_gemini_tail(path, window, warn)
 
     def document_metadata(self, path: str) -> dict[str, Any]:
         """The agent and session of a chat (from its header)."""

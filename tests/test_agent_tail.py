@@ -1,0 +1,239 @@
+"""The prompt hook reads a Codex rollout, a Gemini chat and a Copilot session from its end, as it
+reads a Claude Code transcript: the recall query (and so what is injected) is the one a whole read
+of the file gives, at every point of a real session as it grows, with its last line half written,
+and after the file is truncated or rewritten."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lamina.bank import query as query_module
+from lamina.bank.bank import MemoryBank
+from lamina.bank.query import (
+    QueryOptions,
+    RecallQuery,
+    TailQueries,
+    compose_recall_query,
+    recall_query_for_file,
+)
+from lamina.embed import HashEmbedder
+from lamina.integrations.claude_code.prompt import PromptAnswer, PromptRequest, answer_prompt
+from lamina.readers import detect_format
+from lamina.readers.gemini import read_gemini_tail
+from lamina.store.sqlite import SQLiteStore
+from lamina.turns import conversational_text, is_turn_start
+
+from .conftest import SHARED
+
+GENERATED = SHARED / "agent-clis-generated"
+SESSIONS = {
+    "codex": [
+        SHARED / "codex" / "acidicsoil__rollout-2025-11-17T15-30-28-019a93b9.jsonl",
+        SHARED / "codex" / "kunalcode12__empire-of-bits__codex-session.jsonl",
+        *sorted((GENERATED / "codex-0.171.0").glob("rollout-*.jsonl")),
+    ],
+    "gemini": [
+        SHARED / "gemini" / "mai0313__session-0ab84937_2026-04-23.jsonl",
+        *sorted((GENERATED / "gemini-0.61.0").glob("session-*.jsonl")),
+    ],
+    "copilot": [
+        SHARED / "copilot" / "mai0313__copilot-96ef38f0_2026-04-23.jsonl",
+        GENERATED / "copilot-1.0.102" / "events.jsonl",
+    ],
+}
+"""Real sessions of each agent (the largest of the shared data first)."""
+GEMINI_DOCUMENT = SHARED / "gemini" / "mai0313__session-8a20078e_2026-03-27.json"
+"""Gemini's older form: one JSON document, rewritten whole every turn."""
+
+pytestmark = pytest.mark.skipif(
+    not all(p.is_file() for files in SESSIONS.values() for p in files),
+    reason="../shared/data/{codex,gemini,copilot,agent-clis-generated} are not beside the checkout",
+)
+
+PROMPT = "and what did we decide about the tests?"
+WINDOWS = (2 * 1024, 16 * 1024)
+"""Small windows, so that the real sessions (up to 342 kB) are read from mid-file, and grown."""
+
+
+def whole(path: Path, prompt: str | None, options: QueryOptions) -> RecallQuery:
+    """The query from a whole read of the file (what the hook composed before reading ends)."""
+    messages = list(detect_format(str(path)).read(str(path), lambda _w: None))
+    return compose_recall_query(messages, prompt, options)
+
+
+def last_prompt(path: Path) -> str | None:
+    """The transcript's own last prompt (asked again, it is not counted twice)."""
+    messages = list(detect_format(str(path)).read(str(path), lambda _w: None))
+    for message in reversed(messages):
+        if is_turn_start(message):
+            return conversational_text(message)
+    return None
+
+
+def same(path: Path, options: QueryOptions, where: str, queries: TailQueries | None = None) -> None:
+    """The query read from the file's end is the whole read's: for the hook's prompt, for the
+    transcript's own last prompt asked again, and with no prompt."""
+    for prompt in (PROMPT, last_prompt(path), None):
+        expected = whole(path, prompt, options)
+        for window in WINDOWS:
+            got = recall_query_for_file(str(path), prompt, options, window=window)
+            assert (got.query, got.prompt) == (expected.query, expected.prompt), (where, window)
+        if queries is not None:  # the warm server's reader, which keeps state between prompts
+            kept = queries.query(str(path), prompt, options)
+            assert (kept.query, kept.prompt) == (expected.query, expected.prompt), where
+
+
+def cut_points(lines: list[bytes], count: int) -> list[int]:
+    return sorted({max(1, len(lines) * k // count) for k in range(1, count + 1)})
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for files in SESSIONS.values() for p in files],
+    ids=lambda p: f"{p.parent.name}/{p.name[:40]}",
+)
+def test_a_growing_session_read_from_its_end_gives_the_whole_read_s_query(
+    tmp_path: Path, path: Path
+) -> None:
+    """Appended line by line in steps, the last line half written at every step."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    target = tmp_path / path.name
+    options = QueryOptions()
+    queries = TailQueries(window=WINDOWS[0])
+    written = 1
+    with target.open("wb") as out:
+        out.write(lines[0])  # a Gemini chat half its first line long is no chat yet
+        for upto in cut_points(lines, 12):
+            chunk = b"".join(lines[written:upto])
+            written = upto
+            out.write(chunk[: len(chunk) // 2])
+            out.flush()
+            same(target, options, f"{written} lines, the last one in part", queries)
+            out.write(chunk[len(chunk) // 2 :])
+            out.flush()
+            same(target, options, f"{written} lines", queries)
+    assert recall_query_for_file(str(target), PROMPT, options, window=WINDOWS[0]).query
+
+
+@pytest.mark.parametrize("agent", sorted(SESSIONS))
+def test_a_truncated_or_rewritten_session_is_read_as_it_now_is(tmp_path: Path, agent: str) -> None:
+    first, other = SESSIONS[agent][0].read_bytes(), SESSIONS[agent][1].read_bytes()
+    target = tmp_path / SESSIONS[agent][0].name
+    options = QueryOptions(context_turns=2)
+    queries = TailQueries(window=WINDOWS[0])
+    target.write_bytes(first)
+    same(target, options, "whole", queries)
+    target.write_bytes(first[: len(first) * 2 // 3])  # truncated, mid-line
+    same(target, options, "truncated", queries)
+    target.write_bytes(other)  # rewritten with another session
+    same(target, options, "rewritten", queries)
+    replacement = tmp_path / "replacement"
+    replacement.write_bytes(first[: len(first) // 2] + other[: len(other) // 3])
+    replacement.replace(target)  # replaced by a new file (another inode)
+    same(target, options, "replaced", queries)
+
+
+def test_a_gemini_message_appended_again_after_the_window_s_start_is_placed_as_a_whole_read_does(
+    tmp_path: Path,
+) -> None:
+    """Gemini appends a message again when its tool call completes; the last copy is read at the
+    place of the first. A window starting between the two copies is read from the first. In the
+    real chats only `$set` checkpoints come between the copies; here the next prompt is moved
+    between them, so a read that placed the copy where it found it would order them wrongly."""
+    lines = SESSIONS["gemini"][0].read_bytes().splitlines(keepends=True)
+    ids = [orjson.loads(line).get("id") for line in lines]
+    types = [orjson.loads(line).get("type") for line in lines]
+    again = [i for i, ident in enumerate(ids) if ident and ident in ids[:i]]
+    assert again, "the real chat has messages appended again"
+    checked = 0
+    for i in again:
+        first = ids.index(ids[i])
+        prompt = next((k for k in range(i + 1, len(lines)) if types[k] == "user"), None)
+        if prompt is None:
+            continue
+        moved = [
+            *lines[: first + 1],
+            lines[prompt],
+            *lines[first + 1 : prompt],
+            *lines[prompt + 1 :],
+        ]
+        path = tmp_path / f"moved-{i}.jsonl"
+        path.write_bytes(b"".join(moved))
+        # The window starts just after the first copy: the prompt, then the copy appended again.
+        window = path.stat().st_size - sum(len(line) for line in moved[: first + 1])
+        everything = list(detect_format(str(path)).read(str(path), lambda _w: None))
+        tail, read_whole = read_gemini_tail(str(path), window, lambda _w: None)
+        assert not read_whole and len(tail) < len(everything)
+        suffix = everything[len(everything) - len(tail) :]
+        assert [(m.id, m.blocks) for m in tail] == [(m.id, m.blocks) for m in suffix], i
+        for options in (QueryOptions(context_turns=8), QueryOptions()):
+            expected = whole(path, PROMPT, options)
+            got = recall_query_for_file(str(path), PROMPT, options, window=window)
+            assert got.query == expected.query
+        checked += 1
+    assert checked
+
+
+def test_gemini_s_single_document_is_read_from_its_last_records(tmp_path: Path) -> None:
+    """Before 0.39 Gemini rewrote one JSON document each turn: its last records are built into
+    messages, the query the same as the whole read's, at every turn it was rewritten."""
+    document = orjson.loads(GEMINI_DOCUMENT.read_bytes())
+    records = document["messages"]
+    target = tmp_path / GEMINI_DOCUMENT.name
+    options = QueryOptions()
+    for upto in cut_points([b""] * len(records), 10):
+        target.write_bytes(
+            orjson.dumps({**document, "messages": records[:upto]}, option=orjson.OPT_INDENT_2)
+        )
+        same(target, options, f"{upto} records")
+    built, read_whole = read_gemini_tail(str(target), 4 * 1024, lambda _w: None)
+    assert not read_whole and len(built) < len(records)
+
+
+# The hook: what the prompt hook injects reading the file's end is what it injected reading it all.
+
+
+@pytest.fixture(scope="module")
+def bank(tmp_path_factory: pytest.TempPathFactory) -> MemoryBank:
+    """A bank holding the other real sessions of every agent (real SQLite; hashed vectors)."""
+    base = tmp_path_factory.mktemp("tail-bank")
+    memory_bank = MemoryBank(SQLiteStore(base / "lamina.db"), HashEmbedder())
+    for files in SESSIONS.values():
+        for n, path in enumerate(files[1:]):
+            memory_bank.retain_file(path, "proj", document=f"{path.parent.name}-{n}")
+    memory_bank.retain_file(GEMINI_DOCUMENT, "proj", document="gemini-document")
+    return memory_bank
+
+
+def hook_answer(
+    bank: MemoryBank, path: Path, window: int, monkeypatch: pytest.MonkeyPatch
+) -> PromptAnswer:
+    monkeypatch.setattr(query_module, "DEFAULT_WINDOW", window)
+    request = PromptRequest(prompt=PROMPT, bank="proj", session="current", transcript=str(path))
+    return answer_prompt(bank, request, {})
+
+
+@pytest.mark.parametrize("agent", sorted(SESSIONS))
+def test_the_hook_injects_the_same_memories_reading_the_session_s_end(
+    tmp_path: Path, agent: str, bank: MemoryBank, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = SESSIONS[agent][0]
+    lines = source.read_bytes().splitlines(keepends=True)
+    target = tmp_path / source.name
+    target.write_bytes(b"".join(lines[: len(lines) * 2 // 3]))
+    steps = {"two thirds": None, "appended": lines[len(lines) * 2 // 3 :], "rewritten": None}
+    injected = 0
+    for step, more in steps.items():
+        if more is not None:
+            with target.open("ab") as out:
+                out.writelines(more)
+        if step == "rewritten":
+            target.write_bytes(b"".join(lines[: len(lines) // 2]))
+        ends = hook_answer(bank, target, 4 * 1024, monkeypatch)
+        read_all = hook_answer(bank, target, 1 << 40, monkeypatch)
+        assert ends.context == read_all.context and ends.ids == read_all.ids, step
+        injected += bool(ends.context)
+    assert injected, "some prompt got memories"
