@@ -60,7 +60,7 @@ from ..messages import Message
 from ..store.base import MemoryFilter, Store, StoredPin, StoredSummary
 from .api.deps import Auth, Logs, bank_for
 from .api.errors import errors
-from .api.models import Answer, Body, CompileReport, RecallAnswer
+from .api.models import Answer, BankDetail, Body, CompileReport, RecallAnswer
 from .http_activity import router as activity_router
 
 __all__ = ["ASSETS", "ROUTERS", "include_inspector", "router"]
@@ -127,24 +127,6 @@ class MemoryPage(Answer):
     """Documents of each agent in the bank (for the `agent` filter)."""
     search: str = "words"
     """How `q` matched: every word occurs in the text, case folded."""
-
-
-class BankDetail(Answer):
-    bank: str
-    created_at: datetime | None
-    documents: int
-    memories: int
-    records: int
-    embedded: int
-    embedders: dict[str, int]
-    first_time: datetime | None
-    last_time: datetime | None
-    last_retain: datetime | None
-    last_document: str | None
-    logs: int
-    bank_bytes: int | None
-    database_bytes: int | None
-    """The whole database's size on disk (all banks), when the store knows it."""
 
 
 class PreviewBody(Body):
