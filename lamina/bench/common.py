@@ -6,7 +6,8 @@ import os
 import socket
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +16,23 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from ..bank.plan import recall_from_store
+from ..bank.recall import RecallOptions
 from ..cli.common import count_option, json_option
 from ..embed import Embedder
 from ..errors import InputError
+from ..store.search import SearchStore
 
 __all__ = [
+    "SERVING",
     "Precomputed",
     "count_option",
     "embedder_option",
     "emit",
     "json_option",
     "percentiles",
+    "recall_ms",
+    "serving_recall_ms",
     "shared_data_dir",
     "transcript_files",
 ]
@@ -106,6 +113,41 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {
         "p50": round(statistics.median(ordered), 2),
         "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 2),
+    }
+
+
+def recall_ms(
+    store: SearchStore,
+    bank: str,
+    queries: Iterable[str],
+    embedder: Embedder,
+    options: RecallOptions,
+) -> list[float]:
+    """Milliseconds each recall of `queries` takes, one after the other (`embedder` is best a
+    `Precomputed`, so that embedding the query is not timed)."""
+    timings: list[float] = []
+    for query in queries:
+        t0 = time.perf_counter()
+        recall_from_store(store, bank, query, embedder, options)
+        timings.append((time.perf_counter() - t0) * 1000)
+    return timings
+
+
+SERVING = RecallOptions(budget=1_000_000, limit=10, collapse=False)
+"""Recall as a server runs it: every channel, the time channel searching for the questions
+that name a time."""
+
+
+def serving_recall_ms(
+    store: SearchStore, bank: str, embedder: Embedder, dated: Sequence[str], undated: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """Serving recall (`SERVING`) timed on the questions that name a time and on those that do
+    not, apart: the two reports' entries."""
+    dated_ms = recall_ms(store, bank, dated, embedder, SERVING)
+    undated_ms = recall_ms(store, bank, undated, embedder, SERVING)
+    return {
+        "serving_undated_recall_ms": percentiles(undated_ms),
+        "serving_dated_recall_ms": percentiles(dated_ms),
     }
 
 
