@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import orjson
 
@@ -30,6 +30,7 @@ from .base import Line, WarningSink
 __all__ = [
     "CONTEXT_BLOCK",
     "IdMaker",
+    "MessageParts",
     "context_block",
     "injected_sources",
     "line_source",
@@ -109,6 +110,21 @@ class IdMaker:
         return candidate
 
 
+class MessageParts(TypedDict):
+    """What a reader decides of each message it builds (`AgentBuilder.make` adds where and
+    when it was found, and the session)."""
+
+    id: str
+    """Wanted id (made unique within the file)."""
+    role: Role
+    blocks: Sequence[Block]
+    kind: Kind | None
+    """None: classified from what the message holds."""
+    record_type: str
+    subtype: NotRequired[str | None]
+    model: NotRequired[str | None]
+
+
 class AgentBuilder:
     """What the Codex, Gemini and Copilot readers share while turning records into messages:
     the file, where warnings go, each message's position, ids unique within the file and the
@@ -124,29 +140,24 @@ class AgentBuilder:
     def make(
         self,
         *,
-        id: str,
-        role: Role,
-        blocks: Sequence[Block],
-        kind: Kind | None,
         timestamp: datetime | None,
         source: Source,
-        record_type: str,
         records: tuple[Mapping[str, Any], ...],
-        subtype: str | None = None,
-        model: str | None = None,
+        **parts: Unpack[MessageParts],
     ) -> Message:
         """The next message of the file (`kind` None: classified from what it holds)."""
+        kind = parts["kind"]
         message = Message(
-            id=self.ids(id),
-            role=role,
-            blocks=tuple(blocks),
+            id=self.ids(parts["id"]),
+            role=parts["role"],
+            blocks=tuple(parts["blocks"]),
             kind=kind or Kind.META,
             timestamp=timestamp,
             source=source,
-            record_type=record_type,
-            subtype=subtype,
+            record_type=parts["record_type"],
+            subtype=parts.get("subtype"),
             session_id=self.session,
-            model=model,
+            model=parts.get("model"),
             records=records,
         )
         if kind is None:
@@ -155,30 +166,14 @@ class AgentBuilder:
         return message
 
     def from_line(
-        self,
-        line: Line,
-        record: Mapping[str, Any],
-        *,
-        id: str,
-        role: Role,
-        blocks: Sequence[Block],
-        kind: Kind | None,
-        record_type: str,
-        subtype: str | None = None,
-        model: str | None = None,
+        self, line: Line, record: Mapping[str, Any], **parts: Unpack[MessageParts]
     ) -> Message:
         """The next message, built from the one JSON line that holds `record`."""
         return self.make(
-            id=id,
-            role=role,
-            blocks=blocks,
-            kind=kind,
             timestamp=parse_timestamp(record.get("timestamp")),
             source=line_source(self.path, self.index, line),
-            record_type=record_type,
             records=(record,),
-            subtype=subtype,
-            model=model,
+            **parts,
         )
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Unpack
 
 import orjson
 
@@ -48,6 +48,7 @@ from ..messages import (
 )
 from .agents import (
     AgentBuilder,
+    MessageParts,
     context_block,
     mapping,
     record_digest,
@@ -137,23 +138,15 @@ class _Builder(AgentBuilder):
         record: Mapping[str, Any],
         source: Source,
         *,
-        id: str,
-        role: Role,
-        blocks: list[Block],
-        kind: Kind | None,
-        record_type: str,
         records: tuple[Mapping[str, Any], ...] | None = None,
+        **parts: Unpack[MessageParts],
     ) -> Message:
+        parts["model"] = text_or_none(record.get("model"))
         return self.make(
-            id=id,
-            role=role,
-            blocks=blocks,
-            kind=kind,
             timestamp=parse_timestamp(record.get("timestamp") or record.get("startTime")),
             source=replace(source, index=self.index),
-            record_type=record_type,
             records=records if records is not None else (record,),
-            model=text_or_none(record.get("model")),
+            **parts,
         )
 
     def header(self, record: Mapping[str, Any], source: Source) -> Message:
