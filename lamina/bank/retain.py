@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .._fields import field_dict
 from ..embed import Embedder, derived_window_vector
 from ..errors import InputError, ReadError, ReadWarning, StoreError
 from ..fingerprint import file_hash, prefix_fingerprint
@@ -101,18 +102,8 @@ class RetainReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "bank": self.bank,
-            "document": self.document,
-            "status": self.status,
-            "new_records": self.new_records,
-            "memories_added": self.memories_added,
-            "memories_updated": self.memories_updated,
-            "embedded": self.embedded,
-            "redactions": self.redactions,
-            "facts": self.facts,
-            "fact_errors": self.fact_errors,
+            **field_dict(self, leave_out=("attempts", "awaiting")),
             "warnings": [str(w) for w in self.warnings],
-            "pending_partial_line": self.pending_partial_line,
             "seconds": round(self.seconds, 4),
             "text_seconds": round(self.text_seconds, 4),
         }

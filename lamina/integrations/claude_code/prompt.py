@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..._fields import field_dict
+
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
     from ...bank.plan import RecallPlan
@@ -59,17 +61,7 @@ class PromptRequest:
     either 0: off."""
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "prompt": self.prompt,
-            "bank": self.bank,
-            "session": self.session,
-            "transcript": self.transcript,
-            "context_turns": self.context_turns,
-            "max_query_chars": self.max_query_chars,
-            "budget": self.budget,
-            "floor_dense": self.floor_dense,
-            "floor_coverage": self.floor_coverage,
-        }
+        return field_dict(self)
 
     @property
     def floor(self) -> Floor | None:
