@@ -47,6 +47,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from pydantic import Field
 
+from .._fields import field_dict
 from ..access import Access, Gate
 from ..bank.bank import MemoryBank
 from ..config import HookSettings
@@ -286,13 +287,9 @@ def origin_of(document: Document | None) -> Origin | None:
 def memory_out(
     memory: Memory, document: Document | None, mark: Correction | None = None
 ) -> MemoryOut:
+    # The memory's own fields by name (a response model ignores the ones it does not show).
     return MemoryOut(
-        id=memory.id,
-        document=memory.document,
-        kind=memory.kind,
-        text=memory.text,
-        occurred_at=memory.occurred_at,
-        said_at=memory.said_at,
+        **field_dict(memory),
         source=MemorySource(
             file=document.source if document else None,
             first_line=memory.first_line,
@@ -301,11 +298,6 @@ def memory_out(
             last_record=memory.last_record,
             records=len(memory.record_ids),
         ),
-        speakers=list(memory.speakers),
-        entities=list(memory.entities),
-        tags=list(memory.tags),
-        tokens=memory.tokens,
-        embedder=memory.embedder,
         origin=origin_of(document),
         mark=mark.as_dict() if mark is not None else None,
     )
@@ -637,14 +629,7 @@ def log_summary_detail(
     shown = covered[:COVERED_LIMIT]
     counted = ContextLog.from_messages(shown)
     return SummaryOut(
-        id=found.id,
-        level=found.level,
-        start=found.start,
-        end=found.end,
-        tokens=found.tokens,
-        text=found.text,
-        children=list(found.children),
-        summariser=found.summariser,
+        **field_dict(found),
         messages=[
             CoveredMessage(
                 position=found.start + i,
