@@ -25,7 +25,7 @@ import orjson
 
 from ..messages import Block, Kind, Message, Role, Source, TextBlock, UnknownBlock, parse_timestamp
 from ..turns import classify
-from .base import Line, WarningSink
+from .base import IdMaker, Line, WarningSink, line_source
 
 __all__ = [
     "CONTEXT_BLOCK",
@@ -95,21 +95,6 @@ def record_digest(record: Any, kind: str) -> str:
     return f"{kind}:{hashlib.sha1(raw).hexdigest()[:20]}"
 
 
-class IdMaker:
-    """Message ids unique within one file: a repeated id gets `#2`, `#3`, ..."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def __call__(self, wanted: str) -> str:
-        candidate, n = wanted, 1
-        while candidate in self.seen:
-            n += 1
-            candidate = f"{wanted}#{n}"
-        self.seen.add(candidate)
-        return candidate
-
-
 class MessageParts(TypedDict):
     """What a reader decides of each message it builds (`AgentBuilder.make` adds where and
     when it was found, and the session)."""
@@ -175,19 +160,6 @@ class AgentBuilder:
             records=(record,),
             **parts,
         )
-
-
-def line_source(path: str, index: int, first: Line, last: Line | None = None) -> Source:
-    """Where a message built from one line (or from `first` through `last`) came from."""
-    end = last or first
-    return Source(
-        path=path,
-        index=index,
-        line=first.number,
-        end_line=end.number,
-        offset=first.offset,
-        end_offset=end.end,
-    )
 
 
 def mapping(value: Any) -> Mapping[str, Any]:

@@ -36,10 +36,12 @@ from lamina.messages import Kind, Message, Role, Source, blocks_from_content, pa
 from lamina.turns import classify
 
 from .base import (
+    IdMaker,
     Line,
     WarningSink,
     first_json_lines,
     iter_json_lines,
+    line_source,
     load_json_document,
     read_head,
 )
@@ -168,7 +170,7 @@ class RecordContext:
         self.path = path
         self.stem = Path(path).stem
         self._warn = warn
-        self._seen: set[str] = set()
+        self._ids = IdMaker()
 
     def warn(self, record: MessageRecord, reason: str) -> None:
         line = record.line.number if record.line is not None else None
@@ -178,25 +180,13 @@ class RecordContext:
         """The record's own `id` if it has one, else `<stem>:<index>`; made unique in the file."""
         own = record.value.get("id") if isinstance(record.value, Mapping) else None
         base = own if isinstance(own, str) and own else f"{self.stem}:{record.index}"
-        candidate, n = base, 1
-        while candidate in self._seen:
-            n += 1
-            candidate = f"{base}#{n}"
-        self._seen.add(candidate)
-        return candidate
+        return self._ids(base)
 
     def source(self, record: MessageRecord) -> Source:
         line = record.line
         if line is None:
             return Source(path=self.path, index=record.index)
-        return Source(
-            path=self.path,
-            index=record.index,
-            line=line.number,
-            end_line=line.number,
-            offset=line.offset,
-            end_offset=line.end,
-        )
+        return line_source(self.path, record.index, line)
 
 
 def record_timestamp(record: Mapping[str, Any]) -> Any:

@@ -58,7 +58,15 @@ from .agents import (
     strip_context_tags,
     text_or_none,
 )
-from .base import Line, WarningSink, bound_depth, first_json_lines, iter_json_lines, read_head
+from .base import (
+    Line,
+    WarningSink,
+    bound_depth,
+    first_json_lines,
+    iter_json_lines,
+    json_object,
+    read_head,
+)
 
 __all__ = ["CodexReader", "read_codex"]
 
@@ -202,9 +210,8 @@ class _Builder(AgentBuilder):
         self.unknown_types: set[str] = set()
 
     def feed(self, line: Line) -> Iterator[Message]:
-        record = line.value
-        if not isinstance(record, Mapping):
-            self.warn(ReadWarning(self.path, line.number, "not a JSON object; line skipped"))
+        record = json_object(line, self.path, self.warn)
+        if record is None:
             return
         rtype = record.get("type")
         payload = record.get("payload")

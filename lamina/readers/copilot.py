@@ -44,7 +44,7 @@ from .agents import (
     strip_context_tags,
     text_or_none,
 )
-from .base import Line, WarningSink, first_json_lines, iter_json_lines, read_head
+from .base import Line, WarningSink, first_json_lines, iter_json_lines, json_object, read_head
 
 __all__ = ["CopilotReader", "read_copilot"]
 
@@ -91,9 +91,8 @@ class _Builder(AgentBuilder):
         )  # fmt: skip
 
     def feed(self, line: Line) -> Iterator[Message]:
-        record = line.value
-        if not isinstance(record, Mapping):
-            self.warn(ReadWarning(self.path, line.number, "not a JSON object; line skipped"))
+        record = json_object(line, self.path, self.warn)
+        if record is None:
             return
         rtype = record.get("type")
         data = record.get("data")

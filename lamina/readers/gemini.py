@@ -60,6 +60,7 @@ from .base import (
     WarningSink,
     first_json_lines,
     iter_json_lines,
+    json_object,
     load_json_document,
     open_source,
     read_head,
@@ -279,9 +280,8 @@ def _read_lines(path: str, warn: WarningSink) -> Iterator[Message]:
     order: list[str | Line] = []
     entries: dict[str, _Entry] = {}
     for line in iter_json_lines(path, warn):
-        value = line.value
-        if not isinstance(value, Mapping):
-            warn(ReadWarning(path, line.number, "not a JSON object; line skipped"))
+        value = json_object(line, path, warn)
+        if value is None:
             continue
         if "$set" in value or "$rewindTo" in value:
             continue  # checkpoints, never replayed (see the module's doc)
