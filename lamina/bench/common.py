@@ -20,6 +20,7 @@ from ..bank.plan import recall_from_store
 from ..bank.recall import RecallOptions
 from ..cli.common import count_option, json_option
 from ..embed import Embedder
+from ..embed.base import QueryVectors
 from ..errors import InputError
 from ..store.search import SearchStore
 
@@ -84,27 +85,16 @@ def emit(result: dict[str, Any], as_json: bool) -> None:
         click.echo(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
 
 
-class Precomputed:
-    """An embedder that answers queries from vectors computed before the timing."""
+class Precomputed(QueryVectors):
+    """An embedder that answers queries from vectors computed before the timing (a query that
+    was not is a KeyError: the benchmark would otherwise time its embedding)."""
 
     def __init__(self, inner: Embedder, queries: Sequence[str]) -> None:
-        self.inner = inner
-        self.vectors = dict(zip(queries, inner.embed_documents(list(queries)), strict=True))
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return self.inner.embed_documents(texts)
+        vectors = inner.embed_documents(list(queries))
+        super().__init__(inner, dict(zip(queries, vectors, strict=True)))
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = self.vectors[text]
-        return vector
+        return self.vectors[text]
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
