@@ -31,6 +31,7 @@ __all__ = [
     "line_source",
     "register_reader",
     "registered_readers",
+    "tool_arguments",
 ]
 
 HEAD_BYTES = 64 * 1024
@@ -326,3 +327,18 @@ def json_object(line: Line, path: str, warn: WarningSink) -> Mapping[str, Any] |
         return line.value
     warn(ReadWarning(path, line.number, "not a JSON object; line skipped"))
     return None
+
+
+def tool_arguments(raw: Any, fallback: str) -> Any:
+    """The arguments object of a tool call, given as an object or as JSON text; for anything
+    else (text that is not a JSON object, say) `{fallback: raw}`."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, str):
+        try:
+            parsed = bound_depth(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    return {fallback: raw}

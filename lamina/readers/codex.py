@@ -61,11 +61,11 @@ from .agents import (
 from .base import (
     Line,
     WarningSink,
-    bound_depth,
     first_json_lines,
     iter_json_lines,
     json_object,
     read_head,
+    tool_arguments,
 )
 
 __all__ = ["CodexReader", "read_codex"]
@@ -159,16 +159,7 @@ def _message_blocks(payload: Mapping[str, Any], role: str) -> list[Block]:
 
 
 def _arguments(raw: Any) -> Any:
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        try:
-            parsed = bound_depth(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            return {"input": raw}
-        if isinstance(parsed, dict):
-            return parsed
-    return {"input": raw}
+    return tool_arguments(raw, "input")
 
 
 def _output(raw: Any) -> tuple[str, bool]:

@@ -28,8 +28,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-import orjson
-
 from lamina.messages import (
     Block,
     ImageBlock,
@@ -54,7 +52,7 @@ from .anthropic import (
     score_message_list,
     sniff_message_list,
 )
-from .base import WarningSink, bound_depth
+from .base import WarningSink, tool_arguments
 
 __all__ = ["OpenAIReader", "openai_builder", "read_openai"]
 
@@ -100,16 +98,7 @@ def _content_blocks(content: Any) -> list[Block]:
 
 def _arguments(raw: Any) -> Any:
     """The parsed arguments object of a tool call; `{"_raw": raw}` when it is not one."""
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        try:
-            parsed = bound_depth(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return {"_raw": raw}
+    return tool_arguments(raw, "_raw")
 
 
 def _tool_call_block(call: Any) -> Block:
