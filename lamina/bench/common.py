@@ -27,7 +27,9 @@ from ..store.search import SearchStore
 __all__ = [
     "SERVING",
     "Precomputed",
+    "compile_budget_options",
     "count_option",
+    "database_url_option",
     "embedder_option",
     "emit",
     "json_option",
@@ -35,7 +37,9 @@ __all__ = [
     "recall_ms",
     "serving_recall_ms",
     "shared_data_dir",
+    "sizes_option",
     "transcript_files",
+    "transcripts_option",
 ]
 
 
@@ -163,4 +167,32 @@ def embedder_option(
     """--embedder NAME (into `embedder_name`), as every recall benchmark takes it."""
     return click.option(
         "--embedder", "embedder_name", default="default", show_default=True, help=help
+    )
+
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def transcripts_option(help: str) -> Decorator:
+    """--transcript FILE, repeatable (into `transcripts`), as the compile benchmarks take it."""
+    return click.option("--transcript", "transcripts", multiple=True, help=help)
+
+
+def compile_budget_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--budget and --reserve of the compiled context, as the compile benchmarks take them."""
+    f = click.option("--reserve", type=click.IntRange(min=0), default=4_000, show_default=True)(f)
+    return click.option(
+        "--budget", type=click.IntRange(min=2000), default=32_000, show_default=True
+    )(f)
+
+
+def database_url_option(help: str) -> Decorator:
+    """--database-url URL: a PostgreSQL database a benchmark also measures."""
+    return click.option("--database-url", default=None, metavar="URL", help=help)
+
+
+def sizes_option(*decls: str, help: str) -> Decorator:
+    """Bank sizes to build and measure, repeatable; 10k and 100k memories by default."""
+    return click.option(
+        *decls, multiple=True, type=int, default=(10_000, 100_000), show_default=True, help=help
     )

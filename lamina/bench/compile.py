@@ -59,7 +59,14 @@ from ..messages import Block, Message, Role, ToolResultBlock, ToolUseBlock
 from ..readers import read_transcript
 from ..tokens import _count_default
 from .cache import CompactAtThreshold, Lamina, SlidingWindow, Strategy
-from .common import emit, percentiles, transcript_files
+from .common import (
+    compile_budget_options,
+    emit,
+    json_option,
+    percentiles,
+    transcript_files,
+    transcripts_option,
+)
 
 __all__ = ["compile_bench"]
 
@@ -425,14 +432,10 @@ def _summary(out: dict[str, Any]) -> str:
     type=click.IntRange(min=20),
     help="Log size(s) in messages (default: 500, 1000, 2000, 4000).",
 )
-@click.option(
-    "--transcript",
-    "transcripts",
-    multiple=True,
-    help="Transcript(s) the log is built from (default: the shared Claude Code sessions).",
+@transcripts_option(
+    "Transcript(s) the log is built from (default: the shared Claude Code sessions)."
 )
-@click.option("--budget", type=click.IntRange(min=2000), default=32_000, show_default=True)
-@click.option("--reserve", type=click.IntRange(min=0), default=4_000, show_default=True)
+@compile_budget_options
 @click.option(
     "--window",
     type=click.IntRange(min=1),
@@ -454,7 +457,7 @@ def _summary(out: dict[str, Any]) -> str:
     show_default=True,
     help="With --process: processes timed per size and call.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def compile_bench(
     sizes: tuple[int, ...],
     transcripts: tuple[str, ...],

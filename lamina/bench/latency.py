@@ -46,11 +46,14 @@ from ..turns import conversational_text
 from .common import (
     SERVING,
     Precomputed,
+    database_url_option,
     emit,
+    json_option,
     percentiles,
     recall_ms,
     serving_recall_ms,
     shared_data_dir,
+    sizes_option,
 )
 
 __all__ = ["latency_bench"]
@@ -197,30 +200,13 @@ def _baseline(bank: MemoryBank, loaded: _Loaded, query: str, depth: int = 10) ->
 
 
 @click.command("latency")
-@click.option(
-    "--memories",
-    "sizes",
-    multiple=True,
-    type=int,
-    default=(10_000, 100_000),
-    show_default=True,
-    help="Bank sizes to measure.",
-)
+@sizes_option("--memories", "sizes", help="Bank sizes to measure.")
 @click.option("--queries", type=int, default=200, show_default=True)
-@click.option(
-    "--database-url",
-    default=None,
-    metavar="URL",
-    help="Also measure this PostgreSQL database (banks lamina-bench-<size> are kept there).",
+@database_url_option(
+    "Also measure this PostgreSQL database (banks lamina-bench-<size> are kept there)."
 )
-@click.option(
-    "--pg-memories",
-    "pg_sizes",
-    multiple=True,
-    type=int,
-    default=(10_000, 100_000),
-    show_default=True,
-    help="Bank sizes on PostgreSQL (add 1000000 for the million).",
+@sizes_option(
+    "--pg-memories", "pg_sizes", help="Bank sizes on PostgreSQL (add 1000000 for the million)."
 )
 @click.option(
     "--baseline-max",
@@ -230,7 +216,7 @@ def _baseline(bank: MemoryBank, loaded: _Loaded, query: str, depth: int = 10) ->
     help="Largest SQLite bank also ranked by the slow exact baseline (it loads the bank).",
 )
 @click.option("--fresh", is_flag=True, help="Rebuild the PostgreSQL banks even if present.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def latency_bench(
     sizes: tuple[int, ...],
     queries: int,
