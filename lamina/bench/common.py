@@ -7,7 +7,8 @@ import socket
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "recall_ms",
     "serving_recall_ms",
     "shared_data_dir",
+    "shipped_or_file",
     "sizes_option",
     "transcript_files",
     "transcripts_option",
@@ -51,6 +53,19 @@ def shared_data_dir(sub: str) -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+def shipped_or_file(name: str, shipped: Mapping[str, str], what: str, listing: str) -> str:
+    """The text of a data set shipped with the benchmarks (`shipped`: name -> file in
+    lamina/bench/data) or else of the file `name`; an InputError naming `what` could not be
+    read and, after `listing`, the shipped names."""
+    try:
+        if name in shipped:
+            return resources.files("lamina.bench").joinpath(f"data/{shipped[name]}").read_text()
+        return Path(name).read_text(encoding="utf-8")
+    except OSError as e:
+        known = ", ".join(shipped)
+        raise InputError(f"{name}: cannot read {what} ({e.strerror}); {listing}: {known}") from None
 
 
 def locomo_file(data: str | None) -> str:
