@@ -330,15 +330,9 @@ def _bank_detail(store: Store, name: str) -> BankDetail:
     documents = store.list_documents(name)
     last = max(documents, key=lambda d: d.updated_at, default=None)
     return BankDetail(
+        **field_dict(stats, leave_out=("bank", "bytes")),
         bank=name,
         created_at=found.created_at if found else None,
-        documents=stats.documents,
-        memories=stats.memories,
-        records=stats.records,
-        embedded=stats.embedded,
-        embedders=dict(stats.embedders),
-        first_time=stats.first_time,
-        last_time=stats.last_time,
         last_retain=last.updated_at if last else None,
         last_document=last.id if last else None,
         logs=len(store.list_logs(name)),
