@@ -49,6 +49,7 @@ from .base import (
 __all__ = [
     "AnthropicReader",
     "ListSniff",
+    "MessageListReader",
     "MessageRecord",
     "RecordContext",
     "expand_container",
@@ -383,12 +384,20 @@ def score_message_list(found: ListSniff | None, mine: str) -> float:
     return 0.8 if wins else 0.5
 
 
-class AnthropicReader:
-    name = "anthropic"
-    description = "Anthropic Messages API message list (JSON array, {system, messages}, JSONL)"
+class MessageListReader:
+    """A reader of message-list files (a JSON array, an object holding `messages`, JSONL),
+    which the Anthropic and OpenAI shapes share: it claims a file as far as its messages look
+    like its own provider's (`score_message_list`)."""
+
+    name = ""
 
     def sniff(self, head: bytes, path: str) -> float:
         return score_message_list(sniff_message_list(head), self.name)
+
+
+class AnthropicReader(MessageListReader):
+    name = "anthropic"
+    description = "Anthropic Messages API message list (JSON array, {system, messages}, JSONL)"
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_anthropic(path, warn)

@@ -43,14 +43,13 @@ from lamina.messages import (
 from lamina.turns import classify
 
 from .anthropic import (
+    MessageListReader,
     MessageRecord,
     RecordContext,
     iter_message_records,
     message_role,
     optional_str,
     record_timestamp,
-    score_message_list,
-    sniff_message_list,
 )
 from .base import WarningSink, tool_arguments
 
@@ -200,12 +199,9 @@ def read_openai(path: str, warn: WarningSink) -> Iterator[Message]:
             yield message
 
 
-class OpenAIReader:
+class OpenAIReader(MessageListReader):
     name = "openai"
     description = "OpenAI chat completions message list (JSON array, {messages}, JSONL)"
-
-    def sniff(self, head: bytes, path: str) -> float:
-        return score_message_list(sniff_message_list(head), self.name)
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_openai(path, warn)
