@@ -61,6 +61,7 @@ from ..tokens import _count_default
 from .cache import CompactAtThreshold, Lamina, SlidingWindow, Strategy
 from .common import (
     compile_budget_options,
+    count_option,
     emit,
     json_option,
     percentiles,
@@ -425,22 +426,21 @@ def _summary(out: dict[str, Any]) -> str:
 
 
 @click.command("compile")
-@click.option(
+@count_option(
     "--messages",
     "sizes",
+    at_least=20,
     multiple=True,
-    type=click.IntRange(min=20),
     help="Log size(s) in messages (default: 500, 1000, 2000, 4000).",
 )
 @transcripts_option(
     "Transcript(s) the log is built from (default: the shared Claude Code sessions)."
 )
 @compile_budget_options
-@click.option(
+@count_option(
     "--window",
-    type=click.IntRange(min=1),
+    at_least=1,
     default=400,
-    show_default=True,
     help="Time the compiles of the last this many messages (at most half the log).",
 )
 @click.option(
@@ -449,12 +449,11 @@ def _summary(out: dict[str, Any]) -> str:
     help="Time `lamina compile FILE --bank B` as whole processes instead (first call, second "
     "call, call after an append; default sizes 323, 1910, 20055 messages).",
 )
-@click.option(
+@count_option(
     "--runs",
     "process_runs",
-    type=click.IntRange(min=1),
+    at_least=1,
     default=5,
-    show_default=True,
     help="With --process: processes timed per size and call.",
 )
 @json_option
