@@ -32,7 +32,15 @@ from typing import Any, Literal
 import orjson
 
 from lamina.errors import ReadError, ReadWarning
-from lamina.messages import Kind, Message, Role, Source, blocks_from_content, parse_timestamp
+from lamina.messages import (
+    Block,
+    Kind,
+    Message,
+    Role,
+    Source,
+    blocks_from_content,
+    parse_timestamp,
+)
 from lamina.turns import classify
 
 from .base import (
@@ -189,6 +197,33 @@ class RecordContext:
             return Source(path=self.path, index=record.index)
         return line_source(self.path, record.index, line)
 
+    def message(
+        self,
+        record: MessageRecord,
+        value: Mapping[str, Any],
+        role: tuple[str, Role],
+        blocks: Sequence[Block],
+        id: str | None = None,
+        **fields: Any,
+    ) -> Message:
+        """The message of `record` (`value`: its object; `role`: as `message_role` found it;
+        `id`: its `message_id`, when the blocks needed it first), its kind classified from
+        what it holds (a system message stays instructions); `fields`: what else the
+        provider's shape gives (`stop_reason`, `speaker`, ...)."""
+        role_name, role_is = role
+        message = Message(
+            id=self.message_id(record) if id is None else id,
+            role=role_is,
+            blocks=tuple(blocks),
+            kind=Kind.INSTRUCTIONS,
+            timestamp=parse_timestamp(record_timestamp(value)),
+            source=self.source(record),
+            record_type=role_name,
+            model=optional_str(value.get("model")),
+            **fields,
+        )
+        return message if role_is is Role.SYSTEM else replace(message, kind=classify(message))
+
 
 def record_timestamp(record: Mapping[str, Any]) -> Any:
     """The raw timestamp of a message record (`timestamp`, else `created_at`)."""
@@ -241,20 +276,9 @@ def _message(ctx: RecordContext, record: MessageRecord) -> Message | None:
     found = message_role(ctx, record, value, _ROLES)
     if found is None:
         return None
-    role_name, role = found
-    message = Message(
-        id=ctx.message_id(record),
-        role=role,
-        blocks=blocks_from_content(value.get("content")),
-        kind=Kind.INSTRUCTIONS,
-        timestamp=parse_timestamp(record_timestamp(value)),
-        source=ctx.source(record),
-        record_type=str(role_name),
-        model=optional_str(value.get("model")),
-        stop_reason=optional_str(value.get("stop_reason")),
-        records=(value,),
-    )
-    return message if role is Role.SYSTEM else replace(message, kind=classify(message))
+    blocks = blocks_from_content(value.get("content"))
+    stop = optional_str(value.get("stop_reason"))
+    return ctx.message(record, value, found, blocks, stop_reason=stop, records=(value,))
 
 
 expand_container = _expand

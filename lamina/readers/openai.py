@@ -25,22 +25,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from typing import Any
 
 from lamina.messages import (
     Block,
     ImageBlock,
-    Kind,
     Message,
     Role,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     UnknownBlock,
-    parse_timestamp,
 )
-from lamina.turns import classify
 
 from .anthropic import (
     MessageListReader,
@@ -49,7 +45,6 @@ from .anthropic import (
     iter_message_records,
     message_role,
     optional_str,
-    record_timestamp,
 )
 from .base import WarningSink, tool_arguments
 
@@ -168,20 +163,16 @@ class _Builder:
             blocks = self._assistant_blocks(value, message_id)
         else:
             blocks = _content_blocks(value.get("content"))
-        message = Message(
+        return ctx.message(
+            record,
+            value,
+            found,
+            blocks,
             id=message_id,
-            role=role,
-            blocks=tuple(blocks),
-            kind=Kind.INSTRUCTIONS,
-            timestamp=parse_timestamp(record_timestamp(value)),
-            source=ctx.source(record),
-            record_type=str(role_name),
             speaker=optional_str(value.get("name")),
-            model=optional_str(value.get("model")),
             stop_reason=optional_str(value.get("finish_reason")),
             records=({"system": record.value} if record.system_field else value,),
         )
-        return message if role is Role.SYSTEM else replace(message, kind=classify(message))
 
 
 def openai_builder(path: str, warn: WarningSink) -> _Builder:
