@@ -158,10 +158,6 @@ def _message_blocks(payload: Mapping[str, Any], role: str) -> list[Block]:
     return blocks
 
 
-def _arguments(raw: Any) -> Any:
-    return tool_arguments(raw, "input")
-
-
 def _output(raw: Any) -> tuple[str, bool]:
     """The text of a tool call's output and whether it reports a failure."""
     exit_code: Any = None
@@ -307,9 +303,11 @@ class _Builder(AgentBuilder):
         call_id = text_or_none(payload.get("call_id")) or text_or_none(payload.get("id")) or ""
         name = text_or_none(payload.get("name"))
         if ptype == "function_call":
-            return ToolUseBlock(call_id, name or "", _arguments(payload.get("arguments")))
+            return ToolUseBlock(
+                call_id, name or "", tool_arguments(payload.get("arguments"), "input")
+            )
         if ptype == "custom_tool_call":
-            return ToolUseBlock(call_id, name or "", _arguments(payload.get("input")))
+            return ToolUseBlock(call_id, name or "", tool_arguments(payload.get("input"), "input"))
         if ptype == "local_shell_call":
             return ToolUseBlock(call_id, "local_shell", dict(mapping(payload.get("action"))))
         if ptype == "web_search_call":

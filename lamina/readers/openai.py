@@ -90,11 +90,6 @@ def _content_blocks(content: Any) -> list[Block]:
     return [_part_block(content)]
 
 
-def _arguments(raw: Any) -> Any:
-    """The parsed arguments object of a tool call; `{"_raw": raw}` when it is not one."""
-    return tool_arguments(raw, "_raw")
-
-
 def _tool_call_block(call: Any) -> Block:
     if isinstance(call, Mapping) and isinstance(call.get("id"), str):
         function = call.get("function")
@@ -103,7 +98,7 @@ def _tool_call_block(call: Any) -> Block:
             return ToolUseBlock(
                 call["id"],
                 name if isinstance(name, str) else "",
-                _arguments(function.get("arguments")),
+                tool_arguments(function.get("arguments"), "_raw"),
             )
     if isinstance(call, Mapping):
         ctype = call.get("type")
@@ -131,7 +126,9 @@ class _Builder:
             name = optional_str(legacy.get("name")) or ""
             call_id = f"{message_id}:function_call"
             self.open_functions.setdefault(name, []).append(call_id)
-            blocks.append(ToolUseBlock(call_id, name, _arguments(legacy.get("arguments"))))
+            blocks.append(
+                ToolUseBlock(call_id, name, tool_arguments(legacy.get("arguments"), "_raw"))
+            )
         return blocks
 
     def _result_block(self, record: MessageRecord, value: Mapping[str, Any]) -> ToolResultBlock:
