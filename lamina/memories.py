@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from ._fields import field_dict
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -128,13 +130,7 @@ class Correction:
     """When it was marked (set by the store)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "memory": self.memory,
-            "state": self.state,
-            "replacement": self.replacement,
-            "note": self.note,
-            "at": self.at.isoformat() if self.at else None,
-        }
+        return {**field_dict(self), "at": self.at.isoformat() if self.at else None}
 
 
 CORRECTION_STATES = ("wrong", "superseded")

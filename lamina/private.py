@@ -15,12 +15,13 @@ import, and export (for data kept before this rule existed).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 import orjson
 
+from ._json import map_strings
 from .messages import (
     Block,
     ImageBlock,
@@ -70,30 +71,8 @@ def strip_private(text: str, hidden: bool = False) -> tuple[str, bool]:
 
 
 def _walk_json(value: Any, text: Callable[[str], str]) -> Any:
-    """A JSON value with `text` applied to every string, keys left as they are; iterative, so
-    any depth works."""
-    if isinstance(value, str):
-        return text(value)
-    if not isinstance(value, Mapping | list | tuple):
-        return value
-    root: Any = {} if isinstance(value, Mapping) else []
-    stack: list[tuple[Any, Any]] = [(value, root)]
-    while stack:
-        source, target = stack.pop()
-        items = source.items() if isinstance(source, Mapping) else enumerate(source)
-        for key, item in items:
-            if isinstance(item, str):
-                new: Any = text(item)
-            elif isinstance(item, Mapping | list | tuple):
-                new = {} if isinstance(item, Mapping) else []
-                stack.append((item, new))
-            else:
-                new = item
-            if isinstance(target, dict):
-                target[key] = new
-            else:
-                target.append(new)
-    return root
+    """A JSON value with `text` applied to every string, keys left as they are."""
+    return map_strings(value, lambda item, _key: text(item))
 
 
 def _mentions(message: Message) -> bool:

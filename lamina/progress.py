@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from types import TracebackType
 from typing import TextIO
+
+from ._closing import Closing
 
 __all__ = ["Progress", "clear_line"]
 
@@ -42,7 +43,7 @@ def clear_line() -> None:
         bar._last_draw = 0.0
 
 
-class Progress:
+class Progress(Closing):
     """A one-line progress display. Quiet unless the stream is a terminal (or `force`). With
     `leave`, closing it leaves its last line (its total, when reached) on the terminal;
     otherwise the line is wiped."""
@@ -72,17 +73,6 @@ class Progress:
         self._drawn = False
         self._ever_drawn = False
         self.leave = leave
-
-    def __enter__(self) -> Progress:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def update(self, done: float) -> None:
         """Set how much is done (absolute, in the unit of `total`)."""

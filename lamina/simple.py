@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ._closing import Closing
 from .bank.bank import MemoryBank
 from .bank.recall import RecallOptions, RecallResult
 from .errors import InputError, NotFoundError
@@ -65,7 +65,7 @@ def open(where: str | Path | None = None, *, embedder: Embedder | None = None) -
     return MemoryStore(MemoryBank.open(database_url=target, embedder=embedder))
 
 
-class MemoryStore:
+class MemoryStore(Closing):
     """An open memory store: its banks by name (`bank`, `banks`), closed by `close()` or at
     the end of a `with` block.
 
@@ -93,17 +93,6 @@ class MemoryStore:
     def close(self) -> None:
         """Close the store's database connection; the store and its banks are unusable after."""
         self.memory_bank.close()
-
-    def __enter__(self) -> MemoryStore:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<lamina.MemoryStore {self.memory_bank.store!r}>"

@@ -11,7 +11,7 @@ envelopes (`<channel source="telegram">hi</channel>`): those are unwrapped, keep
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -85,11 +85,16 @@ def strip_tagged_blocks(text: str, tags: Sequence[str] = DEFAULT_STRIP_TAGS) -> 
     if not tags or "<" not in text:
         return text
     pats = _patterns(tuple(tags))
+    return pats.orphan.sub("", _until_stable(text, lambda t: pats.block.sub("", t)))
+
+
+def _until_stable(text: str, step: Callable[[str], str]) -> str:
+    """`step` applied to `text` until it changes nothing (nested blocks, inside out)."""
     previous = None
     while previous != text:
         previous = text
-        text = pats.block.sub("", text)
-    return pats.orphan.sub("", text)
+        text = step(text)
+    return text
 
 
 @lru_cache(maxsize=16)
@@ -106,11 +111,7 @@ def unwrap_envelopes(text: str, tags: Sequence[str] = DEFAULT_ENVELOPE_TAGS) -> 
     if not tags or "<" not in text:
         return text
     pattern = _envelope_pattern(tuple(tags))
-    previous = None
-    while previous != text:
-        previous = text
-        text = pattern.sub(lambda m: m.group(2), text)
-    return text
+    return _until_stable(text, lambda t: pattern.sub(lambda m: m.group(2), t))
 
 
 def _escape(text: str, tag: str) -> str:

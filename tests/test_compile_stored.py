@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import pytest
@@ -22,10 +22,12 @@ from lamina.context import (
     StoredLog,
     validate_anthropic,
 )
+from lamina.context.forest import Summary
 from lamina.context.log import enters_log
 from lamina.messages import Message, Role
 from lamina.readers import read_transcript
 from lamina.store import Store, open_store
+from lamina.store.base import StoredSummary
 
 from .conftest import EXAMPLE
 
@@ -241,3 +243,8 @@ def test_a_log_cannot_create_a_bank_with_a_name_no_bank_may_have(tmp_path: Path,
     store = open_store(tmp_path / "lamina.db")
     assert store.list_banks() == []
     store.close()
+
+
+def test_a_forest_summary_and_a_stored_summary_hold_the_same_fields() -> None:
+    # StoredLog converts one into the other by field name.
+    assert {f.name for f in fields(Summary)} == {f.name for f in fields(StoredSummary)}

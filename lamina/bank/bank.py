@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from .._closing import Closing
 from ..config import Settings, resolve_settings
 from ..embed import (
     Embedder,
@@ -62,7 +62,7 @@ class _ReindexPlan:
     turn_of: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
 
-class MemoryBank:
+class MemoryBank(Closing):
     """Retain transcripts into named banks and recall from them, on one store.
 
         bank = MemoryBank.open()                     # or MemoryBank.open(database_url=...)
@@ -142,18 +142,6 @@ class MemoryBank:
     def close(self) -> None:
         """Close the store (a database connection); the bank is not usable afterwards."""
         self.store.close()
-
-    def __enter__(self) -> MemoryBank:
-        """`with MemoryBank.open() as bank:` closes the store at the end of the block."""
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- retain ----------------------------------------------------------------------------
     @property

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -135,19 +135,14 @@ class FloorCheck:
 
 
 @dataclass(frozen=True, slots=True)
-class RecallOptions:
+class RecallOptions(SearchFilter):
+    """How to recall: which memories may be returned (the fields of `SearchFilter`: documents,
+    tags, kinds, since, until, exclude) and how they are ranked and fitted."""
+
     budget: int = 1_024
     """Tokens the returned memories may take (their text, counted with lamina.tokens)."""
     limit: int = 50
     """At most this many results, whatever the budget."""
-    documents: frozenset[str] | None = None
-    tags: frozenset[str] | None = None
-    kinds: frozenset[str] | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    exclude: Mapping[str, datetime | None] = field(default_factory=dict)
-    """Documents left out: wholly (None), or only what was said at or after a time (the part
-    of a live session still in the model's context; what was compacted away stays)."""
     now: datetime | None = None
     """Reference time for relative expressions ("last May", "two weeks ago"); default: now."""
     time_text: str | None = None
@@ -302,14 +297,7 @@ class RecallResult:
 
 def search_filter(options: RecallOptions) -> SearchFilter:
     """The fields of `options` that filter which memories recall may return."""
-    return SearchFilter(
-        documents=options.documents,
-        tags=options.tags,
-        kinds=options.kinds,
-        since=options.since,
-        until=options.until,
-        exclude=options.exclude,
-    )
+    return SearchFilter(**{f.name: getattr(options, f.name) for f in fields(SearchFilter)})
 
 
 def entity_scale(size: int) -> float:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .._fields import field_dict
 from ..embed import Embedder, derived_window_vector
 from ..errors import InputError, ReadError, ReadWarning, StoreError
 from ..fingerprint import file_hash, prefix_fingerprint
@@ -106,18 +107,8 @@ class RetainReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "bank": self.bank,
-            "document": self.document,
-            "status": self.status,
-            "new_records": self.new_records,
-            "memories_added": self.memories_added,
-            "memories_updated": self.memories_updated,
-            "embedded": self.embedded,
-            "redactions": self.redactions,
-            "facts": self.facts,
-            "fact_errors": self.fact_errors,
+            **field_dict(self, leave_out=("attempts", "awaiting")),
             "warnings": [str(w) for w in self.warnings],
-            "pending_partial_line": self.pending_partial_line,
             "seconds": round(self.seconds, 4),
             "text_seconds": round(self.text_seconds, 4),
         }
@@ -283,15 +274,15 @@ class Retainer:
         name = format or detect_format(path).name
         if name != "claude-code":
             return self._skip_whole(path, bank, document, name, started)
-        for attempt in range(1, _ATTEMPTS + 1):
-            cursor = self.store.get_cursor(bank, document)
+
+        def to_last_line(cursor: Cursor) -> tuple[Cursor, None] | None:
             with Path(path).open("rb") as handle:
                 data = handle.read()
             # A last line still being written stays for later.
             offset = data.rfind(b"\n", 0, len(data) if upto is None else upto) + 1
             if cursor.version > 0 and offset <= cursor.offset:
-                return RetainReport(bank, document, "unchanged", seconds=_since(started))
-            new_cursor = Cursor(
+                return None
+            moved = Cursor(
                 offset=offset,
                 open_offset=offset,
                 open_line=data.count(b"\n", 0, offset) + 1,
@@ -301,6 +292,52 @@ class Retainer:
                 size=len(data) if upto is None else offset,
                 version=cursor.version,
             )
+            return moved, None
+
+        return self._skip(path, bank, document, name, started, to_last_line)
+
+    def _skip_whole(
+        self, path: str, bank: str, document: str, format: str, started: float
+    ) -> RetainReport:
+        fingerprint = _signed(units_signature(self.options.units), file_hash(path))
+
+        def past_every_message(cursor: Cursor) -> tuple[Cursor, dict[str, Any]] | None:
+            if cursor.version > 0 and cursor.fingerprint == fingerprint:
+                return None
+            count = sum(1 for _ in get_reader(format, path).read(path, lambda _w: None))
+            paused = _paused(self.store, bank, document)
+            if count > cursor.offset:
+                paused.append([cursor.offset, count])
+            moved = Cursor(
+                offset=count,
+                open_offset=count,
+                records=cursor.records,
+                fingerprint=fingerprint,
+                size=Path(path).stat().st_size,
+                version=cursor.version,
+            )
+            return moved, {PAUSED_KEY: paused}
+
+        return self._skip(path, bank, document, format, started, past_every_message)
+
+    def _skip(
+        self,
+        path: str,
+        bank: str,
+        document: str,
+        format: str,
+        started: float,
+        advance: Callable[[Cursor], tuple[Cursor, Mapping[str, Any] | None] | None],
+    ) -> RetainReport:
+        """Move the document's cursor where `advance` says (with the document metadata it
+        gives; None: the cursor is there already), keeping nothing; tried again when a
+        concurrent retain moved the cursor first."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            cursor = self.store.get_cursor(bank, document)
+            moved = advance(cursor)
+            if moved is None:
+                return RetainReport(bank, document, "unchanged", seconds=_since(started))
+            new_cursor, metadata = moved
             batch = RetainBatch(
                 bank=bank,
                 document=document,
@@ -308,42 +345,7 @@ class Retainer:
                 cursor=new_cursor,
                 records=[],
                 memories=[],
-                source=path,
-                format="claude-code",
-            )
-            if self.store.apply_retain(batch).committed:
-                return RetainReport(
-                    bank, document, "skipped", seconds=_since(started), attempts=attempt
-                )
-        raise StoreError(f"{path}: skip kept losing to concurrent writers; try again")
-
-    def _skip_whole(
-        self, path: str, bank: str, document: str, format: str, started: float
-    ) -> RetainReport:
-        fingerprint = _signed(units_signature(self.options.units), file_hash(path))
-        for attempt in range(1, _ATTEMPTS + 1):
-            cursor = self.store.get_cursor(bank, document)
-            if cursor.version > 0 and cursor.fingerprint == fingerprint:
-                return RetainReport(bank, document, "unchanged", seconds=_since(started))
-            count = sum(1 for _ in get_reader(format, path).read(path, lambda _w: None))
-            paused = _paused(self.store, bank, document)
-            if count > cursor.offset:
-                paused.append([cursor.offset, count])
-            batch = RetainBatch(
-                bank=bank,
-                document=document,
-                expected_version=cursor.version,
-                cursor=Cursor(
-                    offset=count,
-                    open_offset=count,
-                    records=cursor.records,
-                    fingerprint=fingerprint,
-                    size=Path(path).stat().st_size,
-                    version=cursor.version,
-                ),
-                records=[],
-                memories=[],
-                metadata={PAUSED_KEY: paused},
+                metadata=metadata,
                 source=path,
                 format=format,
             )

@@ -7,9 +7,9 @@ benchmark, or `lamina bench --help`, runs: `lamina --help` stays light.
 
 from __future__ import annotations
 
-import importlib
-
 import click
+
+from ..cli.lazy import LazyGroup
 
 __all__ = ["BENCHMARKS", "bench"]
 
@@ -32,18 +32,9 @@ BENCHMARKS: dict[str, str] = {
 """Benchmark name -> `module:command` inside this package."""
 
 
-class _LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(BENCHMARKS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = BENCHMARKS.get(cmd_name)
-        if target is None:
-            return None
-        module, attr = target.split(":")
-        command = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
-        assert isinstance(command, click.Command)
-        return command
+class _LazyGroup(LazyGroup):
+    lazy_commands = BENCHMARKS
+    package = __name__
 
 
 @click.group(cls=_LazyGroup)

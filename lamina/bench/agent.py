@@ -28,7 +28,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,14 @@ from ..store.sqlite import SQLiteStore
 from ..text.units import UnitOptions
 from ..tokens import count_text
 from ..turns import conversational_text
-from .common import count_option, embedder_option, emit, json_option, shared_data_dir
+from .common import (
+    count_option,
+    embedder_option,
+    emit,
+    json_option,
+    shared_data_dir,
+    shipped_or_file,
+)
 
 __all__ = [
     "AgentQuestion",
@@ -119,19 +125,8 @@ def _evidence(raw: Sequence[Mapping[str, Any]]) -> tuple[Evidence, ...]:
 def load_question_set(path: str | Path | None = None) -> QuestionSet:
     """A shipped question set (None or a name of `SHIPPED`), or one in the same shape from a
     file."""
-    name = "claude-code" if path is None else str(path)
-    if name in SHIPPED:
-        raw = resources.files("lamina.bench").joinpath(f"data/{SHIPPED[name]}").read_text()
-        where = name
-    else:
-        try:
-            raw = Path(name).read_text(encoding="utf-8")
-        except OSError as e:
-            known = ", ".join(SHIPPED)
-            raise InputError(
-                f"{name}: cannot read the question set ({e.strerror}); shipped sets: {known}"
-            ) from None
-        where = name
+    name = where = "claude-code" if path is None else str(path)
+    raw = shipped_or_file(name, SHIPPED, "the question set", "shipped sets")
     try:
         data = json.loads(raw)
         questions = [

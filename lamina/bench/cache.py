@@ -37,7 +37,14 @@ from ..context.validate import validate_anthropic
 from ..errors import InputError
 from ..messages import Message, Role
 from ..readers import read_transcript
-from .common import emit, percentiles, transcript_files
+from .common import (
+    compile_budget_options,
+    emit,
+    json_option,
+    percentiles,
+    transcript_files,
+    transcripts_option,
+)
 
 __all__ = ["cache_bench"]
 
@@ -281,15 +288,9 @@ def recorded_share(messages: Sequence[Message]) -> float | None:
 
 
 @click.command("cache")
-@click.option(
-    "--transcript",
-    "transcripts",
-    multiple=True,
-    help="Transcript(s) to replay (default: the shared spotter sessions).",
-)
-@click.option("--budget", type=click.IntRange(min=2000), default=32_000, show_default=True)
-@click.option("--reserve", type=click.IntRange(min=0), default=4_000, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@transcripts_option("Transcript(s) to replay (default: the shared spotter sessions).")
+@compile_budget_options
+@json_option
 def cache_bench(transcripts: tuple[str, ...], budget: int, reserve: int, as_json: bool) -> None:
     """Prompt-cache share of compiles replayed before every model call, with baselines.
 

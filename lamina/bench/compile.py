@@ -65,7 +65,15 @@ from ..messages import Block, Message, Role, ToolResultBlock, ToolUseBlock
 from ..readers import read_transcript
 from ..tokens import _count_default
 from .cache import CompactAtThreshold, Lamina, SlidingWindow, Strategy
-from .common import emit, percentiles, transcript_files
+from .common import (
+    compile_budget_options,
+    count_option,
+    emit,
+    json_option,
+    percentiles,
+    transcript_files,
+    transcripts_option,
+)
 
 __all__ = ["compile_bench"]
 
@@ -471,26 +479,21 @@ def _summary(out: dict[str, Any]) -> str:
 
 
 @click.command("compile")
-@click.option(
+@count_option(
     "--messages",
     "sizes",
+    at_least=20,
     multiple=True,
-    type=click.IntRange(min=20),
     help="Log size(s) in messages (default: 500, 1000, 2000, 4000).",
 )
-@click.option(
-    "--transcript",
-    "transcripts",
-    multiple=True,
-    help="Transcript(s) the log is built from (default: the shared Claude Code sessions).",
+@transcripts_option(
+    "Transcript(s) the log is built from (default: the shared Claude Code sessions)."
 )
-@click.option("--budget", type=click.IntRange(min=2000), default=32_000, show_default=True)
-@click.option("--reserve", type=click.IntRange(min=0), default=4_000, show_default=True)
-@click.option(
+@compile_budget_options
+@count_option(
     "--window",
-    type=click.IntRange(min=1),
+    at_least=1,
     default=400,
-    show_default=True,
     help="Time the compiles of the last this many messages (at most half the log).",
 )
 @click.option(
@@ -499,15 +502,14 @@ def _summary(out: dict[str, Any]) -> str:
     help="Time `lamina compile FILE --bank B` as whole processes instead (first call, second "
     "call, call after an append; default sizes 323, 1910, 20055 messages).",
 )
-@click.option(
+@count_option(
     "--runs",
     "process_runs",
-    type=click.IntRange(min=1),
+    at_least=1,
     default=5,
-    show_default=True,
     help="With --process: processes timed per size and call.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def compile_bench(
     sizes: tuple[int, ...],
     transcripts: tuple[str, ...],

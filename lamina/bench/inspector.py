@@ -32,7 +32,7 @@ from ..context.summarise import ExtractiveSummariser
 from ..errors import InputError
 from ..integrations.claude_code.hook import TIMINGS_MARK
 from ..readers import read_messages
-from .common import emit, free_port, percentiles, shared_data_dir
+from .common import count_option, emit, free_port, json_option, percentiles, shared_data_dir
 from .latency import _base_texts, build
 
 __all__ = ["inspector_bench"]
@@ -163,11 +163,9 @@ def _api_times(url: str, banks: dict[str, str], word: str, runs: int, token: str
 
 
 @click.command("inspector")
-@click.option("--memories", type=click.IntRange(min=1000), default=10_000, show_default=True,
-              help="Memories in the large bank.")  # fmt: skip
-@click.option("--runs", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Loads of each page (after one not counted).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@count_option("--memories", at_least=1000, default=10_000, help="Memories in the large bank.")
+@count_option("--runs", at_least=1, default=5, help="Loads of each page (after one not counted).")
+@json_option
 def inspector_bench(memories: int, runs: int, as_json: bool) -> None:
     """Page load times of the web inspector on a large bank, against a 500-memory bank.
 

@@ -43,7 +43,18 @@ from ..text.entities import entity_terms
 from ..text.lexical import BM25Index
 from ..text.when import resolve_time_expressions
 from ..turns import conversational_text
-from .common import Precomputed, emit, percentiles, shared_data_dir
+from .common import (
+    SERVING,
+    Precomputed,
+    database_url_option,
+    emit,
+    json_option,
+    percentiles,
+    recall_ms,
+    serving_recall_ms,
+    shared_data_dir,
+    sizes_option,
+)
 
 __all__ = ["latency_bench"]
 
@@ -146,10 +157,7 @@ def _first_recall(args: tuple[str, str, str]) -> tuple[float, float]:
     store = SQLiteStore(db)
     bank = MemoryBank(store)
     embedder = Precomputed(bank.embedder, [query])
-    options = RecallOptions(budget=1_000_000, limit=10, collapse=False)
-    t0 = time.perf_counter()
-    recall_from_store(store, name, query, embedder, options)
-    ms = (time.perf_counter() - t0) * 1000
+    [ms] = recall_ms(store, name, [query], embedder, SERVING)
     bank.close()
     return ms, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -192,30 +200,13 @@ def _baseline(bank: MemoryBank, loaded: _Loaded, query: str, depth: int = 10) ->
 
 
 @click.command("latency")
-@click.option(
-    "--memories",
-    "sizes",
-    multiple=True,
-    type=int,
-    default=(10_000, 100_000),
-    show_default=True,
-    help="Bank sizes to measure.",
-)
+@sizes_option("--memories", "sizes", help="Bank sizes to measure.")
 @click.option("--queries", type=int, default=200, show_default=True)
-@click.option(
-    "--database-url",
-    default=None,
-    metavar="URL",
-    help="Also measure this PostgreSQL database (banks lamina-bench-<size> are kept there).",
+@database_url_option(
+    "Also measure this PostgreSQL database (banks lamina-bench-<size> are kept there)."
 )
-@click.option(
-    "--pg-memories",
-    "pg_sizes",
-    multiple=True,
-    type=int,
-    default=(10_000, 100_000),
-    show_default=True,
-    help="Bank sizes on PostgreSQL (add 1000000 for the million).",
+@sizes_option(
+    "--pg-memories", "pg_sizes", help="Bank sizes on PostgreSQL (add 1000000 for the million)."
 )
 @click.option(
     "--baseline-max",
@@ -225,7 +216,7 @@ def _baseline(bank: MemoryBank, loaded: _Loaded, query: str, depth: int = 10) ->
     help="Largest SQLite bank also ranked by the slow exact baseline (it loads the bank).",
 )
 @click.option("--fresh", is_flag=True, help="Rebuild the PostgreSQL banks even if present.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 def latency_bench(
     sizes: tuple[int, ...],
     queries: int,
@@ -245,7 +236,6 @@ def latency_bench(
     others = random.Random(4)
     warmup = [questions[others.randrange(len(questions))] for _ in range(queries)]
     dated, undated = split_dated(questions, queries, 5)
-    serving = RecallOptions(budget=1_000_000, limit=10, collapse=False)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="lamina-latency-") as tmp:
         db = Path(tmp) / "lamina.db"
@@ -295,14 +285,7 @@ def latency_bench(
                     base.append((time.perf_counter() - t0) * 1000)
                     got = [h.memory.id for h in result.hits[:10]]
                     agree += got == exact[: len(got)]
-            # Serving recall as configured (every channel, the time channel searching for
-            # the questions that name a time), dated and undated questions apart.
-            by_kind: dict[str, list[float]] = {"dated": [], "undated": []}
-            for kind, group in (("dated", dated), ("undated", undated)):
-                for query in group:
-                    t0 = time.perf_counter()
-                    recall_from_store(store, name, query, precomputed, serving)
-                    by_kind[kind].append((time.perf_counter() - t0) * 1000)
+            serving_ms = serving_recall_ms(store, name, precomputed, dated, undated)
             context = multiprocessing.get_context("spawn")
             firsts: list[float] = []
             rss: list[float] = []
@@ -317,8 +300,7 @@ def latency_bench(
                 "learned_fusion_recall_ms": percentiles(learned),
                 "recall_ms_without_query_embedding": percentiles(without_embedding),
                 "query_embedding_ms": percentiles(embed_only),
-                "serving_undated_recall_ms": percentiles(by_kind["undated"]),
-                "serving_dated_recall_ms": percentiles(by_kind["dated"]),
+                **serving_ms,
                 "new_process_first_recall_ms": percentiles(firsts),
                 "new_process_peak_rss_mb": round(max(rss), 1),
                 "baseline_exact_ms": percentiles(base) if loaded is not None else None,

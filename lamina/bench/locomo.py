@@ -47,7 +47,14 @@ from ..progress import Progress
 from ..readers.locomo import LocomoSample, read_locomo_samples
 from ..store.sqlite import SQLiteStore
 from ..tokens import count_text
-from .common import embedder_option, emit, json_option, locomo_file, percentiles
+from .common import (
+    database_url_option,
+    embedder_option,
+    emit,
+    json_option,
+    locomo_file,
+    percentiles,
+)
 from .date_styles import DATE_STYLES, DateStyle, date_phrases, restyle
 
 __all__ = ["evaluate", "locomo_bench"]
@@ -356,12 +363,7 @@ def compare_stores(
     type=click.Choice(sorted(VARIANTS)),
     help="Only these variants (default: all).",
 )
-@click.option(
-    "--database-url",
-    default=None,
-    metavar="URL",
-    help="Also run Lamina on this PostgreSQL database and compare it with SQLite.",
-)
+@database_url_option("Also run Lamina on this PostgreSQL database and compare it with SQLite.")
 @click.option(
     "--model",
     "model_file",

@@ -45,7 +45,7 @@ from ..store.postgres import PostgresStore
 from ..store.postgres_search import EXACT_LIMIT
 from ..store.search import SearchFilter
 from ..text.lexical import tokenize
-from .common import Precomputed, percentiles, shared_data_dir
+from .common import Precomputed, percentiles, recall_ms, serving_recall_ms, shared_data_dir
 
 __all__ = ["postgres_latency", "retain_throughput"]
 
@@ -113,32 +113,12 @@ def postgres_latency(
         # A server's: warmed up by other questions (a first pass that also builds the packs
         # of the common terms it meets, once a bank), so that the questions timed next find
         # some of their terms' packs in memory and read the others from the database.
-        first: list[float] = []
-        for query in warmup or asked:
-            t0 = time.perf_counter()
-            recall_from_store(store, name, query, precomputed, options)
-            first.append((time.perf_counter() - t0) * 1000)
-        timings: list[float] = []
-        for query in asked:
-            t0 = time.perf_counter()
-            recall_from_store(store, name, query, precomputed, options)
-            timings.append((time.perf_counter() - t0) * 1000)
-        # Serving recall as configured (every channel: the time channel searches for the
-        # questions naming a time), dated and undated questions apart.
-        serving = RecallOptions(budget=1_000_000, limit=10, collapse=False)
-        by_kind: dict[str, list[float]] = {"dated": [], "undated": []}
-        for kind, group in (("dated", dated), ("undated", undated)):
-            for query in group:
-                t0 = time.perf_counter()
-                recall_from_store(store, name, query, precomputed, serving)
-                by_kind[kind].append((time.perf_counter() - t0) * 1000)
+        first = recall_ms(store, name, warmup or asked, precomputed, options)
+        timings = recall_ms(store, name, asked, precomputed, options)
+        serving_ms = serving_recall_ms(store, name, precomputed, dated, undated)
         # The hook's recall: everything but the current session (here the newest document).
         session = replace(options, exclude={f"doc{(n - 1) // 500}": None})
-        excluding: list[float] = []
-        for query in asked:
-            t0 = time.perf_counter()
-            recall_from_store(store, name, query, precomputed, session)
-            excluding.append((time.perf_counter() - t0) * 1000)
+        excluding = recall_ms(store, name, asked, precomputed, session)
         agreement = _against_exact(store, name, asked[:exact_queries], precomputed, options)
         lexical = _lexical(store, name, asked, options.depth, lexical_queries)
         # HNSW against an exact scan: asked for 10 (ef_search 100), and at recall's depth
@@ -166,8 +146,7 @@ def postgres_latency(
         out[str(n)] = {
             "memories": n,
             "recall_ms_without_query_embedding": percentiles(timings),
-            "serving_undated_recall_ms": percentiles(by_kind["undated"]),
-            "serving_dated_recall_ms": percentiles(by_kind["dated"]),
+            **serving_ms,
             "first_pass_recall_ms": percentiles(first),
             "fresh_process_recall_ms": percentiles(fresh_ms),
             "recall_ms_excluding_one_session": percentiles(excluding),

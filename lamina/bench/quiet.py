@@ -26,7 +26,6 @@ import json
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ from ..store.search import SearchFilter
 from ..store.sqlite import SQLiteStore
 from ..turns import clean_text
 from .agent import SHIPPED, AgentQuestion, found_in, load_question_set
-from .common import embedder_option, emit, json_option, shared_data_dir
+from .common import embedder_option, emit, json_option, shared_data_dir, shipped_or_file
 
 __all__ = ["PROMPT_SETS", "load_ontopic", "load_prompts", "quiet_bench", "run_quiet_bench"]
 
@@ -73,16 +72,7 @@ def load_ontopic(source: str | None = None) -> list[tuple[str, str]]:
 
 def _load(source: str | None, key: str) -> list[tuple[str | None, str]]:
     name = "offtopic-dev" if source is None else source
-    try:
-        if name in PROMPT_SETS:
-            raw = resources.files("lamina.bench").joinpath(f"data/{PROMPT_SETS[name]}").read_text()
-        else:
-            raw = Path(name).read_text(encoding="utf-8")
-    except OSError as e:
-        known = ", ".join(PROMPT_SETS)
-        raise InputError(
-            f"{name}: cannot read the prompts ({e.strerror}); shipped: {known}"
-        ) from None
+    raw = shipped_or_file(name, PROMPT_SETS, "the prompts", "shipped")
     try:
         document = json.loads(raw)
         listed = document["prompts"] if key == "prompts" else document.get(key, [])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -32,20 +33,33 @@ def _scope(project: bool, user: bool) -> str:
     return "project" if project else "user"
 
 
+def _target_and_scope(command: Callable[..., Any]) -> Callable[..., Any]:
+    """TARGET (the agent) and --project / --user (where), as install and uninstall take them."""
+    for decorator in reversed(
+        (
+            click.argument(
+                "target", type=click.Choice(["claude-code", "codex", "gemini", "copilot"])
+            ),
+            click.option(
+                "--project",
+                is_flag=True,
+                help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/; "
+                "copilot: .github/).",
+            ),
+            click.option(
+                "--user",
+                is_flag=True,
+                help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/; "
+                "copilot: $COPILOT_HOME); the default.",
+            ),
+        )
+    ):
+        command = decorator(command)
+    return command
+
+
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini", "copilot"]))
-@click.option(
-    "--project",
-    is_flag=True,
-    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/; "
-    "copilot: .github/).",
-)
-@click.option(
-    "--user",
-    is_flag=True,
-    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/; copilot: "
-    "$COPILOT_HOME); the default.",
-)
+@_target_and_scope
 @click.option(
     "--trust", is_flag=True, help="codex: also trust Lamina's hooks, through `codex app-server`."
 )
@@ -127,19 +141,7 @@ def install(
 
 
 @click.command()
-@click.argument("target", type=click.Choice(["claude-code", "codex", "gemini", "copilot"]))
-@click.option(
-    "--project",
-    is_flag=True,
-    help="This project's .claude/settings.json (codex: .codex/; gemini: .gemini/; "
-    "copilot: .github/).",
-)
-@click.option(
-    "--user",
-    is_flag=True,
-    help="Your ~/.claude/settings.json (codex: $CODEX_HOME; gemini: ~/.gemini/; copilot: "
-    "$COPILOT_HOME); the default.",
-)
+@_target_and_scope
 @json_option
 def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
     """Remove Lamina's hooks from Claude Code's settings, or Lamina's hooks and MCP server from
@@ -173,7 +175,7 @@ def uninstall(target: str, project: bool, user: bool, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@json_option
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """Where the data lives, installed hooks, banks, last retains, the hook log's tail.

@@ -17,6 +17,7 @@ from typing import NoReturn
 import click
 
 from ..errors import LaminaError, NotFoundError
+from .lazy import LazyGroup
 
 __all__ = [
     "COMMANDS",
@@ -134,21 +135,16 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 names is shown under "Other commands"."""
 
 
-class _LazyGroup(click.Group):
-    """A group whose commands are imported when they are asked for by name."""
+class _LazyGroup(LazyGroup):
+    """Lamina's commands, with their summaries and the data options taken anywhere."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+    lazy_commands = COMMANDS
+    sort_commands = True
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
             return None
-        module, attr = target.split(":")
-        # __import__ rather than importlib.import_module: only the former is seen by
-        # `python -X importtime`, which the tests and profiles read.
-        command = getattr(__import__(f"lamina.{module}", fromlist=[attr]), attr)
-        assert isinstance(command, click.Command)
         if cmd_name in SUMMARIES and command.name == cmd_name:  # not under an alias's name
             command.short_help = SUMMARIES[cmd_name]
         _accept_data_options_anywhere(command)

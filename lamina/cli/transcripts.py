@@ -111,11 +111,13 @@ def show(file: str, fmt: str | None, as_json: bool) -> None:
 
 @click.command()
 @_file_argument
-@click.option(
-    "--last", "last", type=click.IntRange(min=1), default=None, help="Only the last N turns."
-)
-@click.option(
-    "--width", type=click.IntRange(min=20), default=100, help="Text width per turn (text output)."
+@count_option("--last", "last", at_least=1, help="Only the last N turns.")
+@count_option(
+    "--width",
+    at_least=20,
+    default=100,
+    show_default=False,
+    help="Text width per turn (text output).",
 )
 @_format_option
 @json_option

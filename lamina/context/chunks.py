@@ -32,6 +32,16 @@ class Chunk:
     """False for the last chunk while it has not reached its target size."""
 
 
+def _track_calls(waiting: set[str], message: Message) -> None:
+    """Update `waiting`, the ids of tool calls whose result has not come yet, with `message`
+    (a boundary is valid only where nothing is waiting)."""
+    for block in message.blocks:
+        if isinstance(block, ToolUseBlock):
+            waiting.add(block.id)
+        elif isinstance(block, ToolResultBlock):
+            waiting.discard(block.tool_use_id)
+
+
 def first_boundary_after(
     messages: Sequence[Message], tokens: Sequence[int], start: int, target: int
 ) -> int | None:
@@ -39,11 +49,7 @@ def first_boundary_after(
     total = 0
     waiting: set[str] = set()
     for i in range(start, len(messages)):
-        for block in messages[i].blocks:
-            if isinstance(block, ToolUseBlock):
-                waiting.add(block.id)
-            elif isinstance(block, ToolResultBlock):
-                waiting.discard(block.tool_use_id)
+        _track_calls(waiting, messages[i])
         total += tokens[i]
         if total >= target and not waiting:
             return i + 1
@@ -59,11 +65,7 @@ def head_end(messages: Sequence[Message], tokens: Sequence[int], target: int) ->
     waiting: set[str] = set()
     within = (0, 0)  # (boundary, tokens before it)
     for i in range(len(messages)):
-        for block in messages[i].blocks:
-            if isinstance(block, ToolUseBlock):
-                waiting.add(block.id)
-            elif isinstance(block, ToolResultBlock):
-                waiting.discard(block.tool_use_id)
+        _track_calls(waiting, messages[i])
         total += tokens[i]
         if waiting:
             continue
@@ -81,11 +83,7 @@ def boundary_at_or_before(messages: Sequence[Message], position: int) -> int:
     waiting: set[str] = set()
     best = 0
     for i in range(min(position, len(messages))):
-        for block in messages[i].blocks:
-            if isinstance(block, ToolUseBlock):
-                waiting.add(block.id)
-            elif isinstance(block, ToolResultBlock):
-                waiting.discard(block.tool_use_id)
+        _track_calls(waiting, messages[i])
         if not waiting:
             best = i + 1
     return best

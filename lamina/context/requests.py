@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._fields import field_dict
 from ..messages import Message
 
 __all__ = [
@@ -142,18 +143,7 @@ class SummaryFailure:
         return (self.summariser, self.window, self.prompt_version)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "level": self.level,
-            "start": self.start,
-            "end": self.end,
-            "summariser": self.summariser,
-            "window": self.window,
-            "prompt_version": self.prompt_version,
-            "reason": self.reason,
-            "deferred": self.deferred,
-            "at": self.at,
-        }
+        return field_dict(self, leave_out=("input_tokens", "output_tokens", "calls"))
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SummaryFailure:

@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .._fields import field_dict
 from ..errors import LaminaError
 from ..messages import JSONValue, Message
 from ..private import hide_private, strip_private
@@ -54,34 +55,13 @@ COMPILES_KEPT = 50
 """Compiles remembered with a log's state (`StoredLog.compiles`), newest last."""
 
 
+# A forest's Summary and the store's StoredSummary hold the same fields under the same names.
 def _stored(summary: Summary) -> StoredSummary:
-    return StoredSummary(
-        id=summary.id,
-        level=summary.level,
-        start=summary.start,
-        end=summary.end,
-        children=summary.children,
-        text=summary.text,
-        tokens=summary.tokens,
-        summariser=summary.summariser,
-        request_hash=summary.request_hash,
-        stop_reason=summary.stop_reason,
-    )
+    return StoredSummary(**field_dict(summary))
 
 
 def _summary(stored: StoredSummary) -> Summary:
-    return Summary(
-        id=stored.id,
-        level=stored.level,
-        start=stored.start,
-        end=stored.end,
-        text=stored.text,
-        tokens=stored.tokens,
-        children=stored.children,
-        summariser=stored.summariser,
-        request_hash=stored.request_hash,
-        stop_reason=stored.stop_reason,
-    )
+    return Summary(**field_dict(stored))
 
 
 def frontier_to_json(frontier: Frontier) -> dict[str, JSONValue]:

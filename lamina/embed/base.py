@@ -14,6 +14,7 @@ else:
 
 __all__ = [
     "Embedder",
+    "QueryVectors",
     "Vector",
     "check_texts",
     "derived_window_vector",
@@ -61,6 +62,33 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> Vector:
         """The vector to search documents with, shape (dim,)."""
         ...
+
+
+class QueryVectors:
+    """An embedder that answers the queries whose vectors it was given from those (`vectors`,
+    by text) and hands everything else to `inner`: a recall timed or run after its query was
+    embedded elsewhere does not embed it again."""
+
+    def __init__(self, inner: Embedder, vectors: dict[str, Vector] | None = None) -> None:
+        self.inner = inner
+        self.vectors: dict[str, Vector] = {} if vectors is None else vectors
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> Vector:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vector:
+        vector = self.vectors.get(text)
+        if vector is not None:
+            return vector.copy()
+        return self.inner.embed_query(text)
 
 
 def normalize(matrix: Vector) -> Vector:

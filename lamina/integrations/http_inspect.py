@@ -47,6 +47,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from pydantic import Field
 
+from .._fields import field_dict
 from ..access import Access, Gate
 from ..bank.bank import MemoryBank
 from ..config import HookSettings
@@ -60,7 +61,7 @@ from ..messages import Message
 from ..store.base import MemoryFilter, Store, StoredPin, StoredSummary
 from .api.deps import Auth, Logs, bank_for
 from .api.errors import errors
-from .api.models import Answer, Body, CompileReport, RecallAnswer
+from .api.models import Answer, BankDetail, Body, CompileReport, RecallAnswer
 from .http_activity import router as activity_router
 
 __all__ = ["ASSETS", "ROUTERS", "include_inspector", "router"]
@@ -127,24 +128,6 @@ class MemoryPage(Answer):
     """Documents of each agent in the bank (for the `agent` filter)."""
     search: str = "words"
     """How `q` matched: every word occurs in the text, case folded."""
-
-
-class BankDetail(Answer):
-    bank: str
-    created_at: datetime | None
-    documents: int
-    memories: int
-    records: int
-    embedded: int
-    embedders: dict[str, int]
-    first_time: datetime | None
-    last_time: datetime | None
-    last_retain: datetime | None
-    last_document: str | None
-    logs: int
-    bank_bytes: int | None
-    database_bytes: int | None
-    """The whole database's size on disk (all banks), when the store knows it."""
 
 
 class PreviewBody(Body):
@@ -304,13 +287,9 @@ def origin_of(document: Document | None) -> Origin | None:
 def memory_out(
     memory: Memory, document: Document | None, mark: Correction | None = None
 ) -> MemoryOut:
+    # The memory's own fields by name (a response model ignores the ones it does not show).
     return MemoryOut(
-        id=memory.id,
-        document=memory.document,
-        kind=memory.kind,
-        text=memory.text,
-        occurred_at=memory.occurred_at,
-        said_at=memory.said_at,
+        **field_dict(memory),
         source=MemorySource(
             file=document.source if document else None,
             first_line=memory.first_line,
@@ -319,11 +298,6 @@ def memory_out(
             last_record=memory.last_record,
             records=len(memory.record_ids),
         ),
-        speakers=list(memory.speakers),
-        entities=list(memory.entities),
-        tags=list(memory.tags),
-        tokens=memory.tokens,
-        embedder=memory.embedder,
         origin=origin_of(document),
         mark=mark.as_dict() if mark is not None else None,
     )
@@ -356,15 +330,9 @@ def _bank_detail(store: Store, name: str) -> BankDetail:
     documents = store.list_documents(name)
     last = max(documents, key=lambda d: d.updated_at, default=None)
     return BankDetail(
+        **field_dict(stats, leave_out=("bank", "bytes")),
         bank=name,
         created_at=found.created_at if found else None,
-        documents=stats.documents,
-        memories=stats.memories,
-        records=stats.records,
-        embedded=stats.embedded,
-        embedders=dict(stats.embedders),
-        first_time=stats.first_time,
-        last_time=stats.last_time,
         last_retain=last.updated_at if last else None,
         last_document=last.id if last else None,
         logs=len(store.list_logs(name)),
@@ -655,14 +623,7 @@ def log_summary_detail(
     shown = covered[:COVERED_LIMIT]
     counted = ContextLog.from_messages(shown)
     return SummaryOut(
-        id=found.id,
-        level=found.level,
-        start=found.start,
-        end=found.end,
-        tokens=found.tokens,
-        text=found.text,
-        children=list(found.children),
-        summariser=found.summariser,
+        **field_dict(found),
         messages=[
             CoveredMessage(
                 position=found.start + i,

@@ -15,7 +15,8 @@ from datetime import datetime
 from pathlib import Path
 
 import orjson
-from pydantic import BaseModel
+
+from .api.models import BankDetail
 
 __all__ = ["INITIAL_BANKS", "MAIN_PLACEHOLDER", "first_page"]
 
@@ -24,21 +25,8 @@ INITIAL_BANKS = 200
 MAIN_PLACEHOLDER = '<p class="muted">Loading…</p>'
 
 
-class BankFacts(BaseModel):
-    """What a bank card shows (`http_inspect.BankDetail`'s fields that the card reads)."""
-
-    bank: str
-    documents: int
-    memories: int
-    records: int
-    embedded: int
-    embedders: dict[str, int]
-    first_time: datetime | None
-    last_time: datetime | None
-    last_retain: datetime | None
-    logs: int
-    bank_bytes: int | None
-    database_bytes: int | None
+_NOT_ON_CARD: set[str] = {"created_at", "last_document"}
+"""`BankDetail`'s fields that a card neither shows nor hands to the script."""
 
 
 def _num(n: int | None) -> str:
@@ -66,7 +54,7 @@ def _bytes(n: int | None) -> str:
     return f"{size:.1f} {units[i]}" if i else f"{size:.0f} {units[i]}"
 
 
-def _card(d: BankFacts) -> str:
+def _card(d: BankDetail) -> str:
     e = html.escape
     link = e(_quote(d.bank), quote=True)
     size = (
@@ -115,12 +103,11 @@ def _json_in_script(data: object) -> str:
 
 
 def first_page(
-    index: Path, banks: Sequence[str], detail: Callable[[str], BaseModel], hook_budget: int
+    index: Path, banks: Sequence[str], detail: Callable[[str], BankDetail], hook_budget: int
 ) -> str:
     """`index` with `banks` (the caller's, in order) rendered as the bank list (the first
-    INITIAL_BANKS); `detail` gives one bank's facts (`http_inspect.BankDetail`),
-    `hook_budget` the prompt hook's budget."""
-    shown = [BankFacts.model_validate(detail(name).model_dump()) for name in banks[:INITIAL_BANKS]]
+    INITIAL_BANKS); `detail` gives one bank's facts, `hook_budget` the prompt hook's budget."""
+    shown = [detail(name) for name in banks[:INITIAL_BANKS]]
     if shown:
         body = '<div class="cards">' + "".join(_card(d) for d in shown) + "</div>"
     else:
@@ -131,7 +118,7 @@ def first_page(
     initial = {
         "banks": [{"bank": d.bank, "documents": d.documents, "memories": d.memories}
                   for d in shown],
-        "details": [d.model_dump(mode="json") for d in shown],
+        "details": [d.model_dump(mode="json", exclude=_NOT_ON_CARD) for d in shown],
         "complete": len(banks) <= INITIAL_BANKS,
         "hook_budget": hook_budget,
     }  # fmt: skip

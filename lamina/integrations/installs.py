@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from .claude_code.install import hook_command
 
 __all__ = [
+    "AGENT_HOOK_EVENTS",
     "SERVER",
     "hook_commands",
     "is_lamina_server",
@@ -28,6 +29,16 @@ __all__ = [
     "with_server",
     "without_server",
 ]
+
+AGENT_HOOK_EVENTS: Mapping[str, int] = {
+    "SessionStart": 10,
+    "UserPromptSubmit": 10,
+    "Stop": 10,
+    "PreCompact": 10,
+    "SessionEnd": 10,
+}
+"""The events Lamina handles in Codex and Copilot (under Claude Code's names), with their
+timeouts in seconds; each agent's module says what its own differ in."""
 
 SERVER = "lamina"
 """The name Lamina's MCP server is registered under."""

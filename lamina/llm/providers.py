@@ -13,6 +13,7 @@ current SDKs (openai also takes an `httpx.Client`), e.g. one over an `httpx2.Moc
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,6 +53,17 @@ def _failure(name: str, exc: Exception) -> LLMError:
     return kind(f"{name}: {exc}", status=status)
 
 
+def _sdk(provider: str) -> Any:
+    """The provider's SDK (its module shares its name), imported when a provider is made: the
+    SDKs are optional extras."""
+    try:
+        return importlib.import_module(provider)
+    except ImportError:
+        raise ConfigError(
+            f"the {provider} provider needs: pip install 'lamina[{provider}]'"
+        ) from None
+
+
 class AnthropicLLM(LLM):
     """Anthropic's Messages API. `LLMRequest.temperature` is not sent: the SDK (from 1.0) has no
     sampling parameters, and the API version it speaks (from SDK 2.0) refuses them."""
@@ -64,12 +76,7 @@ class AnthropicLLM(LLM):
         timeout: float = 60.0,
         http_client: Any = None,
     ) -> None:
-        try:
-            import anthropic
-        except ImportError:
-            raise ConfigError(
-                "the anthropic provider needs: pip install 'lamina[anthropic]'"
-            ) from None
+        anthropic = _sdk("anthropic")
         if not api_key:
             raise ConfigError("the anthropic provider needs ANTHROPIC_API_KEY")
         self.name = f"anthropic:{model}"
@@ -136,10 +143,7 @@ class OpenAILLM(LLM):
         timeout: float = 60.0,
         http_client: Any = None,
     ) -> None:
-        try:
-            import openai
-        except ImportError:
-            raise ConfigError("the openai provider needs: pip install 'lamina[openai]'") from None
+        openai = _sdk("openai")
         if not api_key and not base_url:
             raise ConfigError("the openai provider needs OPENAI_API_KEY (or OPENAI_BASE_URL)")
         self.name = f"openai:{model}"

@@ -19,17 +19,18 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 import orjson
 
 from ..messages import Block, Kind, Message, Role, Source, TextBlock, UnknownBlock, parse_timestamp
 from ..turns import classify
-from .base import Line, WarningSink
+from .base import IdMaker, Line, WarningSink, line_source
 
 __all__ = [
     "CONTEXT_BLOCK",
     "IdMaker",
+    "MessageParts",
     "context_block",
     "injected_sources",
     "line_source",
@@ -94,19 +95,19 @@ def record_digest(record: Any, kind: str) -> str:
     return f"{kind}:{hashlib.sha1(raw).hexdigest()[:20]}"
 
 
-class IdMaker:
-    """Message ids unique within one file: a repeated id gets `#2`, `#3`, ..."""
+class MessageParts(TypedDict):
+    """What a reader decides of each message it builds (`AgentBuilder.make` adds where and
+    when it was found, and the session)."""
 
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-
-    def __call__(self, wanted: str) -> str:
-        candidate, n = wanted, 1
-        while candidate in self.seen:
-            n += 1
-            candidate = f"{wanted}#{n}"
-        self.seen.add(candidate)
-        return candidate
+    id: str
+    """Wanted id (made unique within the file)."""
+    role: Role
+    blocks: Sequence[Block]
+    kind: Kind | None
+    """None: classified from what the message holds."""
+    record_type: str
+    subtype: NotRequired[str | None]
+    model: NotRequired[str | None]
 
 
 class AgentBuilder:
@@ -124,29 +125,24 @@ class AgentBuilder:
     def make(
         self,
         *,
-        id: str,
-        role: Role,
-        blocks: Sequence[Block],
-        kind: Kind | None,
         timestamp: datetime | None,
         source: Source,
-        record_type: str,
         records: tuple[Mapping[str, Any], ...],
-        subtype: str | None = None,
-        model: str | None = None,
+        **parts: Unpack[MessageParts],
     ) -> Message:
         """The next message of the file (`kind` None: classified from what it holds)."""
+        kind = parts["kind"]
         message = Message(
-            id=self.ids(id),
-            role=role,
-            blocks=tuple(blocks),
+            id=self.ids(parts["id"]),
+            role=parts["role"],
+            blocks=tuple(parts["blocks"]),
             kind=kind or Kind.META,
             timestamp=timestamp,
             source=source,
-            record_type=record_type,
-            subtype=subtype,
+            record_type=parts["record_type"],
+            subtype=parts.get("subtype"),
             session_id=self.session,
-            model=model,
+            model=parts.get("model"),
             records=records,
         )
         if kind is None:
@@ -155,44 +151,15 @@ class AgentBuilder:
         return message
 
     def from_line(
-        self,
-        line: Line,
-        record: Mapping[str, Any],
-        *,
-        id: str,
-        role: Role,
-        blocks: Sequence[Block],
-        kind: Kind | None,
-        record_type: str,
-        subtype: str | None = None,
-        model: str | None = None,
+        self, line: Line, record: Mapping[str, Any], **parts: Unpack[MessageParts]
     ) -> Message:
         """The next message, built from the one JSON line that holds `record`."""
         return self.make(
-            id=id,
-            role=role,
-            blocks=blocks,
-            kind=kind,
             timestamp=parse_timestamp(record.get("timestamp")),
             source=line_source(self.path, self.index, line),
-            record_type=record_type,
             records=(record,),
-            subtype=subtype,
-            model=model,
+            **parts,
         )
-
-
-def line_source(path: str, index: int, first: Line, last: Line | None = None) -> Source:
-    """Where a message built from one line (or from `first` through `last`) came from."""
-    end = last or first
-    return Source(
-        path=path,
-        index=index,
-        line=first.number,
-        end_line=end.number,
-        offset=first.offset,
-        end_offset=end.end,
-    )
 
 
 def mapping(value: Any) -> Mapping[str, Any]:

@@ -32,14 +32,24 @@ from typing import Any, Literal
 import orjson
 
 from lamina.errors import ReadError, ReadWarning
-from lamina.messages import Kind, Message, Role, Source, blocks_from_content, parse_timestamp
+from lamina.messages import (
+    Block,
+    Kind,
+    Message,
+    Role,
+    Source,
+    blocks_from_content,
+    parse_timestamp,
+)
 from lamina.turns import classify
 
 from .base import (
+    IdMaker,
     Line,
     WarningSink,
     first_json_lines,
     iter_json_lines,
+    line_source,
     load_json_document,
     read_head,
 )
@@ -47,6 +57,7 @@ from .base import (
 __all__ = [
     "AnthropicReader",
     "ListSniff",
+    "MessageListReader",
     "MessageRecord",
     "RecordContext",
     "expand_container",
@@ -168,7 +179,7 @@ class RecordContext:
         self.path = path
         self.stem = Path(path).stem
         self._warn = warn
-        self._seen: set[str] = set()
+        self._ids = IdMaker()
 
     def warn(self, record: MessageRecord, reason: str) -> None:
         line = record.line.number if record.line is not None else None
@@ -178,25 +189,40 @@ class RecordContext:
         """The record's own `id` if it has one, else `<stem>:<index>`; made unique in the file."""
         own = record.value.get("id") if isinstance(record.value, Mapping) else None
         base = own if isinstance(own, str) and own else f"{self.stem}:{record.index}"
-        candidate, n = base, 1
-        while candidate in self._seen:
-            n += 1
-            candidate = f"{base}#{n}"
-        self._seen.add(candidate)
-        return candidate
+        return self._ids(base)
 
     def source(self, record: MessageRecord) -> Source:
         line = record.line
         if line is None:
             return Source(path=self.path, index=record.index)
-        return Source(
-            path=self.path,
-            index=record.index,
-            line=line.number,
-            end_line=line.number,
-            offset=line.offset,
-            end_offset=line.end,
+        return line_source(self.path, record.index, line)
+
+    def message(
+        self,
+        record: MessageRecord,
+        value: Mapping[str, Any],
+        role: tuple[str, Role],
+        blocks: Sequence[Block],
+        id: str | None = None,
+        **fields: Any,
+    ) -> Message:
+        """The message of `record` (`value`: its object; `role`: as `message_role` found it;
+        `id`: its `message_id`, when the blocks needed it first), its kind classified from
+        what it holds (a system message stays instructions); `fields`: what else the
+        provider's shape gives (`stop_reason`, `speaker`, ...)."""
+        role_name, role_is = role
+        message = Message(
+            id=self.message_id(record) if id is None else id,
+            role=role_is,
+            blocks=tuple(blocks),
+            kind=Kind.INSTRUCTIONS,
+            timestamp=parse_timestamp(record_timestamp(value)),
+            source=self.source(record),
+            record_type=role_name,
+            model=optional_str(value.get("model")),
+            **fields,
         )
+        return message if role_is is Role.SYSTEM else replace(message, kind=classify(message))
 
 
 def record_timestamp(record: Mapping[str, Any]) -> Any:
@@ -250,20 +276,9 @@ def _message(ctx: RecordContext, record: MessageRecord) -> Message | None:
     found = message_role(ctx, record, value, _ROLES)
     if found is None:
         return None
-    role_name, role = found
-    message = Message(
-        id=ctx.message_id(record),
-        role=role,
-        blocks=blocks_from_content(value.get("content")),
-        kind=Kind.INSTRUCTIONS,
-        timestamp=parse_timestamp(record_timestamp(value)),
-        source=ctx.source(record),
-        record_type=str(role_name),
-        model=optional_str(value.get("model")),
-        stop_reason=optional_str(value.get("stop_reason")),
-        records=(value,),
-    )
-    return message if role is Role.SYSTEM else replace(message, kind=classify(message))
+    blocks = blocks_from_content(value.get("content"))
+    stop = optional_str(value.get("stop_reason"))
+    return ctx.message(record, value, found, blocks, stop_reason=stop, records=(value,))
 
 
 expand_container = _expand
@@ -393,12 +408,20 @@ def score_message_list(found: ListSniff | None, mine: str) -> float:
     return 0.8 if wins else 0.5
 
 
-class AnthropicReader:
-    name = "anthropic"
-    description = "Anthropic Messages API message list (JSON array, {system, messages}, JSONL)"
+class MessageListReader:
+    """A reader of message-list files (a JSON array, an object holding `messages`, JSONL),
+    which the Anthropic and OpenAI shapes share: it claims a file as far as its messages look
+    like its own provider's (`score_message_list`)."""
+
+    name = ""
 
     def sniff(self, head: bytes, path: str) -> float:
         return score_message_list(sniff_message_list(head), self.name)
+
+
+class AnthropicReader(MessageListReader):
+    name = "anthropic"
+    description = "Anthropic Messages API message list (JSON array, {system, messages}, JSONL)"
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_anthropic(path, warn)

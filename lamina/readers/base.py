@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
@@ -17,20 +18,24 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 import orjson
 
 from ..errors import ReadError, ReadWarning, UnknownFormatError
-from ..messages import Message
+from ..messages import Message, Source
 
 __all__ = [
     "HEAD_BYTES",
+    "IdMaker",
     "Line",
     "Reader",
     "TailReader",
     "WarningSink",
     "get_reader",
     "iter_json_lines",
+    "json_object",
+    "line_source",
     "read_lines_tail",
     "register_reader",
     "registered_readers",
     "tail_start",
+    "tool_arguments",
 ]
 
 HEAD_BYTES = 64 * 1024
@@ -323,3 +328,68 @@ def load_json_document(path: str) -> Any:
         return bound_depth(orjson.loads(data), raw=data)
     except orjson.JSONDecodeError as exc:
         raise ReadError(path, _describe_json_error(data, exc)) from None
+
+
+class IdMaker:
+    """Message ids unique within one file: a repeated id gets `#2`, `#3`, ... With `recent`,
+    only the last that many ids are remembered (a repeat further back keeps its id)."""
+
+    def __init__(self, recent: int | None = None) -> None:
+        self.seen: set[str] = set()
+        self.order: deque[str] | None = None if recent is None else deque()
+        self.recent = recent
+
+    def __call__(self, wanted: str) -> str:
+        candidate, n = wanted, 1
+        while candidate in self.seen:
+            n += 1
+            candidate = f"{wanted}#{n}"
+        self.seen.add(candidate)
+        if self.order is not None:
+            self.order.append(candidate)
+            if len(self.order) > (self.recent or 0):
+                self.seen.discard(self.order.popleft())
+        return candidate
+
+    def copy(self) -> IdMaker:
+        """An independent copy that remembers the same ids."""
+        other = IdMaker(self.recent)
+        other.seen = set(self.seen)
+        other.order = None if self.order is None else deque(self.order)
+        return other
+
+
+def line_source(path: str, index: int, first: Line, last: Line | None = None) -> Source:
+    """Where a message built from one line (or from `first` through `last`) came from."""
+    end = last or first
+    return Source(
+        path=path,
+        index=index,
+        line=first.number,
+        end_line=end.number,
+        offset=first.offset,
+        end_offset=end.end,
+    )
+
+
+def json_object(line: Line, path: str, warn: WarningSink) -> Mapping[str, Any] | None:
+    """The line's value when it is a JSON object; None, with a warning, when it is not."""
+    if isinstance(line.value, Mapping):
+        return line.value
+    warn(ReadWarning(path, line.number, "not a JSON object; line skipped"))
+    return None
+
+
+def tool_arguments(raw: Any, fallback: str) -> Any:
+    """The arguments object of a tool call, given as an object or as JSON text; for anything
+    else (text that is not a JSON object, say) `{fallback: raw}`."""
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if isinstance(raw, str):
+        try:
+            parsed = bound_depth(orjson.loads(raw))
+        except orjson.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    return {fallback: raw}

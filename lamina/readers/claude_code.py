@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,10 +40,12 @@ from ..messages import (
 )
 from ..turns import classify
 from .base import (
+    IdMaker,
     Line,
     WarningSink,
     first_json_lines,
     iter_json_lines,
+    json_object,
     read_head,
     tail_start,
 )
@@ -130,13 +131,13 @@ class _Builder:
         self.subagent = subagent
         self.pending: _Pending | None = None
         self.index = 0
-        self.recent_ids: deque[str] = deque(maxlen=256)
+        self.ids = IdMaker(recent=256)
 
     def fork(self) -> _Builder:
         """An independent copy: feeding or flushing it leaves this builder as it was."""
         other = _Builder(self.path, self.warn, self.subagent)
         other.index = self.index
-        other.recent_ids = deque(self.recent_ids, maxlen=self.recent_ids.maxlen)
+        other.ids = self.ids.copy()
         pending = self.pending
         if pending is not None:
             other.pending = _Pending(
@@ -161,14 +162,6 @@ class _Builder:
             end_offset=max(ln.end for ln in lines),
         )
 
-    def _unique(self, message_id: str) -> str:
-        candidate, n = message_id, 1
-        while candidate in self.recent_ids:
-            n += 1
-            candidate = f"{message_id}#{n}"
-        self.recent_ids.append(candidate)
-        return candidate
-
     def _sidechain(self, record: Mapping[str, Any]) -> bool:
         """True for a subagent message found inline in its parent's transcript."""
         is_side = bool(record.get("isSidechain"))
@@ -179,9 +172,8 @@ class _Builder:
 
     # -- records ---------------------------------------------------------------------------
     def feed(self, line: Line) -> Iterator[Message]:
-        record = line.value
-        if not isinstance(record, Mapping):
-            self.warn(ReadWarning(self.path, line.number, "not a JSON object; line skipped"))
+        record = json_object(line, self.path, self.warn)
+        if record is None:
             return
         rtype = record.get("type")
         if rtype == "assistant":
@@ -229,7 +221,7 @@ class _Builder:
         body = last_body if isinstance(last_body, Mapping) else {}
         sidechain = self._sidechain(first)
         message = Message(
-            id=self._unique(pending.message_id),
+            id=self.ids(pending.message_id),
             role=Role.ASSISTANT,
             blocks=tuple(pending.blocks),
             kind=Kind.REPLY,

@@ -61,11 +61,12 @@ from .agents import (
 from .base import (
     Line,
     WarningSink,
-    bound_depth,
     first_json_lines,
     iter_json_lines,
+    json_object,
     read_head,
     read_lines_tail,
+    tool_arguments,
 )
 
 __all__ = ["CodexReader", "read_codex"]
@@ -158,19 +159,6 @@ def _message_blocks(payload: Mapping[str, Any], role: str) -> list[Block]:
     return blocks
 
 
-def _arguments(raw: Any) -> Any:
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        try:
-            parsed = bound_depth(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            return {"input": raw}
-        if isinstance(parsed, dict):
-            return parsed
-    return {"input": raw}
-
-
 def _output(raw: Any) -> tuple[str, bool]:
     """The text of a tool call's output and whether it reports a failure."""
     exit_code: Any = None
@@ -210,9 +198,8 @@ class _Builder(AgentBuilder):
         self.unknown_types: set[str] = set()
 
     def feed(self, line: Line) -> Iterator[Message]:
-        record = line.value
-        if not isinstance(record, Mapping):
-            self.warn(ReadWarning(self.path, line.number, "not a JSON object; line skipped"))
+        record = json_object(line, self.path, self.warn)
+        if record is None:
             return
         rtype = record.get("type")
         payload = record.get("payload")
@@ -317,9 +304,11 @@ class _Builder(AgentBuilder):
         call_id = text_or_none(payload.get("call_id")) or text_or_none(payload.get("id")) or ""
         name = text_or_none(payload.get("name"))
         if ptype == "function_call":
-            return ToolUseBlock(call_id, name or "", _arguments(payload.get("arguments")))
+            return ToolUseBlock(
+                call_id, name or "", tool_arguments(payload.get("arguments"), "input")
+            )
         if ptype == "custom_tool_call":
-            return ToolUseBlock(call_id, name or "", _arguments(payload.get("input")))
+            return ToolUseBlock(call_id, name or "", tool_arguments(payload.get("input"), "input"))
         if ptype == "local_shell_call":
             return ToolUseBlock(call_id, "local_shell", dict(mapping(payload.get("action"))))
         if ptype == "web_search_call":

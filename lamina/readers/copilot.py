@@ -49,6 +49,7 @@ from .base import (
     WarningSink,
     first_json_lines,
     iter_json_lines,
+    json_object,
     read_head,
     read_lines_tail,
 )
@@ -98,9 +99,8 @@ class _Builder(AgentBuilder):
         )  # fmt: skip
 
     def feed(self, line: Line) -> Iterator[Message]:
-        record = line.value
-        if not isinstance(record, Mapping):
-            self.warn(ReadWarning(self.path, line.number, "not a JSON object; line skipped"))
+        record = json_object(line, self.path, self.warn)
+        if record is None:
             return
         rtype = record.get("type")
         data = record.get("data")

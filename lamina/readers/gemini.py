@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import orjson
 
@@ -49,6 +49,7 @@ from ..messages import (
 )
 from .agents import (
     AgentBuilder,
+    MessageParts,
     context_block,
     mapping,
     record_digest,
@@ -60,6 +61,7 @@ from .base import (
     WarningSink,
     first_json_lines,
     iter_json_lines,
+    json_object,
     load_json_document,
     open_source,
     read_head,
@@ -139,23 +141,15 @@ class _Builder(AgentBuilder):
         record: Mapping[str, Any],
         source: Source,
         *,
-        id: str,
-        role: Role,
-        blocks: list[Block],
-        kind: Kind | None,
-        record_type: str,
         records: tuple[Mapping[str, Any], ...] | None = None,
+        **parts: Unpack[MessageParts],
     ) -> Message:
+        parts["model"] = text_or_none(record.get("model"))
         return self.make(
-            id=id,
-            role=role,
-            blocks=blocks,
-            kind=kind,
             timestamp=parse_timestamp(record.get("timestamp") or record.get("startTime")),
             source=replace(source, index=self.index),
-            record_type=record_type,
             records=records if records is not None else (record,),
-            model=text_or_none(record.get("model")),
+            **parts,
         )
 
     def header(self, record: Mapping[str, Any], source: Source) -> Message:
@@ -289,9 +283,8 @@ def _read_lines(path: str, warn: WarningSink, start: int = 0) -> Iterator[Messag
     order: list[str | Line] = []
     entries: dict[str, _Entry] = {}
     for line in iter_json_lines(path, warn, start=start, first_line=None if start else 1):
-        value = line.value
-        if not isinstance(value, Mapping):
-            warn(ReadWarning(path, line.number, "not a JSON object; line skipped"))
+        value = json_object(line, path, warn)
+        if value is None:
             continue
         if "$set" in value or "$rewindTo" in value:
             continue  # checkpoints, never replayed (see the module's doc)

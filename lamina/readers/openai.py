@@ -25,36 +25,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
 from typing import Any
-
-import orjson
 
 from lamina.messages import (
     Block,
     ImageBlock,
-    Kind,
     Message,
     Role,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     UnknownBlock,
-    parse_timestamp,
 )
-from lamina.turns import classify
 
 from .anthropic import (
+    MessageListReader,
     MessageRecord,
     RecordContext,
     iter_message_records,
     message_role,
     optional_str,
-    record_timestamp,
-    score_message_list,
-    sniff_message_list,
 )
-from .base import WarningSink, bound_depth
+from .base import WarningSink, tool_arguments
 
 __all__ = ["OpenAIReader", "openai_builder", "read_openai"]
 
@@ -98,20 +90,6 @@ def _content_blocks(content: Any) -> list[Block]:
     return [_part_block(content)]
 
 
-def _arguments(raw: Any) -> Any:
-    """The parsed arguments object of a tool call; `{"_raw": raw}` when it is not one."""
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if isinstance(raw, str):
-        try:
-            parsed = bound_depth(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return {"_raw": raw}
-
-
 def _tool_call_block(call: Any) -> Block:
     if isinstance(call, Mapping) and isinstance(call.get("id"), str):
         function = call.get("function")
@@ -120,7 +98,7 @@ def _tool_call_block(call: Any) -> Block:
             return ToolUseBlock(
                 call["id"],
                 name if isinstance(name, str) else "",
-                _arguments(function.get("arguments")),
+                tool_arguments(function.get("arguments"), "_raw"),
             )
     if isinstance(call, Mapping):
         ctype = call.get("type")
@@ -148,7 +126,9 @@ class _Builder:
             name = optional_str(legacy.get("name")) or ""
             call_id = f"{message_id}:function_call"
             self.open_functions.setdefault(name, []).append(call_id)
-            blocks.append(ToolUseBlock(call_id, name, _arguments(legacy.get("arguments"))))
+            blocks.append(
+                ToolUseBlock(call_id, name, tool_arguments(legacy.get("arguments"), "_raw"))
+            )
         return blocks
 
     def _result_block(self, record: MessageRecord, value: Mapping[str, Any]) -> ToolResultBlock:
@@ -180,20 +160,16 @@ class _Builder:
             blocks = self._assistant_blocks(value, message_id)
         else:
             blocks = _content_blocks(value.get("content"))
-        message = Message(
+        return ctx.message(
+            record,
+            value,
+            found,
+            blocks,
             id=message_id,
-            role=role,
-            blocks=tuple(blocks),
-            kind=Kind.INSTRUCTIONS,
-            timestamp=parse_timestamp(record_timestamp(value)),
-            source=ctx.source(record),
-            record_type=str(role_name),
             speaker=optional_str(value.get("name")),
-            model=optional_str(value.get("model")),
             stop_reason=optional_str(value.get("finish_reason")),
             records=({"system": record.value} if record.system_field else value,),
         )
-        return message if role is Role.SYSTEM else replace(message, kind=classify(message))
 
 
 def openai_builder(path: str, warn: WarningSink) -> _Builder:
@@ -211,12 +187,9 @@ def read_openai(path: str, warn: WarningSink) -> Iterator[Message]:
             yield message
 
 
-class OpenAIReader:
+class OpenAIReader(MessageListReader):
     name = "openai"
     description = "OpenAI chat completions message list (JSON array, {messages}, JSONL)"
-
-    def sniff(self, head: bytes, path: str) -> float:
-        return score_message_list(sniff_message_list(head), self.name)
 
     def read(self, path: str, warn: WarningSink) -> Iterator[Message]:
         return read_openai(path, warn)

@@ -23,6 +23,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .._fields import field_dict
 from ..errors import InputError, StoreError
 from ..memories import Cursor, Document, Memory
 from .base import RetainBatch, Store
@@ -48,12 +49,7 @@ class BankCopy:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "bank": self.bank,
-            "documents": self.documents,
-            "copied": self.copied,
-            "skipped": self.skipped,
-            "memories": self.memories,
-            "records": self.records,
+            **field_dict(self, leave_out=("log_messages", "summaries", "pins")),
             "logs": {
                 "logs": self.logs,
                 "messages": self.log_messages,

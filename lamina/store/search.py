@@ -49,6 +49,8 @@ class SearchFilter:
     since: datetime | None = None
     until: datetime | None = None
     exclude: Mapping[str, datetime | None] = field(default_factory=dict)
+    """Documents left out: wholly (None), or only what was said at or after a time (the part
+    of a live session still in the model's context; what was compacted away stays)."""
 
     def admits(self, memory: Memory) -> bool:
         """Whether `memory` passes the filter, as the searches apply it (for a memory recall

@@ -7,6 +7,19 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS"]
 
+_POSTING_PACKS = """\
+            bank_id INTEGER NOT NULL,
+            term TEXT NOT NULL,
+            upto_seq INTEGER NOT NULL,
+            postings INTEGER NOT NULL,
+            version INTEGER NOT NULL,
+            seqs BLOB NOT NULL,
+            tfs BLOB NOT NULL,
+            lengths BLOB NOT NULL,
+            PRIMARY KEY (bank_id, term)
+"""
+"""The columns of `posting_packs` (0006 made the table, 0007 made it again with rowids)."""
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_initial",
@@ -180,7 +193,7 @@ MIGRATIONS: list[tuple[str, str]] = [
 MIGRATIONS.append(
     (
         "0006_search_in_database",
-        """
+        f"""
         -- Recall searches the database instead of loading a bank into every process (see
         -- lamina.store.sqlite_search). `terms` is the memory's BM25 length (NULL: not yet
         -- indexed, see SQLiteStore.prepare_search), `tokens` its text's token count, `t` when
@@ -211,16 +224,7 @@ MIGRATIONS.append(
         -- which searches subtract, until the pack is rebuilt (see
         -- lamina.store.sqlite_postings).
         CREATE TABLE posting_packs (
-            bank_id INTEGER NOT NULL,
-            term TEXT NOT NULL,
-            upto_seq INTEGER NOT NULL,
-            postings INTEGER NOT NULL,
-            version INTEGER NOT NULL,
-            seqs BLOB NOT NULL,
-            tfs BLOB NOT NULL,
-            lengths BLOB NOT NULL,
-            PRIMARY KEY (bank_id, term)
-        ) WITHOUT ROWID;
+{_POSTING_PACKS}        ) WITHOUT ROWID;
         CREATE TABLE pack_dead (
             bank_id INTEGER NOT NULL,
             term TEXT NOT NULL,
@@ -319,20 +323,11 @@ MIGRATIONS.append(
         # packs at 100k memories. In a rowid table the key's index holds the key alone, and a
         # row's blobs are read only when asked for (0.1 ms). And tombstones now cover a
         # packed term's postings after its pack as well.
-        """
+        f"""
         DROP TRIGGER postings_deleted;
         ALTER TABLE posting_packs RENAME TO posting_packs_0006;
         CREATE TABLE posting_packs (
-            bank_id INTEGER NOT NULL,
-            term TEXT NOT NULL,
-            upto_seq INTEGER NOT NULL,
-            postings INTEGER NOT NULL,
-            version INTEGER NOT NULL,
-            seqs BLOB NOT NULL,
-            tfs BLOB NOT NULL,
-            lengths BLOB NOT NULL,
-            PRIMARY KEY (bank_id, term)
-        );
+{_POSTING_PACKS}        );
         INSERT INTO posting_packs (bank_id, term, upto_seq, postings, version, seqs, tfs, lengths)
             SELECT bank_id, term, upto_seq, postings, version, seqs, tfs, lengths
             FROM posting_packs_0006;

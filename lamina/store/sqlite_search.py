@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +49,8 @@ from .search import DatabaseSearch, Dated, FilterSQL, SearchFilter, rows_dated
 # loads them.
 
 __all__ = ["SQLiteSearch"]
+
+V = TypeVar("V")
 
 _MEMO_SIZE = 8
 """BM25 sums kept per store (see `_scored`)."""
@@ -356,23 +358,23 @@ class SQLiteSearch(DatabaseSearch):
             return resident.scores(query)
 
     def _pack_cache(self) -> PackCache[Packed] | None:
-        if not self.keep_in_memory:
-            return None
-        cache: PackCache[Packed] | None = self.__dict__.get("_packs")
-        if cache is None:
-            from .sqlite_postings import pack_cache
+        from .sqlite_postings import pack_cache  # here: a store that only writes needs none
 
-            cache = self.__dict__["_packs"] = pack_cache()
-        return cache
+        return self._kept("_packs", pack_cache)
 
     def _tail_cache(self) -> PackCache[Tail] | None:
+        from .sqlite_postings import tail_cache
+
+        return self._kept("_tails", tail_cache)
+
+    def _kept(self, key: str, make: Callable[[], PackCache[V]]) -> PackCache[V] | None:
+        """The store's cache under `key`, made on first use; None when nothing is kept in
+        memory."""
         if not self.keep_in_memory:
             return None
-        cache: PackCache[Tail] | None = self.__dict__.get("_tails")
+        cache: PackCache[V] | None = self.__dict__.get(key)
         if cache is None:
-            from .sqlite_postings import tail_cache
-
-            cache = self.__dict__["_tails"] = tail_cache()
+            cache = self.__dict__[key] = make()
         return cache
 
     def sync_vectors(self, bank: str) -> None:

@@ -45,6 +45,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .._json import map_strings
 from ..messages import (
     Block,
     Message,
@@ -582,37 +583,16 @@ class Redactor:
 
 def redact_json(value: Any, redact: Callable[[str], str]) -> Any:
     """A JSON value with every string redacted; walked without recursion, so any depth works."""
-    if isinstance(value, str):
-        return redact(value)
-    if not isinstance(value, Mapping | list | tuple):
-        return value
 
-    def shell(node: Any) -> Any:
-        return {} if isinstance(node, Mapping) else []
+    def one(item: str, key: str | None) -> str:
+        if key is None:
+            return redact(item)
+        # `{"password": "..."}`: the name tells what the value is.
+        pair = redact(f"{key}={item}")
+        head = f"{key}="
+        return pair[len(head) :] if pair.startswith(head) else redact(item)
 
-    root = shell(value)
-    stack: list[tuple[Any, Any]] = [(value, root)]
-    while stack:
-        source, target = stack.pop()
-        items = source.items() if isinstance(source, Mapping) else enumerate(source)
-        for key, item in items:
-            if isinstance(item, str) and isinstance(key, str) and isinstance(source, Mapping):
-                # `{"password": "..."}`: the name tells what the value is.
-                pair = redact(f"{key}={item}")
-                head = f"{key}="
-                new: Any = pair[len(head) :] if pair.startswith(head) else redact(item)
-            elif isinstance(item, str):
-                new = redact(item)
-            elif isinstance(item, Mapping | list | tuple):
-                new = shell(item)
-                stack.append((item, new))
-            else:
-                new = item
-            if isinstance(target, dict):
-                target[key] = new
-            else:
-                target.append(new)
-    return root
+    return map_strings(value, one)
 
 
 def redact_message(message: Message, redactor: Redactor) -> tuple[Message, int]:

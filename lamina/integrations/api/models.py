@@ -18,6 +18,7 @@ from ...context.render import RequestFormat
 __all__ = [
     "AppendBody",
     "Appended",
+    "BankDetail",
     "BankEntry",
     "BankList",
     "CompileAnswer",
@@ -114,6 +115,26 @@ class BankEntry(Answer):
     bank: str
     documents: int
     memories: int
+
+
+# One bank in detail (`GET /v1/banks/{bank}`), also what the inspector's bank cards show. No
+# docstring: it would become the published schema's description.
+class BankDetail(Answer):
+    bank: str
+    created_at: datetime | None
+    documents: int
+    memories: int
+    records: int
+    embedded: int
+    embedders: dict[str, int]
+    first_time: datetime | None
+    last_time: datetime | None
+    last_retain: datetime | None
+    last_document: str | None
+    logs: int
+    bank_bytes: int | None
+    database_bytes: int | None
+    """The whole database's size on disk (all banks), when the store knows it."""
 
 
 class Listing(Answer):

@@ -34,12 +34,14 @@ from ...errors import ConfigError
 __all__ = [
     "HOOK_EVENTS",
     "PLUGIN_COMMAND",
+    "grouped_hooks_installed",
     "hook_command",
     "hooks_config",
     "install",
     "installed_scopes",
     "is_hook_command",
     "project_commands",
+    "settings_hooks",
     "settings_path",
     "uninstall",
 ]
@@ -230,20 +232,28 @@ def installed_scopes(
     directory: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> dict[str, bool]:
     """Where Lamina's hooks are installed now (for `lamina status`)."""
-    found: dict[str, bool] = {}
-    for scope in ("user", "project"):
-        path = settings_path(scope, directory, env)
-        try:
-            hooks = _load(path).get("hooks", {})
-        except ConfigError:
-            found[scope] = False
-            continue
-        found[scope] = isinstance(hooks, dict) and any(
-            _is_ours(entry)
-            for groups in hooks.values()
-            if isinstance(groups, list)
-            for group in groups
-            if isinstance(group, Mapping)
-            for entry in group.get("hooks", [])
-        )
-    return found
+    return {
+        scope: grouped_hooks_installed(settings_path(scope, directory, env))
+        for scope in ("user", "project")
+    }
+
+
+def settings_hooks(path: Path) -> dict[str, Any]:
+    """The `hooks` object of a settings file; empty when there is none or the file cannot be
+    read."""
+    try:
+        hooks = _load(path).get("hooks", {})
+    except ConfigError:
+        return {}
+    return hooks if isinstance(hooks, dict) else {}
+
+
+def grouped_hooks_installed(path: Path) -> bool:
+    """Whether a settings file laid out as Claude Code's and Gemini's are (event -> groups ->
+    `hooks`) holds a Lamina hook."""
+    for groups in settings_hooks(path).values():
+        for group in groups if isinstance(groups, list) else []:
+            entries = group.get("hooks") if isinstance(group, Mapping) else None
+            if isinstance(entries, list) and any(_is_ours(entry) for entry in entries):
+                return True
+    return False

@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ..._fields import field_dict
+from ...embed.base import QueryVectors
+
 if TYPE_CHECKING:
     from ...bank.bank import MemoryBank
     from ...bank.plan import RecallPlan
     from ...bank.query import TailQueries
     from ...bank.recall import Floor, RecallHit, RecallOptions, RecallResult
-    from ...embed import Embedder, Vector
+    from ...embed import Embedder
     from ...messages import Message
 
 __all__ = [
@@ -59,17 +62,7 @@ class PromptRequest:
     either 0: off."""
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "prompt": self.prompt,
-            "bank": self.bank,
-            "session": self.session,
-            "transcript": self.transcript,
-            "context_turns": self.context_turns,
-            "max_query_chars": self.max_query_chars,
-            "budget": self.budget,
-            "floor_dense": self.floor_dense,
-            "floor_coverage": self.floor_coverage,
-        }
+        return field_dict(self)
 
     @property
     def floor(self) -> Floor | None:
@@ -208,32 +201,14 @@ def last_compaction(transcript: str) -> datetime | None:
     return found
 
 
-class _Ahead:
+class _Ahead(QueryVectors):
     """Queries embedded in the background, and the embedder that hands their vectors to the
     recalls asking for those texts (instead of embedding them a second time)."""
 
     def __init__(self, embedder: Embedder, texts: Sequence[str]) -> None:
-        self.embedder = embedder
+        super().__init__(embedder)
         self.texts = tuple(dict.fromkeys(texts))
-        self.vectors: dict[str, Vector] = {}
         self.ready = threading.Event()
-
-    @property
-    def name(self) -> str:
-        return self.embedder.name
-
-    @property
-    def dim(self) -> int:
-        return self.embedder.dim
-
-    def embed_documents(self, texts: Sequence[str]) -> Vector:
-        return self.embedder.embed_documents(texts)
-
-    def embed_query(self, text: str) -> Vector:
-        vector = self.vectors.get(text)
-        if vector is not None:
-            return vector.copy()
-        return self.embedder.embed_query(text)
 
 
 def _embed_in_background(embedder: Embedder, texts: Sequence[str]) -> _Ahead:

@@ -38,7 +38,7 @@ import orjson
 from ...config import project_root
 from ...errors import ConfigError
 from ..claude_code.install import _is_ours, _load, _save, _without_ours
-from ..installs import SERVER, hook_commands, mcp_words, packaged_stands_aside
+from ..installs import AGENT_HOOK_EVENTS, SERVER, hook_commands, mcp_words, packaged_stands_aside
 
 __all__ = [
     "HOOK_EVENTS",
@@ -58,13 +58,7 @@ __all__ = [
     "uninstall",
 ]
 
-HOOK_EVENTS: Mapping[str, int] = {
-    "SessionStart": 10,
-    "UserPromptSubmit": 10,
-    "Stop": 10,
-    "PreCompact": 10,
-    "SessionEnd": 3,
-}
+HOOK_EVENTS: Mapping[str, int] = {**AGENT_HOOK_EVENTS, "SessionEnd": 3}
 """The events Lamina handles in Codex, with their timeouts (seconds). Codex clamps SessionEnd to
 3 s: that event (like Stop and PreCompact) only starts the detached retain worker. PreCompact
 (`trigger: auto` or `manual`) retains a long turn before Codex compacts its history, rather than

@@ -35,8 +35,9 @@ from typing import Any
 
 from ...config import project_root
 from ...errors import ConfigError
-from ..claude_code.install import _load, _save, is_hook_command
+from ..claude_code.install import _load, _save, is_hook_command, settings_hooks
 from ..installs import (
+    AGENT_HOOK_EVENTS,
     hook_commands,
     mcp_words,
     packaged_stands_aside,
@@ -58,13 +59,7 @@ __all__ = [
     "uninstall",
 ]
 
-HOOK_EVENTS: Mapping[str, int] = {
-    "SessionStart": 10,
-    "UserPromptSubmit": 10,
-    "Stop": 10,
-    "PreCompact": 10,
-    "SessionEnd": 10,
-}
+HOOK_EVENTS: Mapping[str, int] = AGENT_HOOK_EVENTS
 """The events Lamina handles in Copilot, with their timeouts (seconds, `timeoutSec`). The prompt
 hook answers within its own 3 s limit; Stop, PreCompact and SessionEnd only start the retain
 worker. PreCompact (Copilot 1.0.102's preCompact, `trigger: manual` for /compact, `auto`) gets
@@ -195,13 +190,10 @@ def uninstall(
 
 
 def _installed(path: Path) -> bool:
-    try:
-        hooks = _load(path).get("hooks", {})
-    except ConfigError:
-        return False
-    return isinstance(hooks, dict) and any(
+    """Whether Copilot's hooks file (event -> hooks) holds a Lamina hook."""
+    return any(
         _is_ours(entry)
-        for entries in hooks.values()
+        for entries in settings_hooks(path).values()
         if isinstance(entries, list)
         for entry in entries
     )

@@ -32,7 +32,7 @@ from typing import Any
 
 from ...config import project_root
 from ...errors import ConfigError
-from ..claude_code.install import _is_ours, _load, _save, _without_ours
+from ..claude_code.install import _load, _save, _without_ours, grouped_hooks_installed
 from ..installs import (
     SERVER,
     hook_commands,
@@ -158,25 +158,13 @@ def uninstall(
     return path, True
 
 
-def _installed(path: Path) -> bool:
-    try:
-        hooks = _load(path).get("hooks", {})
-    except ConfigError:
-        return False
-    for groups in hooks.values() if isinstance(hooks, dict) else []:
-        for group in groups if isinstance(groups, list) else []:
-            entries = group.get("hooks") if isinstance(group, Mapping) else None
-            if isinstance(entries, list) and any(_is_ours(entry) for entry in entries):
-                return True
-    return False
-
-
 def installed_scopes(
     directory: str | Path | None = None, env: Mapping[str, str] | None = None
 ) -> dict[str, bool]:
     """Where Lamina's Gemini hooks are installed now."""
     return {
-        scope: _installed(settings_file(scope, directory, env)) for scope in ("user", "project")
+        scope: grouped_hooks_installed(settings_file(scope, directory, env))
+        for scope in ("user", "project")
     }
 
 
