@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["PackCache", "Raw", "decode", "encode", "raw_bytes"]
+__all__ = ["PackCache", "Raw", "concatenated", "decode", "decode_blocks", "encode", "raw_bytes"]
 
 T = TypeVar("T")
 
@@ -68,6 +68,60 @@ def decode(count: int, seqs: bytes, tfs: bytes, lengths: bytes) -> Raw:
         decoded,
         np.frombuffer(tfs, dtype=f"<u{len(tfs) // count}").astype(np.int32),
         np.frombuffer(lengths, dtype=f"<u{len(lengths) // count}").astype(np.int32),
+    )
+
+
+def decode_blocks(blocks: Sequence[tuple[int, bytes, bytes, bytes]]) -> Raw:
+    """The postings of consecutive packs (`count`, seqs, tfs, lengths), in order, as one list:
+    each pack's columns viewed where they lie and decoded together, not pack by pack (a
+    common term's list is hundreds of them)."""
+    if len(blocks) == 1:
+        return decode(*blocks[0])
+    counts = np.fromiter((b[0] for b in blocks), dtype=np.int64, count=len(blocks))
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    firsts: list[int] = []
+    gaps: list[npt.NDArray[np.unsignedinteger]] = []
+    tfs: list[npt.NDArray[np.unsignedinteger]] = []
+    lengths: list[npt.NDArray[np.unsignedinteger]] = []
+    for count, seqs, tf, length in blocks:
+        if count == 0:
+            continue
+        firsts.append(int.from_bytes(seqs[:8], "little", signed=True))
+        if count > 1:
+            gaps.append(np.frombuffer(seqs, dtype=f"<u{(len(seqs) - 8) // (count - 1)}", offset=8))
+        tfs.append(np.frombuffer(tf, dtype=f"<u{len(tf) // count}"))
+        lengths.append(np.frombuffer(length, dtype=f"<u{len(length) // count}"))
+    counts = counts[counts > 0]
+    starts = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    # Each pack's gaps summed from its own first seq: one running sum over all of them, with
+    # 0 at each pack's start, less the sum reached at that start, plus its first seq.
+    steps = np.zeros(total, dtype=np.int64)
+    inner = np.ones(total, dtype=bool)
+    inner[starts] = False
+    if gaps:
+        steps[inner] = np.concatenate(gaps)
+    np.cumsum(steps, out=steps)
+    steps += np.repeat(np.asarray(firsts, dtype=np.int64) - steps[starts], counts)
+    return (
+        steps,
+        np.concatenate(tfs).astype(np.int32),
+        np.concatenate(lengths).astype(np.int32),
+    )
+
+
+def concatenated(parts: Sequence[Raw]) -> Raw:
+    """Lists one after the other, as one."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
     )
 
 

@@ -36,12 +36,13 @@ import psycopg
 
 from ..memories import Memory
 from ..text.lexical import idf
-from .packs import PackCache, Raw
+from .packs import PackCache
 from .postgres_postings import (
     IN_MEMORY_COST,
     PACK_MIN,
     PROBE_COST,
     SHORTLIST,
+    Held,
     PostgresPostings,
     pack_cache,
     positive,
@@ -289,7 +290,7 @@ class PostgresSearch(DatabaseSearch):
     """Memory for packs kept between searches (PackCache): a search then asks the database
     only whether they are still current. 0 keeps none."""
 
-    def _pack_cache(self) -> PackCache[Raw] | None:
+    def _pack_cache(self) -> PackCache[Held] | None:
         if self.lexical_pack_cache_bytes <= 0:
             return None
         cache = self.__dict__.get("_packs")
