@@ -5,7 +5,8 @@ database holding the same bench bank in that version's layout (for instance a ba
 `lamina bench latency --database-url A --pg-memories N` with the old version, a copy of A made
 with `CREATE DATABASE B TEMPLATE A`, and B migrated by the new version). Rounds alternate
 between the sides; each round is a new process that warms up on every question once (as a
-serving process would: common terms' lists read into memory) and then times:
+serving process would: common terms' lists read into memory, packs built by the old
+version) and then times:
 
 - lexical search as configured, and exact (no work bound), for each question;
 - recall in the database (lexical and dense, query embedding excluded), as the latency
@@ -68,6 +69,10 @@ def worker(url: str, bank: str, queries: int, fresh: int) -> dict[str, Any]:
         channel_weights={"lexical": 1.0, "dense": 1.0, "time": 0.0},
     )
     where = SearchFilter()
+    # Warm-up: a serving process's state (and, on the old version, its packs built).
+    for question in asked:
+        store.lexical_search(bank, tokenize(question), 200, where)
+        recall_from_store(store, bank, question, embedder, options)
     cold: list[float] = []
     for question in asked[:fresh]:
         newcomer = PostgresStore(url)
@@ -76,9 +81,6 @@ def worker(url: str, bank: str, queries: int, fresh: int) -> dict[str, Any]:
         newcomer.lexical_search(bank, tokenize(question), 200, where)
         cold.append((time.perf_counter() - t0) * 1000)
         newcomer.close()
-    for question in asked:  # warm-up: a serving process's state
-        store.lexical_search(bank, tokenize(question), 200, where)
-        recall_from_store(store, bank, question, embedder, options)
     lexical: list[float] = []
     exact: list[float] = []
     recall: list[float] = []

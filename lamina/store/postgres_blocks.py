@@ -2,12 +2,12 @@
 
 `posting_blocks` holds each term's postings (seqs ascending, term frequencies, the memories'
 lengths) in blocks of at most BLOCK_MAX, each in the pack codec of lamina.store.packs (about
-5 bytes a posting), keyed by (bank_id, term, first_seq) with the block's last seq beside the
-key: no row and no index entry per posting. Reading a term's list is one range of the key
-(lamina.store.postgres_postings).
+5 bytes a posting), keyed by (bank_id, term, first_seq): no row and no index entry per
+posting. Reading a term's list is one range of the key (lamina.store.postgres_postings).
 
 - A retain appends each term's new postings to its last block while that block holds fewer
-  than BLOCK_OPEN, and starts a new block otherwise; once RUN blocks smaller than BLOCK_MAX
+  than BLOCK_OPEN (rewriting it in place, see `_store`), and starts a new block otherwise;
+  once RUN blocks smaller than BLOCK_MAX
   trail a list they are merged into full ones. So a retain rewrites at most one small block
   per term it touches, and a list of df postings takes about df / BLOCK_MAX rows, plus at
   most RUN.
@@ -85,8 +85,32 @@ def _store(
     bank_id: int,
     dropped: Sequence[tuple[str, int]],
     written: Sequence[tuple[str, Raw]],
+    rewritten: Sequence[tuple[str, Raw]] = (),
 ) -> None:
-    """Delete the blocks (term, first_seq) and write the new ones (each a new version)."""
+    """Delete the blocks (term, first_seq), write the new ones and rewrite the blocks that
+    keep their first seq in place (each a new version). A block rewritten in place changes
+    no indexed column, so PostgreSQL updates it on its page (a HOT update: no new index
+    entry, the old version pruned without waiting for VACUUM): the open blocks that every
+    retain rewrites do not bloat the table."""
+    if rewritten:
+        encoded = [encode(raw) for _, raw in rewritten]
+        conn.execute(
+            "UPDATE posting_blocks b SET last_seq = u.last, n = u.n, seqs = u.seqs,"
+            " tfs = u.tfs, lengths = u.lengths, version = nextval('posting_block_versions')"
+            " FROM unnest(%s::text[], %s::int8[], %s::int8[], %s::int4[], %s::bytea[],"
+            " %s::bytea[], %s::bytea[]) AS u(term, first, last, n, seqs, tfs, lengths)"
+            " WHERE b.bank_id = %s AND b.term = u.term AND b.first_seq = u.first",
+            (
+                [t for t, _ in rewritten],
+                [int(raw[0][0]) for _, raw in rewritten],
+                [int(raw[0][-1]) for _, raw in rewritten],
+                [len(raw[0]) for _, raw in rewritten],
+                [e[0] for e in encoded],
+                [e[1] for e in encoded],
+                [e[2] for e in encoded],
+                bank_id,
+            ),
+        )
     if dropped:
         conn.execute(
             "DELETE FROM posting_blocks b USING unnest(%s::text[], %s::int8[]) AS d(term, first)"
@@ -127,19 +151,22 @@ def add(conn: psycopg.Connection[Any], bank_id: int, lists: Mapping[str, Raw]) -
     tails = {
         str(r[0]): r[1:]
         for r in conn.execute(
-            "SELECT t.term, b.first_seq, b.last_seq, b.n, b.seqs, b.tfs, b.lengths,"
+            # The last block's postings only when it is open (a full one stays unread).
+            "SELECT t.term, b.first_seq, b.last_seq, b.n, CASE WHEN b.n < %s THEN b.seqs END,"
+            " CASE WHEN b.n < %s THEN b.tfs END, CASE WHEN b.n < %s THEN b.lengths END,"
             " (SELECT array_agg(r.n ORDER BY r.first_seq DESC) FROM (SELECT k.n, k.first_seq"
             "  FROM posting_blocks k WHERE k.bank_id = %s AND k.term = t.term"
             "  ORDER BY k.first_seq DESC LIMIT %s) r)"
             " FROM unnest(%s::text[]) AS t(term) CROSS JOIN LATERAL (SELECT * FROM"
             " posting_blocks b WHERE b.bank_id = %s AND b.term = t.term"
             " ORDER BY b.first_seq DESC LIMIT 1) b",
-            (bank_id, RUN, terms, bank_id),
+            (BLOCK_OPEN, BLOCK_OPEN, BLOCK_OPEN, bank_id, RUN, terms, bank_id),
             binary=True,
         )
     }
     dropped: list[tuple[str, int]] = []
     written: list[tuple[str, Raw]] = []
+    rewritten: list[tuple[str, Raw]] = []
     inside: dict[str, int] = {}
     merging: dict[str, int] = {}
     for term in terms:
@@ -148,18 +175,20 @@ def add(conn: psycopg.Connection[Any], bank_id: int, lists: Mapping[str, Raw]) -
         if tail is None:
             written += [(term, chunk) for chunk in _chunks(raw)]
             continue
-        first, last, count, seqs, tfs, lengths, sizes = tail
+        _first, last, count, seqs, tfs, lengths, sizes = tail
         if int(raw[0][0]) <= int(last):
             inside[term] = int(raw[0][0])  # among older postings: rewritten below
             continue
         trailing = [int(n) for n in sizes]
-        if int(count) < BLOCK_OPEN:  # the open block takes them
-            old = decode(int(count), bytes(seqs), bytes(tfs), bytes(lengths))
-            raw = concatenated([old, raw])
-            dropped.append((term, int(first)))
-            trailing = trailing[1:]
         chunks = _chunks(raw)
-        written += [(term, chunk) for chunk in chunks]
+        if int(count) < BLOCK_OPEN:  # the open block takes them, rewritten where it lies
+            old = decode(int(count), bytes(seqs), bytes(tfs), bytes(lengths))
+            chunks = _chunks(concatenated([old, raw]))
+            rewritten.append((term, chunks[0]))
+            written += [(term, chunk) for chunk in chunks[1:]]
+            trailing = trailing[1:]
+        else:
+            written += [(term, chunk) for chunk in chunks]
         run = 0
         for n in [len(c[0]) for c in reversed(chunks)] + trailing:
             if n >= BLOCK_MAX:
@@ -182,7 +211,7 @@ def add(conn: psycopg.Connection[Any], bank_id: int, lists: Mapping[str, Raw]) -
             blocks = sorted(held.get(term, []), key=lambda b: b[1])
             dropped += [(term, first) for _, first, _ in blocks]
             written += [(term, c) for c in _chunks(_merged([b[2] for b in blocks], new[term]))]
-    _store(conn, bank_id, dropped, written)
+    _store(conn, bank_id, dropped, written, rewritten)
     if merging:
         _merge(conn, bank_id, merging)
 
@@ -298,7 +327,8 @@ def remove_everywhere(
 _BLOCKS_DDL = """
 -- A term's postings in blocks of at most lamina.store.postgres_blocks.BLOCK_MAX, in the pack
 -- codec of lamina.store.packs: no row and no index entry per posting. `version` is new with
--- every block written; term_counts.version is newer than every block of its term.
+-- every block written; term_counts.version is newer than every block of its term. Room is
+-- left on each page (fillfactor) so that rewriting an open block in place stays on its page.
 CREATE SEQUENCE posting_block_versions;
 CREATE TABLE posting_blocks (
     bank_id bigint NOT NULL REFERENCES banks(id) ON DELETE CASCADE,
@@ -310,8 +340,8 @@ CREATE TABLE posting_blocks (
     seqs bytea NOT NULL,
     tfs bytea NOT NULL,
     lengths bytea NOT NULL,
-    PRIMARY KEY (bank_id, term, first_seq) INCLUDE (last_seq)
-);
+    PRIMARY KEY (bank_id, term, first_seq)
+) WITH (fillfactor = 85);
 -- Uncompressed: decompressing on every read would cost more than the bytes saved.
 ALTER TABLE posting_blocks ALTER seqs SET STORAGE EXTERNAL,
     ALTER tfs SET STORAGE EXTERNAL, ALTER lengths SET STORAGE EXTERNAL;
