@@ -11,7 +11,10 @@ version) and then times:
 - lexical search as configured, and exact (no work bound), for each question;
 - recall in the database (lexical and dense, query embedding excluded), as the latency
   bench's PostgreSQL recall;
-- a fresh process's first lexical search (nothing held in memory), for a few questions.
+- a fresh process's first lexical search (nothing held in memory), for a few questions;
+- retains as a hook makes them (a LoCoMo conversation growing two messages at a time, into
+  a bank of its own beside the bench bank, embedding left out; the bank deleted after), and
+  bulk retains of 500 memories each (as `lamina copy` makes them).
 
 It also reports each database's postings bytes (table, TOAST and indexes, from
 pg_total_relation_size, for whichever of postings, posting_packs and posting_blocks exist)
@@ -99,6 +102,55 @@ def worker(url: str, bank: str, queries: int, fresh: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         recall_from_store(store, bank, question, embedder, options)
         recall.append((time.perf_counter() - t0) * 1000)
+    # Retains as a hook makes them: a conversation growing two messages at a time, each
+    # retain adding a turn's memories to the terms' open blocks (embedding left out).
+    from lamina.bank.bank import MemoryBank
+    from lamina.bank.retain import RetainOptions
+    from lamina.bench.common import shared_data_dir
+    from lamina.readers.locomo import read_locomo_samples
+
+    folder = shared_data_dir("locomo")
+    assert folder is not None
+    sample = read_locomo_samples(str(folder / "locomo-dev.json"))[0]
+    messages = list(sample.messages)
+    writer = MemoryBank(PostgresStore(url), retain_options=RetainOptions(embed=False))
+    growing = f"ab-retain-{os.getpid()}"
+    retains: list[float] = []
+    for end in range(2, len(messages) + 1, 2):
+        t0 = time.perf_counter()
+        writer.retain_messages(messages[:end], growing, sample.sample_id)
+        retains.append((time.perf_counter() - t0) * 1000)
+    writer.store.delete_bank(growing)
+    writer.close()
+    # Bulk retains, as `lamina copy` or an import makes them: 500 memories of two bench texts
+    # each per retain (no vectors).
+    from lamina.memories import Cursor, Memory
+    from lamina.store.base import RetainBatch
+
+    texts = _texts
+    bulk: list[float] = []
+    loading = f"ab-bulk-{os.getpid()}"
+    for batch in range(4):
+        group = [
+            Memory(
+                id=f"b{batch}-{i}",
+                bank=loading,
+                document=f"doc{batch}",
+                kind="turn",
+                text=f"{texts[(7 * i + batch) % len(texts)]}\n{texts[(13 * i + 5) % len(texts)]}",
+                record_ids=(f"r{i}",),
+                content_hash=f"{batch}-{i}",
+            )
+            for i in range(500)
+        ]
+        t0 = time.perf_counter()
+        store.apply_retain(
+            RetainBatch(
+                loading, f"doc{batch}", 0, Cursor(), [m.record_ids[0] for m in group], group
+            )
+        )
+        bulk.append((time.perf_counter() - t0) * 1000)
+    store.delete_bank(loading)
     with store.pool.connection() as conn:
         sizes = {
             str(name): int(size)
@@ -116,6 +168,8 @@ def worker(url: str, bank: str, queries: int, fresh: int) -> dict[str, Any]:
         "lexical_exact_ms": exact,
         "recall_ms": recall,
         "fresh_process_lexical_ms": cold,
+        "retain_ms": retains,
+        "bulk_retain_500_ms": bulk,
         "ranked": ranked,
         "postings_bytes": sizes,
         "memories": memories,
@@ -175,6 +229,8 @@ def main() -> None:
                     "lexical_exact_ms",
                     "recall_ms",
                     "fresh_process_lexical_ms",
+                    "retain_ms",
+                    "bulk_retain_500_ms",
                 )
             },
         }

@@ -300,7 +300,8 @@ def _postings(store: PostgresStore) -> dict[str, Any]:
         "blocks_mb": round(blocks / 1e6, 1),
         "term_counts_mb": round(sizes.get("term_counts", 0) / 1e6, 1),
         "memories": memories,
-        "blocks_gb_per_million_memories": round(blocks / memories * 1e3, 3) if memories else None,
+        # bytes per memory x 1e6 memories / 1e9 bytes
+        "blocks_gb_per_million_memories": round(blocks / memories / 1e3, 3) if memories else None,
     }
 
 

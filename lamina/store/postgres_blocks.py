@@ -97,8 +97,9 @@ def _store(
         conn.execute(
             "UPDATE posting_blocks b SET last_seq = u.last, n = u.n, seqs = u.seqs,"
             " tfs = u.tfs, lengths = u.lengths, version = nextval('posting_block_versions')"
-            " FROM unnest(%s::text[], %s::int8[], %s::int8[], %s::int4[], %s::bytea[],"
-            " %s::bytea[], %s::bytea[]) AS u(term, first, last, n, seqs, tfs, lengths)"
+            # The byte strings sent binary (%b): as text they would be escaped byte by byte.
+            " FROM unnest(%s::text[], %s::int8[], %s::int8[], %s::int4[], %b::bytea[],"
+            " %b::bytea[], %b::bytea[]) AS u(term, first, last, n, seqs, tfs, lengths)"
             " WHERE b.bank_id = %s AND b.term = u.term AND b.first_seq = u.first",
             (
                 [t for t, _ in rewritten],
