@@ -73,27 +73,20 @@ def decode(count: int, seqs: bytes, tfs: bytes, lengths: bytes) -> Raw:
 
 def decode_blocks(blocks: Sequence[tuple[int, bytes, bytes, bytes]]) -> Raw:
     """The postings of consecutive packs (`count`, seqs, tfs, lengths), in order, as one list:
-    each pack's columns viewed where they lie and decoded together, not pack by pack (a
-    common term's list is hundreds of them)."""
+    each column of all the packs decoded together, not pack by pack (a common term's list is
+    hundreds of them), in one call where the packs share a width (nearly always)."""
     if len(blocks) == 1:
         return decode(*blocks[0])
+    blocks = [b for b in blocks if b[0]]
+    if not blocks:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
     counts = np.fromiter((b[0] for b in blocks), dtype=np.int64, count=len(blocks))
     total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
-    firsts: list[int] = []
-    gaps: list[npt.NDArray[np.unsignedinteger]] = []
-    tfs: list[npt.NDArray[np.unsignedinteger]] = []
-    lengths: list[npt.NDArray[np.unsignedinteger]] = []
-    for count, seqs, tf, length in blocks:
-        if count == 0:
-            continue
-        firsts.append(int.from_bytes(seqs[:8], "little", signed=True))
-        if count > 1:
-            gaps.append(np.frombuffer(seqs, dtype=f"<u{(len(seqs) - 8) // (count - 1)}", offset=8))
-        tfs.append(np.frombuffer(tf, dtype=f"<u{len(tf) // count}"))
-        lengths.append(np.frombuffer(length, dtype=f"<u{len(length) // count}"))
-    counts = counts[counts > 0]
+    firsts = np.frombuffer(b"".join([b[1][:8] for b in blocks]), dtype="<i8")
+    many = [b for b in blocks if b[0] > 1]
+    gaps = _joined([memoryview(b[1])[8:] for b in many], [b[0] - 1 for b in many])
+    tfs = _joined([b[2] for b in blocks], [b[0] for b in blocks])
+    lengths = _joined([b[3] for b in blocks], [b[0] for b in blocks])
     starts = np.zeros(len(counts), dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
     # Each pack's gaps summed from its own first seq: one running sum over all of them, with
@@ -101,14 +94,27 @@ def decode_blocks(blocks: Sequence[tuple[int, bytes, bytes, bytes]]) -> Raw:
     steps = np.zeros(total, dtype=np.int64)
     inner = np.ones(total, dtype=bool)
     inner[starts] = False
-    if gaps:
-        steps[inner] = np.concatenate(gaps)
+    steps[inner] = gaps
     np.cumsum(steps, out=steps)
-    steps += np.repeat(np.asarray(firsts, dtype=np.int64) - steps[starts], counts)
-    return (
-        steps,
-        np.concatenate(tfs).astype(np.int32),
-        np.concatenate(lengths).astype(np.int32),
+    steps += np.repeat(firsts - steps[starts], counts)
+    return steps, tfs.astype(np.int32), lengths.astype(np.int32)
+
+
+def _joined(
+    parts: Sequence[bytes | memoryview], counts: Sequence[int]
+) -> npt.NDArray[np.unsignedinteger]:
+    """Columns of `counts` values each, little-endian unsigned of whatever width each holds
+    (its bytes over its count), as one array."""
+    if not parts:
+        return np.zeros(0, dtype=np.uint64)
+    widths = {len(p) // c for p, c in zip(parts, counts, strict=True)}
+    if len(widths) == 1:
+        return np.frombuffer(b"".join(parts), dtype=f"<u{widths.pop()}")
+    return np.concatenate(
+        [
+            np.frombuffer(p, dtype=f"<u{len(p) // c}").astype(np.uint64)
+            for p, c in zip(parts, counts, strict=True)
+        ]
     )
 
 
