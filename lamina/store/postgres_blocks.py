@@ -51,7 +51,7 @@ __all__ = [
 BLOCK_OPEN = 128
 """A term's last block takes appends while it holds fewer postings than this (rewriting it
 costs at most about 640 bytes)."""
-BLOCK_MAX = 1_024
+BLOCK_MAX = 4_096
 """The most postings in one block."""
 RUN = 16
 """This many blocks smaller than BLOCK_MAX at the end of a list are merged into full ones."""
