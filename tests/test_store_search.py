@@ -12,7 +12,7 @@ import pytest
 from lamina.bank.recall import RecallOptions
 from lamina.errors import StoreError
 from lamina.memories import Cursor, Memory
-from lamina.store import packs, postgres_postings, postgres_search
+from lamina.store import packs, postgres_blocks, postgres_search
 from lamina.store.base import RetainBatch
 from lamina.store.postgres import PostgresStore
 from lamina.store.search import SearchFilter
@@ -97,17 +97,21 @@ def test_packed_postings_follow_every_change(
     path: str,
     readers: int,
 ) -> None:
-    """Common terms are read from packs; deleting, replacing and adding memories, and
-    changing entities, never leave a search reading an out-of-date pack: neither the
-    search that scores every memory holding a query term from packs held in memory nor
+    """Postings live in per-term blocks (small ones here, so that lists span many, appends
+    fill open blocks and start new ones, and trailing blocks merge), and common terms'
+    lists are held in memory between searches; deleting, replacing and adding memories, and
+    changing entities, never leave a search reading an out-of-date list: neither the
+    search that scores every memory holding a query term from lists held in memory nor
     the one that proves which cannot matter, and neither when the same store wrote nor when
-    another one (another process or host, its packs held in its own memory) did."""
+    another one (another process or host, its lists held in its own memory) did."""
     writer, _ = filled
     reader = writer if readers == 1 else PostgresStore(writer.url)
     bank = f"packs-{path}-{readers}"
     for store in {writer, reader}:
         monkeypatch.setattr(store, "lexical_pack_min", 20)
-    monkeypatch.setattr(postgres_postings, "PACK_TAIL", 5)
+    monkeypatch.setattr(postgres_blocks, "BLOCK_OPEN", 4)
+    monkeypatch.setattr(postgres_blocks, "BLOCK_MAX", 16)
+    monkeypatch.setattr(postgres_blocks, "RUN", 3)
     if path == "proving":
         monkeypatch.setattr(postgres_search, "IN_MEMORY_COST", 0)
     rng = random.Random(21)
@@ -131,25 +135,27 @@ def test_packed_postings_follow_every_change(
 
     for doc in range(4):
         batch(f"d{doc}", doc * 100, 100)
+    for first in range(400, 420, 2):  # small retains: appended to the terms' last blocks
+        batch("d6", first, 2)
     _assert_exact(reader, bank, _queries(1))
-    with reader.pool.connection() as conn:
-        row = conn.execute("SELECT count(*) FROM posting_packs").fetchone()
-    assert row is not None and row[0] > 0
+    # No block holds more than BLOCK_MAX, and at most RUN smaller ones end a list.
+    largest, trailing = _block_shapes(writer, bank)
+    assert largest == 16 and trailing < 3
     cache = reader._pack_cache()
     assert cache is not None and cache.bytes > 0  # held for the next search
     _assert_exact(reader, bank, _queries(1))
-    batch("d4", 400, 3)  # a few newer postings: read beside the packs
+    batch("d4", 420, 3)  # a few newer postings: the held lists' newest blocks sent
     _assert_exact(reader, bank, _queries(2))
     writer.delete_document(bank, "d1")
     _assert_exact(reader, bank, _queries(3))
     writer.delete_memory(bank, "p5")
     batch("d0", 10, 20)  # memories replaced: new seqs, old postings gone
     _assert_exact(reader, bank, _queries(4))
-    batch("d5", 500, 60)  # many newer postings: packs rebuilt
+    batch("d5", 500, 60)  # many newer postings: blocks merged
     _assert_exact(reader, bank, _queries(5))
-    _assert_exact(writer, bank, _queries(5))  # the writer rebuilds them
-    _assert_exact(reader, bank, _queries(5))  # the reader's copies are older: sent again
-    # Entity postings are added to old memories: the packs they fall in must go.
+    _assert_exact(writer, bank, _queries(5))
+    _assert_exact(reader, bank, _queries(5))
+    # Entity postings are added to old memories: the blocks they fall in are rewritten.
     named = {f"p{i}": ["Kestrel"] if i % 3 else ["Osprey"] for i in range(200, 260)}
     writer.set_entities(bank, named)
     entity_queries = [["\x01Kestrel"], ["\x01Osprey", "w1"], ["\x01Kestrel", "\x01Osprey"]]
@@ -157,20 +163,45 @@ def test_packed_postings_follow_every_change(
     writer.set_entities(bank, {f"p{i}": ["Osprey"] for i in range(200, 230)})
     _assert_exact(reader, bank, entity_queries)
     _assert_exact(writer, bank, entity_queries)
-    # The same counts and the same newest posting as the packs held: only the version tells.
+    # The same counts and the same newest posting as the lists held: only the version tells.
     writer.set_entities(bank, {"p230": ["Osprey"], "p231": ["Kestrel"]})
     _assert_exact(writer, bank, entity_queries)
     _assert_exact(reader, bank, entity_queries)
+    assert _block_shapes(writer, bank)[0] <= 16
     if reader is not writer:
         reader.close()
+
+
+def _block_shapes(store: PostgresStore, bank: str) -> tuple[int, int]:
+    """The most postings in one block of the bank, and the longest run of blocks smaller
+    than the largest that ends a term's list."""
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT k.term, k.n FROM posting_blocks k JOIN banks b ON b.id = k.bank_id"
+            " WHERE b.name = %s ORDER BY k.term, k.first_seq",
+            (bank,),
+        ).fetchall()
+    largest = max(int(n) for _, n in rows)
+    lists: dict[str, list[int]] = {}
+    for term, n in rows:
+        lists.setdefault(str(term), []).append(int(n))
+    trailing = 0
+    for sizes in lists.values():
+        run = 0
+        for n in reversed(sizes):
+            if n >= largest:
+                break
+            run += 1
+        trailing = max(trailing, run)
+    return largest, trailing
 
 
 def test_a_read_only_database_searches_exactly_with_or_without_packs(
     filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store on a database it may not write to (a hot standby, a read-only role) opens
-    without migrating and searches exactly: row by row while no pack exists (it cannot
-    build one), from the packs once a writer has built them."""
+    without migrating, searches exactly and holds the common terms' lists it read: reading
+    never writes."""
     writer, _ = filled
     readonly = PostgresStore(writer.url + "?options=-c%20default_transaction_read_only%3Don")
     for store in (writer, readonly):
@@ -195,10 +226,8 @@ def test_a_read_only_database_searches_exactly_with_or_without_packs(
         readonly.delete_document("standby", "d")
     _assert_exact(readonly, "standby", _queries(41))
     cache = readonly._pack_cache()
-    assert cache is not None and cache.bytes == 0  # nothing built, nothing held
-    _assert_exact(writer, "standby", _queries(41))  # the writer builds the packs
+    assert cache is not None and cache.bytes > 0
     _assert_exact(readonly, "standby", _queries(42))
-    assert cache.bytes > 0
     readonly.close()
 
 
@@ -238,12 +267,8 @@ def test_a_filter_that_only_excludes_still_reads_the_packs(
     ]
     for where in filters:
         _assert_exact(store, "b", _queries(7), where)
-    with store.pool.connection() as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM posting_packs k JOIN banks b ON b.id = k.bank_id"
-            " WHERE b.name = 'b'"
-        ).fetchone()
-    assert row is not None and row[0] > 0
+    cache = store._pack_cache()
+    assert cache is not None and cache.bytes > 0
     monkeypatch.setattr(postgres_search, "EXCLUDED_MAX", 10)
     for where in filters:
         _assert_exact(store, "b", _queries(8), where)

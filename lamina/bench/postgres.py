@@ -8,11 +8,12 @@ Per bank size:
 - the same with one document left out (what the Claude Code hook always asks: everything
   but the current session);
 - how often recall's top 10 is the one exact searches give (no HNSW, no lexical work bound);
-- lexical search alone: as configured, without packs (the baseline) and exact, with the
-  configured ranking's agreement with the exact one;
+- lexical search alone: as configured, without lists held in memory (every list read from
+  its blocks) and exact, with the configured ranking's agreement with the exact one;
 - the agreement of the HNSW dense ranking with an exact scan;
-- the time to build the bank, the database's size, the packs held in memory and the server
-  settings that matter (shared_buffers: the timings assume the bank's HNSW index fits).
+- the time to build the bank, the database's size, the postings' bytes (table, TOAST and
+  indexes) per million memories, the lists held in memory and the server settings that
+  matter (shared_buffers: the timings assume the bank's HNSW index fits).
 
 Then retain throughput with four processes writing different conversations into one bank,
 embedding excluded, on PostgreSQL and, as the baseline, on SQLite.
@@ -170,6 +171,7 @@ def postgres_latency(
         }
     out["database_mb"] = round((store.size_bytes() or 0) / 1e6, 1)
     out["disk_mb"] = _disk(store)
+    out["postings"] = _postings(store)
     out["server_settings"] = _settings(store)
     store.close()
     return out
@@ -202,9 +204,9 @@ def _against_exact(
 def _lexical(
     store: PostgresStore, name: str, asked: list[str], depth: int, queries: int
 ) -> dict[str, Any]:
-    """Lexical search alone: as configured (packs, bounded work), without packs (the rows of
-    `postings` read one by one: the previous way, the baseline), and exact (no work bound),
-    with how often the configured top `depth` is the exact one."""
+    """Lexical search alone: as configured (common terms' lists held in memory, bounded
+    work), without them (every list read from its blocks each time), and exact (no work
+    bound), with how often the configured top `depth` is the exact one."""
     sample = asked[:queries]
     runs: dict[str, list[list[tuple[int, float]]]] = {}
     ms: dict[str, list[float]] = {}
@@ -255,6 +257,31 @@ def _disk(store: PostgresStore) -> dict[str, float]:
             " ORDER BY 2 DESC LIMIT 16"
         ).fetchall()
     return {str(name): round(int(size) / 1e6, 1) for name, size in rows if int(size) >= 1e6}
+
+
+def _postings(store: PostgresStore) -> dict[str, Any]:
+    """The postings' bytes (pg_total_relation_size: table, TOAST and indexes) over every bank
+    of the database, and per million of its memories."""
+    with store.pool.connection() as conn:
+        sizes = {
+            str(name): int(size)
+            for name, size in conn.execute(
+                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+                " AND c.relname IN ('posting_blocks', 'term_counts')"
+            )
+        }
+        row = conn.execute("SELECT count(*) FROM memories").fetchone()
+    memories = int(row[0]) if row else 0
+    blocks = sizes.get("posting_blocks", 0)
+    return {
+        "blocks_mb": round(blocks / 1e6, 1),
+        "term_counts_mb": round(sizes.get("term_counts", 0) / 1e6, 1),
+        "memories": memories,
+        # bytes per memory x 1e6 memories / 1e9 bytes
+        "blocks_gb_per_million_memories": round(blocks / memories / 1e3, 3) if memories else None,
+    }
 
 
 def _settings(store: PostgresStore) -> dict[str, str]:

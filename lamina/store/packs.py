@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["PackCache", "Raw", "decode", "encode", "raw_bytes"]
+__all__ = ["PackCache", "Raw", "concatenated", "decode", "decode_blocks", "encode", "raw_bytes"]
 
 T = TypeVar("T")
 
@@ -68,6 +68,66 @@ def decode(count: int, seqs: bytes, tfs: bytes, lengths: bytes) -> Raw:
         decoded,
         np.frombuffer(tfs, dtype=f"<u{len(tfs) // count}").astype(np.int32),
         np.frombuffer(lengths, dtype=f"<u{len(lengths) // count}").astype(np.int32),
+    )
+
+
+def decode_blocks(blocks: Sequence[tuple[int, bytes, bytes, bytes]]) -> Raw:
+    """The postings of consecutive packs (`count`, seqs, tfs, lengths), in order, as one list:
+    each column of all the packs decoded together, not pack by pack (a common term's list is
+    hundreds of them), in one call where the packs share a width (nearly always)."""
+    if len(blocks) == 1:
+        return decode(*blocks[0])
+    blocks = [b for b in blocks if b[0]]
+    if not blocks:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    counts = np.fromiter((b[0] for b in blocks), dtype=np.int64, count=len(blocks))
+    total = int(counts.sum())
+    firsts = np.frombuffer(b"".join([b[1][:8] for b in blocks]), dtype="<i8")
+    many = [b for b in blocks if b[0] > 1]
+    gaps = _joined([memoryview(b[1])[8:] for b in many], [b[0] - 1 for b in many])
+    tfs = _joined([b[2] for b in blocks], [b[0] for b in blocks])
+    lengths = _joined([b[3] for b in blocks], [b[0] for b in blocks])
+    starts = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    # Each pack's gaps summed from its own first seq: one running sum over all of them, with
+    # 0 at each pack's start, less the sum reached at that start, plus its first seq.
+    steps = np.zeros(total, dtype=np.int64)
+    inner = np.ones(total, dtype=bool)
+    inner[starts] = False
+    steps[inner] = gaps
+    np.cumsum(steps, out=steps)
+    steps += np.repeat(firsts - steps[starts], counts)
+    return steps, tfs.astype(np.int32), lengths.astype(np.int32)
+
+
+def _joined(
+    parts: Sequence[bytes | memoryview], counts: Sequence[int]
+) -> npt.NDArray[np.unsignedinteger]:
+    """Columns of `counts` values each, little-endian unsigned of whatever width each holds
+    (its bytes over its count), as one array."""
+    if not parts:
+        return np.zeros(0, dtype=np.uint64)
+    widths = {len(p) // c for p, c in zip(parts, counts, strict=True)}
+    if len(widths) == 1:
+        return np.frombuffer(b"".join(parts), dtype=f"<u{widths.pop()}")
+    return np.concatenate(
+        [
+            np.frombuffer(p, dtype=f"<u{len(p) // c}").astype(np.uint64)
+            for p, c in zip(parts, counts, strict=True)
+        ]
+    )
+
+
+def concatenated(parts: Sequence[Raw]) -> Raw:
+    """Lists one after the other, as one."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32)
+    return (
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
     )
 
 

@@ -39,9 +39,10 @@ import numpy.typing as npt
 
 from ..errors import StoreError
 from ..memories import Memory
-from ..text.entities import entity_terms
+from ..text.entities import ENTITY_PREFIX, entity_terms
 from ..text.lexical import term_counts
 from ..tokens import count_text
+from . import postgres_blocks as blocks
 from . import rows
 from .dialect import Columns, Dialect, Rows, cached
 from .documents import SQLDocuments
@@ -49,6 +50,7 @@ from .keys import SQLKeys
 from .logs import SQLLogs
 from .memories import SQLMemories
 from .operations import SQLOperations
+from .packs import Raw, concatenated
 from .postgres_migrations import MIGRATIONS
 from .postgres_search import PostgresSearch
 from .rows import MEMORY_INSERT, memory_params
@@ -368,7 +370,10 @@ class PostgresStore(PostgresSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys,
                 if name in done:
                     continue
                 try:
-                    conn.execute(sql.encode())
+                    if callable(sql):
+                        sql(conn)
+                    else:
+                        conn.execute(sql.encode())
                 except psycopg.Error as exc:
                     raise StoreError(
                         f"{describe_target(self.url)}: migration {name} failed ({exc})"
@@ -420,26 +425,26 @@ class PostgresStore(PostgresSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys,
                 "SELECT seq, id, entities, terms FROM memories WHERE bank_id = %s AND id = ANY(%s)",
                 (bank_id, list(entities)),
             ).fetchall()
-            old_df: Counter[str] = Counter()
+            gone: dict[str, list[int]] = {}
             new_df: Counter[str] = Counter()
             postings: list[tuple[str, int, int, int]] = []
             seqs: list[int] = []
             for seq, memory_id, old, length in found:
                 seqs.append(int(seq))
-                old_df.update(set(entity_terms(old)))
+                for term in set(entity_terms(old)):
+                    gone.setdefault(term, []).append(int(seq))
                 counts = Counter(entity_terms(entities[memory_id]))
                 new_df.update(counts.keys())
                 postings.extend((term, int(seq), tf, int(length)) for term, tf in counts.items())
             if not seqs:
                 return 0
             # The entity postings (their terms carry ENTITY_PREFIX) are replaced whole.
-            conn.execute(
-                "DELETE FROM postings WHERE bank_id = %s AND seq = ANY(%s) AND term = ANY(%s)",
-                (bank_id, seqs, list(old_df)),
+            removed = blocks.remove(
+                conn, bank_id, {t: np.array(sorted(s), dtype=np.int64) for t, s in gone.items()}
             )
-            _count_terms(conn, bank_id, old_df, -1)
+            blocks.add(conn, bank_id, _lists(postings))
+            _count_terms(conn, bank_id, Counter({t: len(r[0]) for t, r in removed.items()}), -1)
             _count_terms(conn, bank_id, new_df, 1)
-            _add_postings(conn, bank_id, postings)
             with conn.cursor() as cur:
                 cur.executemany(
                     "UPDATE memories SET entities = %s WHERE seq = %s",
@@ -476,34 +481,55 @@ class PostgresStore(PostgresSearch, SQLDocuments, SQLMemories, SQLLogs, SQLKeys,
 def _delete_memories(
     conn: psycopg.Connection[Any], bank_id: int, condition: str, params: tuple[Any, ...]
 ) -> int:
-    """Delete the bank's memories matching `condition` (SQL on `memories`), keeping the BM25
-    statistics right: document frequencies and the bank's live count and total length."""
+    """Delete the bank's memories matching `condition` (SQL on `memories`) with their
+    postings, keeping the BM25 statistics right: document frequencies and the bank's live
+    count and total length.
+
+    A memory's postings are found through the terms of its text and entities, counted again
+    as retain counted them; should they not all be found as written (the tokenizer changed
+    since), every block of the memories' seq range is read instead, so none is left."""
     gone = conn.execute(
-        f"SELECT seq, terms FROM memories WHERE bank_id = %s AND {condition}",
+        f"SELECT seq, terms, text, entities FROM memories WHERE bank_id = %s AND {condition}",
         (bank_id, *params),
     ).fetchall()
     if not gone:
         return 0
-    seqs = [int(seq) for seq, _terms in gone]
-    # Packs holding one of these postings are out of date: dropped, rebuilt on demand.
-    conn.execute(
-        "DELETE FROM posting_packs k WHERE k.bank_id = %s AND k.term IN (SELECT p.term"
-        " FROM postings p WHERE p.bank_id = %s AND p.seq = ANY(%s) AND p.seq <= k.upto_seq)",
-        (bank_id, bank_id, seqs),
+    seqs = sorted(int(row[0]) for row in gone)
+    held: dict[str, list[int]] = {}
+    lengths: dict[int, int] = {}
+    for seq, length, text, entities in gone:
+        lengths[int(seq)] = int(length)
+        for term in term_counts(text, entity_terms(entities))[1]:
+            held.setdefault(term, []).append(int(seq))
+    removed = blocks.remove(
+        conn, bank_id, {t: np.array(sorted(s), dtype=np.int64) for t, s in held.items()}
     )
-    conn.execute(
-        "UPDATE term_counts c SET df = c.df - g.n FROM (SELECT term, count(*) AS n"
-        " FROM postings WHERE bank_id = %s AND seq = ANY(%s) GROUP BY term) g"
-        " WHERE c.bank_id = %s AND c.term = g.term",
-        (bank_id, seqs, bank_id),
-    )
+    if not _as_written(removed, held, lengths):
+        rest = blocks.remove_everywhere(conn, bank_id, np.array(seqs, dtype=np.int64))
+        for term, raw in rest.items():
+            removed[term] = concatenated([removed[term], raw]) if term in removed else raw
+    _count_terms(conn, bank_id, Counter({t: len(r[0]) for t, r in removed.items()}), -1)
     conn.execute(
         "UPDATE banks SET live_memories = live_memories - %s, total_terms = total_terms - %s"
         " WHERE id = %s",
-        (len(seqs), sum(int(terms) for _seq, terms in gone), bank_id),
+        (len(seqs), sum(lengths.values()), bank_id),
     )
-    # Postings go with their memory (ON DELETE CASCADE).
     return conn.execute("DELETE FROM memories WHERE seq = ANY(%s)", (seqs,)).rowcount
+
+
+def _as_written(
+    removed: Mapping[str, Raw], wanted: Mapping[str, Sequence[int]], lengths: Mapping[int, int]
+) -> bool:
+    """Whether the postings taken out are every one asked for, and the text terms' counts of
+    each memory add up to the length it was stored with."""
+    if sum(len(r[0]) for r in removed.values()) != sum(len(s) for s in wanted.values()):
+        return False
+    total: Counter[int] = Counter()
+    for term, (seqs, tfs, _lengths) in removed.items():
+        if not term.startswith(ENTITY_PREFIX):
+            for seq, tf in zip(seqs.tolist(), tfs.tolist(), strict=True):
+                total[seq] += tf
+    return all(total[seq] == length for seq, length in lengths.items())
 
 
 def _insert_memories(
@@ -540,7 +566,7 @@ def _insert_memories(
             " %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             values,
         )
-    _add_postings(conn, bank_id, postings)
+    blocks.add(conn, bank_id, _lists(postings))
     _count_terms(conn, bank_id, df, 1)
     conn.execute(
         "UPDATE banks SET live_memories = live_memories + %s, total_terms = total_terms + %s"
@@ -549,39 +575,31 @@ def _insert_memories(
     )
 
 
-def _add_postings(
-    conn: psycopg.Connection[Any], bank_id: int, postings: Sequence[tuple[str, int, int, int]]
-) -> None:
-    """Write (term, seq, tf, terms) postings of the bank (dropping the packs of their terms
-    that they would fall inside: a new memory's seq is above every pack's)."""
-    if not postings:
-        return
-    conn.execute(
-        "DELETE FROM posting_packs WHERE bank_id = %s AND term = ANY(%s) AND upto_seq >= %s",
-        (bank_id, sorted({p[0] for p in postings}), min(p[1] for p in postings)),
-    )
-    with (
-        conn.cursor() as cur,
-        cur.copy("COPY postings (bank_id, term, seq, tf, terms) FROM STDIN") as copy,
-    ):
-        for term, seq, tf, length in postings:
-            copy.write_row((bank_id, term, seq, tf, length))
+def _lists(postings: Sequence[tuple[str, int, int, int]]) -> dict[str, Raw]:
+    """(term, seq, tf, length) postings as each term's arrays."""
+    grouped: dict[str, list[tuple[int, int, int]]] = {}
+    for term, seq, tf, length in postings:
+        grouped.setdefault(term, []).append((seq, tf, length))
+    out: dict[str, Raw] = {}
+    for term, found in grouped.items():
+        table = np.array(found, dtype=np.int64).reshape(-1, 3)
+        out[term] = (table[:, 0], table[:, 1].astype(np.int32), table[:, 2].astype(np.int32))
+    return out
 
 
 def _count_terms(
     conn: psycopg.Connection[Any], bank_id: int, counts: Counter[str], sign: int
 ) -> None:
-    """Add (sign 1) or take away (sign -1) memories holding each term from its df."""
+    """Add (sign 1) or take away (sign -1) memories holding each term from its df, and give
+    each term a new version, newer than its blocks (called after they are written)."""
     if not counts:
         return
     terms = list(counts)
-    if sign < 0:  # postings of these terms went: their packs are out of date
-        conn.execute(
-            "DELETE FROM posting_packs WHERE bank_id = %s AND term = ANY(%s)", (bank_id, terms)
-        )
     conn.execute(
-        "INSERT INTO term_counts (bank_id, term, df) SELECT %s, t, n"
+        "INSERT INTO term_counts (bank_id, term, df, version)"
+        " SELECT %s, t, n, nextval('posting_block_versions')"
         " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"
-        " ON CONFLICT (bank_id, term) DO UPDATE SET df = term_counts.df + excluded.df",
+        " ON CONFLICT (bank_id, term) DO UPDATE SET df = term_counts.df + excluded.df,"
+        " version = excluded.version",
         (bank_id, terms, [sign * counts[t] for t in terms]),
     )

@@ -1,15 +1,21 @@
 """Ordered, named schema migrations of the PostgreSQL store. Append; never edit a released one.
 
 The tables mirror the SQLite store's (lamina/store/sqlite_migrations.py) with native types:
-timestamptz, jsonb, text[] and pgvector's `vector`. tests/test_store_moves.py pins the
-schema a fresh database ends up with.
+timestamptz, jsonb, text[] and pgvector's `vector`. A migration is SQL, or a function run on
+the migrating connection where SQL alone cannot say it (0011 encodes posting blocks).
+tests/test_store_moves.py pins the schema a fresh database ends up with.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from .postgres_blocks import migrate_to_blocks
+
 __all__ = ["MIGRATIONS"]
 
-MIGRATIONS: list[tuple[str, str]] = [
+MIGRATIONS: list[tuple[str, str | Callable[[Any], None]]] = [
     (
         "0001_initial",
         """
@@ -361,4 +367,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    # Postings move from a row each (`postings`, with `posting_packs` cached beside them) to
+    # per-term blocks (`posting_blocks`), bank by bank in this one transaction; see
+    # lamina.store.postgres_blocks.
+    ("0011_posting_blocks", migrate_to_blocks),
 ]

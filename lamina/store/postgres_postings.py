@@ -1,41 +1,45 @@
 """PostgreSQL's BM25 postings, read for one lexical search (see lamina.store.postgres_search).
 
-Postings are rows of `postings` (bank, term, seq, tf, the memory's length); a bank's common
-terms are also kept packed, one row per term (`posting_packs`, in the codec of
-lamina.store.packs), built on first use by the reader and kept current by every write
-(checked against `term_counts` at each read). A store keeps the packs it has read in memory
-(PackCache), asking the database each time only whether they are still current.
+Postings are kept in per-term blocks (`posting_blocks`, written by
+lamina.store.postgres_blocks): a term's list is a range of the blocks' key. A store keeps the
+lists of the common terms it has read in memory (PackCache), asking the database each time
+only whether they are still current (term_counts.version) and, when not, for the blocks
+written since.
 
-`PostgresPostings` reads a query's lists whole (from packs where they are common) or only for
-given candidates, and ranks them: summed on one array over the bank's seq range (`top`), with
-the commonest terms only looked up for the memories they could still lift into the top k.
+`PostgresPostings` reads a query's lists whole (from memory where they are common and held)
+or only for given candidates (the blocks that hold them), and ranks them: summed on one
+array over the bank's seq range (`top`), with the commonest terms only looked up for the
+memories they could still lift into the top k.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from .packs import PackCache, Raw, decode, encode, raw_bytes
+from .packs import PackCache, Raw, concatenated, decode_blocks, raw_bytes
 from .ranking import align, best, contributions, positions, summed
 
-__all__ = ["PostgresPostings", "pack_cache", "positive"]
+__all__ = ["Held", "PostgresPostings", "pack_cache", "positive"]
 
 PROBE_COST = 10
 """Looking one candidate up in a term's postings costs about this many postings read whole."""
 SHORTLIST = 4
 """Candidates scored in full, per result wanted, before proving the rest cannot matter."""
 PACK_MIN = 2_000
-"""Terms held by at least this many memories are read from their pack (`posting_packs`):
-one row of packed arrays instead of a row per posting."""
+"""Terms held by at least this many memories are read whole and kept in memory between
+searches (their "pack", see PackCache)."""
 PACK_COST = 0.1
-"""A posting read from a pack costs about this much of one read row by row."""
+"""A posting of such a term read from the database costs about this much of one looked up
+for a candidate (the cost model of the row-per-posting layout, kept so rankings under the
+work bound do not change)."""
 CACHED_COST = 0.01
-"""... and one of a pack this process holds already (see PackCache), this much."""
+"""... and one of a list this process holds already (see PackCache), this much."""
 LOOKUP_COST = 16
 """Looking a memory up in a list held in memory costs about as much as scoring and adding
 this many of its postings."""
@@ -44,40 +48,21 @@ IN_MEMORY_COST = 150_000
 sent from packs, or 15 million of packs held in memory), lexical search reads them all and
 ranks in memory (`_Postings.top`): exact, and faster than proving which memories cannot
 matter with lookups in the database."""
-PACK_TAIL = 1_000
-"""A pack is rebuilt once more than this many (and an eighth of its size) newer postings
-have to be read beside it."""
-
 _Arrays = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]
-_AGGREGATES = (
-    "string_agg(int8send(p.seq), '' ORDER BY p.seq),"
-    " string_agg(int4send(p.tf), '' ORDER BY p.seq),"
-    " string_agg(int4send(p.terms), '' ORDER BY p.seq)"
-)
-"""A term's postings packed big-endian (int8send/int4send), so that they arrive as three
-byte strings rather than as many Python objects."""
 
 
 _NONE: Raw = (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32))
 
 
-def _unpack(seqs: bytes | None, tfs: bytes | None, lengths: bytes | None) -> Raw:
-    return (
-        np.frombuffer(seqs or b"", dtype=">i8").astype(np.int64),
-        np.frombuffer(tfs or b"", dtype=">i4").astype(np.int32),
-        np.frombuffer(lengths or b"", dtype=">i4").astype(np.int32),
-    )
-
-
-def pack_cache(max_bytes: int) -> PackCache[Raw]:
-    """A PackCache of this store's decoded packs."""
-    return PackCache(max_bytes, raw_bytes)
+def pack_cache(max_bytes: int) -> PackCache[Held]:
+    """A PackCache of the common terms' lists this store holds."""
+    return PackCache(max_bytes, held_bytes)
 
 
 class PostgresPostings:
     """The postings of a query's terms and their BM25 contributions, per term as arrays in
-    seq order: whole lists read once (a common term's from its pack, held in memory or
-    sent), or only the entries of given candidates."""
+    seq order: whole lists read once (a common term's held in memory or sent), or only the
+    entries of given candidates."""
 
     def __init__(
         self,
@@ -90,7 +75,7 @@ class PostgresPostings:
         df: dict[str, int] | None = None,
         pack_min: int | None = None,
         excluded: npt.NDArray[np.int64] | None = None,
-        cache: PackCache[Raw] | None = None,
+        cache: PackCache[Held] | None = None,
     ) -> None:
         self.conn, self.bank_id, self.avgdl, self.weights = conn, bank_id, avgdl, weights
         self.cache = cache
@@ -98,12 +83,14 @@ class PostgresPostings:
         self.excluded = excluded if excluded is not None and len(excluded) else None
         """Sorted seqs left out of every ranking (the filter's, when it only excludes)."""
         self.df = df or {}
-        # Packs hold every memory: a filtered search reads row by row.
+        # Lists held in memory hold every memory: a filtered search reads the blocks and
+        # keeps what the filter lets through.
         self.packed = (
             set()
             if filter_sql or pack_min is None
             else {t for t, n in self.df.items() if n >= pack_min}
         )
+        self._passing: npt.NDArray[np.int64] | None = None
         self.whole: dict[str, Raw] = {}
         """Lists read whole (the excluded memories are taken out of what they give)."""
         self._scored: dict[str, _Arrays] = {}
@@ -133,111 +120,105 @@ class PostgresPostings:
             self._scored[term] = self._score(term, self.whole[term])
         return self._scored[term]
 
+    def _allowed(self) -> npt.NDArray[np.int64]:
+        """The sorted seqs the filter lets through (read once)."""
+        if self._passing is None:
+            row = self.conn.execute(
+                "SELECT string_agg(int8send(m.seq), '' ORDER BY m.seq) FROM memories m"
+                f" WHERE m.bank_id = %s AND {self.filter_sql}",
+                [self.bank_id, *self.filter_params],
+                binary=True,
+            ).fetchone()
+            data = bytes(row[0]) if row is not None and row[0] is not None else b""
+            self._passing = np.frombuffer(data, dtype=">i8").astype(np.int64)
+        return self._passing
+
     def _fetch(self, terms: Sequence[str], seqs: npt.NDArray[np.int64] | None) -> dict[str, Raw]:
-        """The terms' postings row by row: all of them (through the filter), or only those
-        of `seqs`."""
-        sql = (
-            f"SELECT p.term, {_AGGREGATES} FROM postings p"
-            " WHERE p.bank_id = %s AND p.term = ANY(%s)"
-        )
-        params: list[Any] = [self.bank_id, list(terms)]
-        if seqs is not None:
-            sql += " AND p.seq = ANY(%s)"
-            params.append(seqs.tolist())
-        elif self.filter_sql:
-            sql += (
-                " AND p.seq IN (SELECT m.seq FROM memories m WHERE m.bank_id = %s"
-                f" AND {self.filter_sql})"
+        """The terms' postings from their blocks: all of them (through the filter), or only
+        those of `seqs` (from the blocks whose range holds one of them)."""
+        if seqs is None:
+            rows = self.conn.execute(
+                "SELECT term, n, seqs, tfs, lengths FROM posting_blocks"
+                " WHERE bank_id = %s AND term = ANY(%s)",
+                (self.bank_id, list(terms)),
+                binary=True,
             )
-            params += [self.bank_id, *self.filter_params]
+        else:
+            rows = self.conn.execute(
+                "SELECT b.term, b.n, b.seqs, b.tfs, b.lengths FROM posting_blocks b"
+                " JOIN (SELECT DISTINCT t.term, k.first_seq FROM unnest(%s::text[]) AS t(term)"
+                "  CROSS JOIN unnest(%s::int8[]) AS s(seq) CROSS JOIN LATERAL (SELECT"
+                "  k.first_seq, k.last_seq FROM posting_blocks k WHERE k.bank_id = %s"
+                "  AND k.term = t.term AND k.first_seq <= s.seq ORDER BY k.first_seq DESC"
+                "  LIMIT 1) k WHERE k.last_seq >= s.seq) w"
+                " ON b.term = w.term AND b.first_seq = w.first_seq WHERE b.bank_id = %s",
+                (list(terms), seqs.tolist(), self.bank_id, self.bank_id),
+                binary=True,
+            )
+        found: dict[str, list[tuple[int, int, bytes, bytes, bytes]]] = {}
+        for term, count, packed, tfs, lengths in rows:
+            first = int.from_bytes(bytes(packed[:8]), "little", signed=True)
+            found.setdefault(str(term), []).append(
+                (first, int(count), bytes(packed), bytes(tfs), bytes(lengths))
+            )
         out = dict.fromkeys(terms, _NONE)
-        for term, *packed in self.conn.execute(sql + " GROUP BY p.term", params, binary=True):
-            out[str(term)] = _unpack(*packed)
+        for term, blocks in found.items():
+            blocks.sort()
+            raw = decode_blocks([b[1:] for b in blocks])
+            if seqs is not None:
+                raw = _restrict(raw, seqs)
+            elif self.filter_sql:
+                raw = _restrict(raw, self._allowed())
+            out[term] = raw
         return out
 
     def _unpacked(self, terms: Sequence[str]) -> dict[str, Raw]:
-        """Whole lists of common terms: each pack with the postings newer than it; packs
-        missing or out of date are built (or, where the database refuses the write, the
-        postings read row by row). A pack the cache holds at its current version is not
-        sent again."""
+        """Whole lists of common terms, kept in this process's cache between searches. The
+        database is asked only for each term's version (term_counts.version, newer than
+        every block of the term) and, where the held copy is older, for the term's block
+        keys and the blocks written since that copy was read: the list is the blocks held
+        and the blocks sent, in key order."""
         held = self.cache.held(self.bank_id, terms) if self.cache is not None else {}
-        out: dict[str, Raw] = {}
-        unless = "CASE WHEN k.version = c.version THEN NULL ELSE k.{} END"
         rows = self.conn.execute(
-            "SELECT k.term, k.version, k.df, t.n,"
-            f" {unless.format('seqs')}, {unless.format('tfs')}, {unless.format('lengths')},"
-            " t.seqs, t.tfs, t.lengths"
-            " FROM unnest(%s::text[], %s::int8[]) AS c(term, version)"
-            " JOIN posting_packs k ON k.bank_id = %s AND k.term = c.term"
-            " CROSS JOIN LATERAL (SELECT count(*),"
-            f" {_AGGREGATES} FROM postings p WHERE p.bank_id = k.bank_id"
-            " AND p.term = k.term AND p.seq > k.upto_seq) t(n, seqs, tfs, lengths)",
+            "SELECT c.term, c.version, b.first_seq, b.n,"
+            " CASE WHEN b.version > q.version THEN b.seqs END,"
+            " CASE WHEN b.version > q.version THEN b.tfs END,"
+            " CASE WHEN b.version > q.version THEN b.lengths END"
+            " FROM unnest(%s::text[], %s::int8[]) AS q(term, version)"
+            " JOIN term_counts c ON c.bank_id = %s AND c.term = q.term"
+            " LEFT JOIN LATERAL (SELECT k.first_seq, k.n, k.version, k.seqs, k.tfs, k.lengths"
+            "  FROM posting_blocks k WHERE c.version <> q.version AND k.bank_id = c.bank_id"
+            # OFFSET 0 keeps the subquery whole, so a term whose held copy is current is one
+            # test, not a scan of its blocks.
+            "  AND k.term = c.term OFFSET 0) b ON true",
             (list(terms), [held[t][0] if t in held else -1 for t in terms], self.bank_id),
             binary=True,
         )
-        for term, version, count, newer, *packed in rows:
-            term, count, newer = str(term), int(count), int(newer)
-            if count + newer != self.df[term] or newer > max(PACK_TAIL, count // 8):
-                continue  # out of date (or a retain is committing right now): rebuilt
-            if packed[0] is None:  # the cached copy is the current one
-                raw = held[term][1]
+        version: dict[str, int] = {}
+        listed: dict[str, list[tuple[int, int, Any, Any, Any]]] = {}
+        for term, current, first, count, *packed in rows:
+            term = str(term)
+            version[term] = int(current)
+            if first is not None:
+                listed.setdefault(term, []).append((int(first), int(count), *packed))
+        out: dict[str, Raw] = {}
+        stale: list[str] = []
+        for term in terms:
+            if term not in version:
+                out[term] = _NONE
+            elif term not in listed and term in held and held[term][0] == version[term]:
+                out[term] = held[term][1].raw  # the copy held is current
             else:
-                raw = decode(count, *packed[:3])
+                kept = held[term][1] if term in held else None
+                made = _assembled(sorted(listed.get(term, [])), kept)
+                if made is None:
+                    stale.append(term)
+                    continue
+                out[term] = made.raw
                 if self.cache is not None:
-                    self.cache.put(self.bank_id, term, int(version), raw)
-            if newer:  # the postings newer than the pack, after it
-                tail = _unpack(*packed[3:])
-                raw = (
-                    np.concatenate([raw[0], tail[0]]),
-                    np.concatenate([raw[1], tail[1]]),
-                    np.concatenate([raw[2], tail[2]]),
-                )
-            out[term] = raw
-        missing = [t for t in terms if t not in out]
-        if missing:
-            try:
-                out.update(self._pack(missing))
-            except psycopg.Error:
-                out.update(self._fetch(missing, None))  # e.g. a read-only standby
-        return out
-
-    def _pack(self, terms: Sequence[str]) -> dict[str, Raw]:
-        """Build the terms' packs from their postings, and return them."""
-        out = dict.fromkeys(terms, _NONE)
-        with self.conn.transaction():
-            # Every writer holds the bank's row FOR UPDATE: with it shared here, no write to
-            # this bank's postings is half done while the packs are read and stored.
-            self.conn.execute("SELECT 1 FROM banks WHERE id = %s FOR SHARE", (self.bank_id,))
-            rows = self.conn.execute(
-                f"SELECT p.term, max(p.seq), count(*), {_AGGREGATES} FROM postings p"
-                " WHERE p.bank_id = %s AND p.term = ANY(%s) GROUP BY p.term",
-                (self.bank_id, list(terms)),
-                binary=True,
-            ).fetchall()
-            built = {str(r[0]): _unpack(*r[3:]) for r in rows}
-            columns: list[Sequence[Any]] = [
-                list(built),
-                [int(r[1]) for r in rows],
-                [int(r[2]) for r in rows],
-                *(zip(*[encode(raw) for raw in built.values()], strict=True) if rows else [[]] * 3),
-            ]
-            versions = dict(
-                self.conn.execute(
-                    "INSERT INTO posting_packs (bank_id, term, upto_seq, df, seqs, tfs, lengths)"
-                    " SELECT %s, * FROM unnest(%s::text[], %s::int8[], %s::int8[],"
-                    " %s::bytea[], %s::bytea[], %s::bytea[])"
-                    " ON CONFLICT (bank_id, term) DO UPDATE SET upto_seq = excluded.upto_seq,"
-                    " df = excluded.df, seqs = excluded.seqs, tfs = excluded.tfs,"
-                    " lengths = excluded.lengths, version = nextval('posting_pack_versions')"
-                    " RETURNING term, version",
-                    (self.bank_id, *[list(c) for c in columns]),
-                    binary=True,
-                ).fetchall()
-            )
-        for term, raw in built.items():
-            if self.cache is not None:
-                self.cache.put(self.bank_id, term, int(versions[term]), raw)
-            out[term] = raw
+                    self.cache.put(self.bank_id, term, version[term], made)
+        if stale:  # a block neither sent nor held (never expected): read whole
+            out.update(self._fetch(stale, None))
         return out
 
     def read(self, terms: Sequence[str]) -> None:
@@ -373,6 +354,47 @@ class PostgresPostings:
 def positive(seqs: npt.NDArray[np.int64], scores: npt.NDArray[np.float64]) -> dict[int, float]:
     """{seq: score} of the memories that score."""
     return {int(q): float(v) for q, v in zip(seqs, scores, strict=True) if v > 0}
+
+
+@dataclass(frozen=True)
+class Held:
+    """A common term's whole list as this process holds it between searches: the postings,
+    and where each of its blocks (by first seq) lies in them."""
+
+    raw: Raw
+    blocks: dict[int, tuple[int, int]]
+
+
+def held_bytes(held: Held) -> int:
+    return raw_bytes(held.raw) + 100 * len(held.blocks)
+
+
+def _assembled(listed: Sequence[tuple[int, int, Any, Any, Any]], kept: Held | None) -> Held | None:
+    """A list from its blocks' (first_seq, n, seqs, tfs, lengths) in key order, the columns
+    None where the block is the one `kept` holds; None when a block is neither."""
+    parts: list[Raw] = []
+    blocks: dict[int, tuple[int, int]] = {}
+    sent: list[tuple[int, bytes, bytes, bytes]] = []
+    at = 0
+    for first, count, seqs, tfs, lengths in listed:
+        if seqs is None:
+            if kept is None or first not in kept.blocks:
+                return None
+            if sent:
+                parts.append(decode_blocks(sent))
+                sent = []
+            start, end = kept.blocks[first]
+            if end - start != count:
+                return None
+            raw = kept.raw
+            parts.append((raw[0][start:end], raw[1][start:end], raw[2][start:end]))
+        else:
+            sent.append((count, bytes(seqs), bytes(tfs), bytes(lengths)))
+        blocks[first] = (at, at + count)
+        at += count
+    if sent:
+        parts.append(decode_blocks(sent))
+    return Held(concatenated(parts), blocks)
 
 
 def _restrict(raw: Raw, seqs: npt.NDArray[np.int64]) -> Raw:

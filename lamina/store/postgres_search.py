@@ -1,7 +1,8 @@
 """Recall's searches run inside PostgreSQL (see lamina.store.search for the contract).
 
-Lexical: BM25 over the `postings` table with the in-process index's formula, computed here
-from the lists lamina.store.postgres_postings reads. Two ways to the exact top k:
+Lexical: BM25 over the per-term posting blocks (lamina.store.postgres_blocks) with the
+in-process index's formula, computed here from the lists lamina.store.postgres_postings
+reads. Two ways to the exact top k:
 
 - When every query term's list is in memory or cheap to read, all of them are read whole
   and summed on one array over the bank's seq range; the commonest terms are only looked
@@ -36,12 +37,13 @@ import psycopg
 
 from ..memories import Memory
 from ..text.lexical import idf
-from .packs import PackCache, Raw
+from .packs import PackCache
 from .postgres_postings import (
     IN_MEMORY_COST,
     PACK_MIN,
     PROBE_COST,
     SHORTLIST,
+    Held,
     PostgresPostings,
     pack_cache,
     positive,
@@ -214,7 +216,7 @@ class PostgresSearch(DatabaseSearch):
             order = sorted(weights, key=lambda t: (-weights[t], t))
             bound = {t: weights[t] * (BM25_K1 + 1) for t in order}
             # A filter that only excludes a few documents: their memories are taken out of
-            # what is read, so common terms still come from their packs.
+            # what is read, so common terms' lists held in memory still serve.
             excluded = self._excluded(conn, bank_id, where)
             filter_sql, filter_params = (
                 ("", []) if excluded is not None else _FILTER.conditions(bank_id, where)
@@ -289,7 +291,7 @@ class PostgresSearch(DatabaseSearch):
     """Memory for packs kept between searches (PackCache): a search then asks the database
     only whether they are still current. 0 keeps none."""
 
-    def _pack_cache(self) -> PackCache[Raw] | None:
+    def _pack_cache(self) -> PackCache[Held] | None:
         if self.lexical_pack_cache_bytes <= 0:
             return None
         cache = self.__dict__.get("_packs")
@@ -298,9 +300,9 @@ class PostgresSearch(DatabaseSearch):
         return cache
 
     lexical_pack_min: int | None = PACK_MIN
-    """Terms held by at least this many memories are read from their pack (a row of packed
-    arrays, `posting_packs`, built on first use and kept up to date by every write) rather
-    than row by row; None reads every term row by row."""
+    """Lists of terms held by at least this many memories are kept in this process's memory
+    between searches (see lexical_pack_cache_bytes); None reads every list from its blocks
+    every time."""
 
     def _recent(self) -> threading.local:
         """What this thread's last lexical search read (see lexical_scores)."""
