@@ -161,3 +161,47 @@ def test_a_server_keeps_logs_open_and_sees_what_another_server_did(database: str
             assert len(fresh.log) == 0
     finally:
         store.close()
+
+
+class Gated(Recording):
+    """The offline summariser, whose background writes wait for a gate to open, as a slow
+    model's would: `in_flight` counts the writes begun and not finished."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.in_flight = 0
+
+    def write(self, request: SummaryRequest) -> SummaryResult:
+        if not threading.current_thread().name.startswith("lamina-prefetch"):
+            return super().write(request)
+        self.in_flight += 1
+        self.entered.set()
+        self.gate.wait(30)
+        try:
+            return super().write(request)
+        finally:
+            self.in_flight -= 1
+
+
+def test_closing_the_logs_waits_for_their_prefetch_before_the_store_closes(
+    database: str,
+) -> None:
+    history = long_history(160, words=300)
+    summariser = Gated()
+    store = open_store(database)
+    try:
+        with ContextLogs(store, summariser) as logs:
+            for end in range(4, len(history), 4):
+                logs.compile("proj", "sess", history[end - 4 : end], OPTIONS, ahead=True)
+                if summariser.entered.wait(0.05):
+                    break  # a prefetch is writing a summary now
+            assert summariser.in_flight == 1
+            threading.Timer(0.3, summariser.gate.set).start()
+        # Closed only once the prefetch finished what it was writing, into the open store.
+        assert summariser.in_flight == 0
+        assert len(store.load_summaries("proj", "sess")) == len(summariser.threads)
+    finally:
+        summariser.gate.set()
+        store.close()

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from .._closing import Closing
 from ..errors import InputError, NotFoundError
 from ..messages import Kind, Message, Role, TextBlock
 from ..store.base import ContextLogInfo, Store
@@ -47,7 +48,7 @@ MIN_AVAILABLE = 500
 """Tokens a compile must have left once the reply reserve is taken from the budget."""
 
 
-class ContextLogs:
+class ContextLogs(Closing):
     """The context logs of a store (see the module's doc). A server keeps one for its life:
     the logs it used stay open between calls, so a call reads only the messages appended
     since the last one (not the whole log), and the summaries a compile's background
@@ -91,6 +92,17 @@ class ContextLogs:
             else:
                 stored.refresh()
             yield stored
+
+    def close(self) -> None:
+        """Wait for the open logs' background prefetches, then let the logs go: the store they
+        write their summaries to may be closed after this, not before (SQLite closed under a
+        prefetch's write crashed the process)."""
+        with self._lock:
+            entries = list(self._open.values())
+            self._open.clear()
+        for stored, lock in entries:
+            with lock:
+                stored.wait()
 
     def forget(self, bank: str, log: str | None = None) -> None:
         """Drop a log (or every log of a bank) from the open ones, e.g. once deleted."""
