@@ -428,10 +428,24 @@ def _states(
     cwd: Path,
     env: Mapping[str, str] | None,
     timeout: float,
+    *,
+    trust: bool = False,
 ) -> dict[str, str]:
+    """Each hook of `keys` -> its event's trust status, as `codex app-server` lists them;
+    with `trust`, the hooks listed are first trusted at their current hash (what `/hooks`
+    records) and listed again."""
     rpc = _app_server(codex, cwd, env, timeout)
     try:
         listed = _listed(rpc, cwd, keys)
+        state = {
+            key: {"trusted_hash": hook["currentHash"]}
+            for key, hook in listed.items()
+            if trust and isinstance(hook.get("currentHash"), str)
+        }
+        if state:
+            edit = {"keyPath": "hooks.state", "value": state, "mergeStrategy": "upsert"}
+            rpc.call("config/batchWrite", {"edits": [edit]})
+            listed = _listed_again(rpc, cwd, keys)
     finally:
         rpc.close()
     return {
@@ -454,7 +468,7 @@ def trust(
     keys = _our_keys(files)
     if not keys:
         raise ConfigError(f"{files.hooks}: no Lamina hooks to trust (run `lamina install codex`)")
-    return _trust(keys, codex, project_root(directory), env, timeout)
+    return _states(keys, codex, project_root(directory), env, timeout, trust=True)
 
 
 PLUGIN = "lamina@lamina"
@@ -480,7 +494,7 @@ def trust_plugin(
 ) -> dict[str, str]:
     """Trust the installed Codex plugin's hooks (`codex plugin add lamina@lamina`), as `/hooks`
     would. Returns the states after (`not listed` while the plugin is not installed)."""
-    return _trust(plugin_keys(), codex, project_root(directory), env, timeout)
+    return _states(plugin_keys(), codex, project_root(directory), env, timeout, trust=True)
 
 
 def plugin_states(
@@ -493,33 +507,6 @@ def plugin_states(
     """Each of the Codex plugin's hooks -> Codex's trust status (`not listed` while the plugin
     is not installed), as `codex app-server` reports them."""
     return _states(plugin_keys(), codex, project_root(directory), env, timeout)
-
-
-def _trust(
-    keys: Mapping[str, str],
-    codex: str,
-    cwd: Path,
-    env: Mapping[str, str] | None,
-    timeout: float,
-) -> dict[str, str]:
-    rpc = _app_server(codex, cwd, env, timeout)
-    try:
-        listed = _listed(rpc, cwd, keys)
-        state = {
-            key: {"trusted_hash": hook["currentHash"]}
-            for key, hook in listed.items()
-            if isinstance(hook.get("currentHash"), str)
-        }
-        if state:
-            edit = {"keyPath": "hooks.state", "value": state, "mergeStrategy": "upsert"}
-            rpc.call("config/batchWrite", {"edits": [edit]})
-            listed = _listed_again(rpc, cwd, keys)
-    finally:
-        rpc.close()
-    return {
-        event: str(listed[key].get("trustStatus")) if key in listed else "not listed"
-        for key, event in keys.items()
-    }
 
 
 def find_codex(env: Mapping[str, str] | None = None) -> str | None:
