@@ -91,6 +91,12 @@ class Machine(AgentMachine):
             COPILOT_MODEL="fake-model",
         )
 
+    def lists_lamina_server(self) -> None:
+        """`copilot mcp list` names Lamina's MCP server."""
+        listed = subprocess.run([self.cli, "mcp", "list"], capture_output=True, text=True,
+                                env=self.env, timeout=120)  # fmt: skip
+        assert "lamina" in listed.stdout, listed.stdout + listed.stderr
+
     def ask(self, prompt: str, limit: int = 180) -> str:
         """One `copilot -p` session; its id (the new folder under session-state)."""
         before = set(self.copilot_home.glob("session-state/*/events.jsonl"))
@@ -112,10 +118,7 @@ def test_memories_reach_the_next_copilot_session_and_cross_agents(
         status = json.loads(machine.lamina("status", "--json").stdout)
         assert status["copilot_hooks"]["user"]["installed"] is True
         assert status["copilot_hooks"]["project"]["installed"] is False
-        # Copilot lists the registered server as the user's.
-        listed = subprocess.run([copilot, "mcp", "list"], capture_output=True, text=True,
-                                env=machine.env, timeout=120)  # fmt: skip
-        assert "lamina" in listed.stdout, listed.stdout + listed.stderr
+        machine.lists_lamina_server()  # as the user's
 
         # Session 1 states a fact; its own hooks (Stop, SessionEnd) retain it.
         first = machine.ask(FIRST_PROMPT)
@@ -202,9 +205,7 @@ def test_the_copilot_plugin_gives_one_memory_block(copilot: str, tmp_path: Path)
         machine.run("plugin", "install", "lamina@lamina", limit=120)
         status = json.loads(machine.lamina("status", "--json").stdout)
         assert status["copilot_hooks"]["plugin"]["installed"] is True
-        listed = subprocess.run([copilot, "mcp", "list"], capture_output=True, text=True,
-                                env=machine.env, timeout=120)  # fmt: skip
-        assert "lamina" in listed.stdout, listed.stdout + listed.stderr
+        machine.lists_lamina_server()  # as the plugin's
 
         first = machine.ask(FIRST_PROMPT)
         (request,) = requests_for(api, FIRST_PROMPT)

@@ -95,82 +95,74 @@ def wait_for_cursor(home: Path, offset: int, timeout: float = 120.0) -> int:
     return seen
 
 
+class LiveSession:
+    """The bundled example as a live session: `stop_at(n)` writes its first `n` lines and runs
+    the Stop hook; `before`, `during` and `after` are the messages up to the third reply, from
+    there to the sixth, and the rest."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.home = tmp_path / "home"
+        self.live = tmp_path / "live.jsonl"
+        self.lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
+        messages = read_transcript(str(EXAMPLE)).messages
+        ends = [
+            m.source.end_line for m in messages if m.kind.value == "reply" and m.source.end_line
+        ]
+        self.first, self.second = ends[2], ends[5]
+        self.before = [m for m in messages if (m.source.end_line or 0) <= self.first]
+        self.during = [m for m in messages if self.first < (m.source.line or 0) <= self.second]
+        self.after = [m for m in messages if (m.source.line or 0) > self.second]
+
+    def stop_at(self, cut: int) -> None:
+        self.live.write_text("\n".join(self.lines[:cut]) + "\n", encoding="utf-8")
+        stop = {"hook_event_name": "Stop", "session_id": SESSION,
+                "transcript_path": str(self.live), "cwd": str(self.tmp_path)}  # fmt: skip
+        assert hook(self.home, stop).returncode == 0
+
+
 def test_what_was_said_while_paused_is_skipped_by_a_retain_already_running(
     tmp_path: Path,
 ) -> None:
     # A retain of the session holds its lock (a slow one, on a loaded machine) when memory is
     # paused and the turn ends: the paused Stop's skip cannot run then, and whichever retain
     # comes next, after a resume too, must skip what was said meanwhile before it reads on.
-    home = tmp_path / "home"
-    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
-    messages = read_transcript(str(EXAMPLE)).messages
-    ends = [m.source.end_line for m in messages if m.kind.value == "reply" and m.source.end_line]
-    first, second = ends[2], ends[5]
-    live = tmp_path / "live.jsonl"
-
-    def stop_at(cut: int) -> None:
-        live.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
-        stop = {"hook_event_name": "Stop", "session_id": SESSION,
-                "transcript_path": str(live), "cwd": str(tmp_path)}  # fmt: skip
-        assert hook(home, stop).returncode == 0
-
-    before = [m for m in messages if (m.source.end_line or 0) <= first]
-    during = [m for m in messages if first < (m.source.line or 0) <= second]
-    after = [m for m in messages if (m.source.line or 0) > second]
-    stop_at(first)
+    session = LiveSession(tmp_path)
+    home, before, after = session.home, session.before, session.after
+    session.stop_at(session.first)
     assert wait_for_records(home, len(before)) == len(before)
-    lock = home / "locks" / f"{SESSION}.lock"
-    for _ in range(100):  # the first retain has let go of the lock
-        with lock.open("a") as held:
-            try:
-                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                time.sleep(0.1)
-    with lock.open("a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # a retain of this session is running
+    with (home / "locks" / f"{SESSION}.lock").open("a") as held:
+        # Taken once the first retain has let go: a retain of this session is running.
+        fcntl.flock(held, fcntl.LOCK_EX)
         assert lamina(home, "pause", "--session", SESSION).returncode == 0
-        stop_at(second)
+        session.stop_at(session.second)
         deadline = time.monotonic() + 60
         while "left a mark" not in "\n".join(log_lines(home)) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert lamina(home, "resume", "--session", SESSION).returncode == 0
-        stop_at(len(lines))  # its worker finds the lock held too
+        session.stop_at(len(session.lines))  # its worker finds the lock held too
     # The lock is free again: the next retain skips first, then keeps what came after.
-    stop_at(len(lines))
+    session.stop_at(len(session.lines))
     assert wait_for_records(home, len(before) + len(after)) == len(before) + len(after)
     store = SQLiteStore(home / "lamina.db")
-    assert set(store.record_ids("proj", SESSION)).isdisjoint(m.id for m in during)
+    assert set(store.record_ids("proj", SESSION)).isdisjoint(m.id for m in session.during)
     store.close()
 
 
 def test_what_a_paused_session_said_is_never_retained_even_after_resume(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    lines = EXAMPLE.read_text(encoding="utf-8").splitlines()
-    messages = read_transcript(str(EXAMPLE)).messages
-    ends = [m.source.end_line for m in messages if m.kind.value == "reply" and m.source.end_line]
-    first, second = ends[2], ends[5]
-    live = tmp_path / "live.jsonl"
-
-    def stop_at(cut: int) -> None:
-        live.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
-        stop = {"hook_event_name": "Stop", "session_id": SESSION,
-                "transcript_path": str(live), "cwd": str(tmp_path)}  # fmt: skip
-        assert hook(home, stop).returncode == 0
-
-    before = [m for m in messages if (m.source.end_line or 0) <= first]
-    during = [m for m in messages if first < (m.source.line or 0) <= second]
-    stop_at(first)
+    session = LiveSession(tmp_path)
+    home, before, during, after = session.home, session.before, session.during, session.after
+    session.stop_at(session.first)
     assert wait_for_records(home, len(before)) == len(before)
 
     assert lamina(home, "pause", "--session", SESSION).returncode == 0
-    stop_at(second)
-    assert wait_for_cursor(home, live.stat().st_size) == live.stat().st_size
+    session.stop_at(session.second)
+    size = session.live.stat().st_size
+    assert wait_for_cursor(home, size) == size
     assert "skipped: memory paused for session" in "\n".join(log_lines(home))
     assert lamina(home, "resume", "--session", SESSION).returncode == 0
 
-    stop_at(len(lines))
-    after = [m for m in messages if (m.source.line or 0) > second]
+    session.stop_at(len(session.lines))
     assert wait_for_records(home, len(before) + len(after)) == len(before) + len(after)
     store = SQLiteStore(home / "lamina.db")
     kept = set(store.record_ids("proj", SESSION))
@@ -178,7 +170,6 @@ def test_what_a_paused_session_said_is_never_retained_even_after_resume(tmp_path
     said = [m.text for m in during if m.text.strip()]
     texts = "\n".join(r.memory.text for r in store.iter_memories("proj"))
     assert said and not [t for t in said if t[:60] in texts]
-    store.close()
 
 
 @pytest.mark.parametrize("pattern", ["{secret}", "*/clients/*"])
