@@ -841,9 +841,9 @@ def run_worker(
 
                 set_model_cache(base / "cache")
                 memory_bank = MemoryBank.open(settings=settings)
-                skip_pending(memory_bank)
                 while skip:
                     mark.unlink(missing_ok=True)
+                    skip_mark.unlink(missing_ok=True)  # skipping to the end covers it
                     report = memory_bank.skip_file(
                         transcript, bank, session, transcript_format(transcript)
                     )
