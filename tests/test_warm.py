@@ -582,3 +582,78 @@ def test_with_warm_on_a_prompt_that_finds_no_server_starts_one(home: Path, tmp_p
     second = hook(home, tmp_path, LAMINA_HOOK_WARM="1")
     assert second.returncode == 0 and "INKWELL_DB_PATH" in second.stdout
     assert last_timings(home)["path"] == "warm" and "warm_started" not in last_timings(home)
+
+
+def stop_hook(home: Path, cwd: Path, transcript: Path, session: str) -> None:
+    payload = {"hook_event_name": "Stop", "session_id": session, "cwd": str(cwd),
+               "transcript_path": str(transcript)}  # fmt: skip
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    environ.update({"LAMINA_HOME": str(home), "LAMINA_BANK": "proj"})
+    result = subprocess.run(
+        [sys.executable, "-m", "lamina", "hook"],
+        input=json.dumps(payload), capture_output=True, text=True, env=environ, timeout=90,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def retains(home: Path) -> dict[str, int]:
+    counts: dict[str, int] = json.loads(lamina(home, "warm", "status", "--json").stdout)["retains"]
+    return counts
+
+
+def session_memories(home: Path, session: str) -> int:
+    bank = MemoryBank.open(home)
+    try:
+        return sum(m.document == session for m in bank.memories("proj", with_embeddings=False))
+    finally:
+        bank.close()
+
+
+@pytest.mark.skipif(not shared_transcripts(), reason="../shared/data/claude-code is needed")
+def test_the_warm_server_retains_each_turn_without_a_worker_process(
+    home: Path, tmp_path: Path
+) -> None:
+    start(home)
+    source = next(p for p in shared_transcripts() if p.name.startswith("obra-"))
+    lines = source.read_text().splitlines(keepends=True)
+    transcript = tmp_path / "live.jsonl"
+    transcript.write_text("".join(lines[:100]))
+    stop_hook(home, tmp_path, transcript, "live-session")
+    assert wait_until(lambda: retains(home)["done"] == 1)
+    first = session_memories(home, "live-session")
+    assert first > 0
+    # The next turn: only what was appended is read, and it is retained by the server too.
+    with transcript.open("a") as out:
+        out.write("".join(lines[100:200]))
+    stop_hook(home, tmp_path, transcript, "live-session")
+    assert wait_until(lambda: retains(home)["done"] == 2)
+    assert session_memories(home, "live-session") > first
+    log = (home / "logs" / "hooks.log").read_text()
+    assert log.count("retain started by the warm server") == 2
+    assert "retain started in the background" not in log  # no worker process was started
+    assert retains(home) == {"queued": 0, "done": 2, "failed": 0}
+
+
+@pytest.mark.skipif(not shared_transcripts(), reason="../shared/data/claude-code is needed")
+def test_what_a_paused_session_said_is_not_retained_by_the_warm_server(
+    home: Path, tmp_path: Path
+) -> None:
+    start(home)
+    source = next(p for p in shared_transcripts() if p.name.startswith("obra-"))
+    lines = source.read_text().splitlines(keepends=True)
+    transcript = tmp_path / "live.jsonl"
+    transcript.write_text("".join(lines[:100]))
+    stop_hook(home, tmp_path, transcript, "live-session")
+    assert wait_until(lambda: retains(home)["done"] == 1)
+    before = session_memories(home, "live-session")
+    paused = lamina(home, "pause", "--session", "live-session", "--bank", "proj")
+    assert paused.returncode == 0, paused.stderr
+    with transcript.open("a") as out:
+        out.write("".join(lines[100:200]))
+    stop_hook(home, tmp_path, transcript, "live-session")
+    assert wait_until(lambda: retains(home)["done"] == 2)
+    assert lamina(home, "resume", "--session", "live-session", "--bank", "proj").returncode == 0
+    stop_hook(home, tmp_path, transcript, "live-session")
+    assert wait_until(lambda: retains(home)["done"] == 3)
+    # The stretch said while paused was skipped for good, even after resume.
+    assert session_memories(home, "live-session") == before

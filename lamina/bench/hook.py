@@ -17,12 +17,15 @@ installation's .pth files cost every process). The hook runs as Claude Code runs
 installed `lamina` script beside this Python (`--via module`: `python -P -m lamina`), and the JSON
 says whether this Lamina is an editable install (a development checkout: its import finder costs
 every process several milliseconds that a user's install does not pay; a warning says so).
-Beside the hook, per bank: `lamina recall` as a fresh process, and a fresh `lamina serve`'s
-first recall and the ones after it (`lamina.bench.commands`).
+Beside the hook, per bank: `lamina recall` as a fresh process, a fresh `lamina serve`'s first
+recall and the ones after it (`lamina.bench.commands`), and (Claude Code) what a turn costs
+after the prompt: the retain worker the Stop hook starts, run as its own process once per real
+turn appended to a session on a copy of the bank, and the same handed to a warm server (`turn`).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -322,16 +325,7 @@ def _measure_size(
         _progress(f"  lamina serve: first recall {serve['first_recall']['wall_ms']} ms")
     except RuntimeError as exc:  # the `server` extra not installed, say
         serve = {"error": str(exc)}
-    start = subprocess.run(
-        [*lamina, "--home", str(home), "warm", "start", "--json", "--idle-timeout", "600"],
-        capture_output=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    if start.returncode != 0:
-        raise click.ClickException(f"the warm server did not start: {start.stderr.decode()}")
-    pid = int(orjson.loads(start.stdout)["pid"])
+    pid = _start_warm(home, env)
     try:
         # The server's first recall of a bank loads it; that is start-up, not a prompt.
         _run_all([(hook, payload(runs), env)])
@@ -339,20 +333,151 @@ def _measure_size(
         warm = _run_all([(hook, payload(i), env) for i in range(runs)])
         server_cpu = (process_cpu_ms(pid) - before) / max(1, runs)
     finally:
-        subprocess.run(
-            [*lamina, "--home", str(home), "warm", "stop"],
-            capture_output=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        _stop_warm(home, env)
     _progress(f"  warm path: {runs} runs, cpu p50 {_summary(warm)['cpu_ms']['p50']} ms")
+    turn = None
+    if agent == "claude-code":  # turns are found by Claude Code's record shapes
+        turn = _measure_turns(home, runs, time_limit, pycache, hook)
+        _progress(
+            f"  a turn's retain: worker cpu p50 {turn['worker']['cpu_ms']['p50']} ms; warm: "
+            f"hook {turn['warm']['hook_cpu_ms']['p50']} + server "
+            f"{turn['warm']['server_cpu_ms']['p50']} ms"
+        )
     return {
         "cold": _summary(cold),
+        "turn": turn,
         "warm": {**_summary(warm), "server_cpu_ms_per_prompt": round(server_cpu, 1)},
         "recall_command": recall_command,
         "serve": serve,
     }
+
+
+def turn_starts(lines: list[bytes]) -> list[int]:
+    """Where the turns of a Claude Code transcript start: the user records that hold the user's
+    own words (a string, or a text block), not a tool's result or a meta record."""
+    starts = []
+    for i, line in enumerate(lines):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or record.get("type") != "user" or record.get("isMeta"):
+            continue
+        content = (record.get("message") or {}).get("content")
+        if isinstance(content, str) or (
+            isinstance(content, list)
+            and any(isinstance(b, dict) and b.get("type") == "text" for b in content)
+        ):
+            starts.append(i)
+    return starts
+
+
+TURN_WORKER = "bench-turns"
+"""The document the measured turns are retained into (the built bank's session stays as is)."""
+
+
+def turns_session() -> Path:
+    """The shared Claude Code session with the most turns: whose turns the worker is timed on."""
+    folder = shared_data_dir("claude-code")
+    files = sorted(folder.glob("*.jsonl")) if folder is not None else []
+    if not files:
+        raise click.ClickException("../shared/data/claude-code is needed for this benchmark")
+    return max(files, key=lambda p: len(turn_starts(p.read_bytes().splitlines())))
+
+
+def _measure_turns(
+    home: Path, runs: int, time_limit: float, pycache: Path, hook: list[str]
+) -> dict[str, Any]:
+    """What a turn costs after the prompt, on copies of the bank: the retain worker a Stop hook
+    starts, as its own process, once per turn (`worker`); and, with a warm server running, the
+    Stop hook that hands the retain over plus the server's own CPU for it (`warm`). The last
+    `runs` real turns of the shared Claude Code session with the most turns are appended one at
+    a time to a file whose earlier turns are retained already (untimed)."""
+    transcript = turns_session()
+    lines = transcript.read_bytes().splitlines(keepends=True)
+    starts = [*turn_starts(lines)[-(runs + 1) :], len(lines)]
+    turns = [b"".join(lines[a:b]) for a, b in itertools.pairwise(starts)]
+    with tempfile.TemporaryDirectory(prefix="lamina-turns-") as tmp:
+        worker_runs: list[dict[str, Any]] = []
+        hook_runs: list[dict[str, Any]] = []
+        server_ms: list[float] = []
+        for path in ("worker", "warm"):
+            scratch = Path(tmp) / path
+            shutil.copytree(home, scratch, ignore=shutil.ignore_patterns("*.jsonl", "built"))
+            session = scratch / "turns.jsonl"
+            session.write_bytes(b"".join(lines[: starts[0]]))
+            env = _hook_env(scratch, time_limit, pycache)
+            worker = [
+                *_MODULE, "--home", str(scratch), "hook-worker", "--transcript", str(session),
+                "--session", TURN_WORKER, "--bank", BANK, "--event", "Stop",
+            ]  # fmt: skip
+            _run_all([(worker, b"", env)])  # the session so far: retained before timing
+            if path == "worker":
+                for turn in turns:
+                    with session.open("ab") as out:
+                        out.write(turn)
+                    worker_runs.extend(_run_all([(worker, b"", env)]))
+                continue
+            stop = orjson.dumps({"hook_event_name": "Stop", "session_id": TURN_WORKER,
+                                 "transcript_path": str(session), "cwd": str(scratch)})  # fmt: skip
+            pid = _start_warm(scratch, env)
+            try:
+                for done, turn in enumerate(turns, 1):
+                    with session.open("ab") as out:
+                        out.write(turn)
+                    before = process_cpu_ms(pid)
+                    hook_runs.extend(_run_all([(hook, stop, env)]))
+                    if not _retained(scratch, env, done):
+                        raise click.ClickException("the warm server did not retain a turn")
+                    server_ms.append(process_cpu_ms(pid) - before)
+            finally:
+                _stop_warm(scratch, env)
+    worker_summary = _summary(worker_runs)
+    del worker_summary["returned_memories"]
+    return {
+        "transcript": transcript.name,
+        "records_per_turn": percentiles([float(len(t.splitlines())) for t in turns]),
+        "worker": worker_summary,
+        "warm": {
+            "hook_cpu_ms": percentiles([r["cpu_ms"] for r in hook_runs]),
+            "server_cpu_ms": percentiles(server_ms),
+            "nonzero_exits": sum(r["exit"] != 0 for r in hook_runs),
+        },
+    }
+
+
+def _start_warm(home: Path, env: dict[str, str]) -> int:
+    """Start the data directory's warm server; its pid."""
+    start = subprocess.run(
+        [*_MODULE, "--home", str(home), "warm", "start", "--json", "--idle-timeout", "600"],
+        capture_output=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    if start.returncode != 0:
+        raise click.ClickException(f"the warm server did not start: {start.stderr.decode()}")
+    return int(orjson.loads(start.stdout)["pid"])
+
+
+def _stop_warm(home: Path, env: dict[str, str]) -> None:
+    subprocess.run(
+        [*_MODULE, "--home", str(home), "warm", "stop"],
+        capture_output=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def _retained(home: Path, env: dict[str, str], done: int, timeout: float = 120.0) -> bool:
+    """Wait until the warm server has finished `done` handed-over retains."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = subprocess.run(
+            [*_MODULE, "--home", str(home), "warm", "status", "--json"],
+            capture_output=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        if status.returncode == 0:
+            counts = orjson.loads(status.stdout).get("retains") or {}
+            if counts.get("done", 0) + counts.get("failed", 0) >= done:
+                return bool(counts.get("failed", 0) == 0)
+        time.sleep(0.2)
+    return False
 
 
 def _current_session(

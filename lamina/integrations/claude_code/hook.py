@@ -150,6 +150,23 @@ class HookCall:
     given_up: float | None = None
     """The time.monotonic() instant after which the hook process no longer waits for the warm
     server's answer (it answers cold and records that itself); None: it waits to the end."""
+    retain: Callable[[RetainJob], None] | None = None
+    """The warm server's queue of retains, run on a thread of its own with the model, the
+    tokenizer and the redaction rules already loaded (None: a detached worker process)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetainJob:
+    """One retain a retain event asks for: what `run_worker` takes."""
+
+    transcript: str
+    session: str
+    bank: str
+    event: str
+    parent: str | None = None
+    skip: bool = False
+    env: Mapping[str, str] | None = None
+    """The hook process's environment, which the retain's settings are resolved from."""
 
 
 class HookLog:
@@ -214,18 +231,18 @@ def session_digest(payload: Mapping[str, Any], settings: Settings) -> str:
     return clamp_block("\n".join(lines))
 
 
-def _retained_source(payload: Mapping[str, Any], event: str) -> tuple[str, str, list[str]]:
-    """The transcript an event retains, its document id, and the worker's extra arguments:
-    a SubagentStop retains the subagent's own transcript as `<session>:agent-<id>`, linked to
-    its parent session; every other event the session's transcript."""
+def _retained_source(payload: Mapping[str, Any], event: str) -> tuple[str, str, str | None]:
+    """The transcript an event retains, its document id and its parent session: a SubagentStop
+    retains the subagent's own transcript as `<session>:agent-<id>`, linked to its parent
+    session; every other event the session's transcript (no parent)."""
     transcript = str(payload.get("transcript_path") or "")
     session = str(payload.get("session_id") or "")
     agent_transcript = str(payload.get("agent_transcript_path") or "")
     if event == "SubagentStop" and agent_transcript and session:
         agent = str(payload.get("agent_id") or "") or Path(agent_transcript).stem
         agent = agent if agent.startswith("agent-") else f"agent-{agent}"
-        return agent_transcript, f"{session}:{agent}", ["--parent", session]
-    return transcript, session, []
+        return agent_transcript, f"{session}:{agent}", session
+    return transcript, session, None
 
 
 TRANSCRIPT_WAIT = 30.0
@@ -245,22 +262,30 @@ def _appears(path: Path, seconds: float) -> bool:
 
 
 def _spawn_worker(
-    payload: Mapping[str, Any], settings: Settings, event: str, *, skip: bool = False
+    payload: Mapping[str, Any],
+    settings: Settings,
+    event: str,
+    *,
+    skip: bool = False,
+    call: HookCall | None = None,
 ) -> None:
     home = settings.home
-    transcript, document, extra = _retained_source(payload, event)
+    transcript, document, parent = _retained_source(payload, event)
     if not transcript or not document:
         raise ValueError("the payload names no transcript_path or session_id")
-    path = Path(transcript)
+    path = Path(call.cwd if call and call.cwd else ".", transcript)  # as the hook process saw it
     # A session file not there yet, in a folder that is (Copilot writes events.jsonl in the
     # background, beside the session's other files), is the worker's to wait for.
     if not path.is_file() and not path.parent.is_dir():
         raise FileNotFoundError(f"{transcript}: no such transcript")
-    bank = hook_bank(payload, settings)
+    bank = hook_bank(payload, settings, call.env if call else None, call.cwd if call else None)
     if skip:
         # Recorded before the worker starts: whichever retain of this session runs next skips
         # what was said up to now, even one already running or one after a quick resume.
         _leave_skip_mark(_worker_files(Path(home), document)[2], path)
+    if call is not None and call.retain is not None:
+        call.retain(RetainJob(str(path.resolve()), document, bank, event, parent, skip, call.env))
+        return
     # Only the installed Lamina may run: `-P` keeps the working directory (the project the
     # agent works in, which may hold a `lamina/` folder of its own) off sys.path, and the
     # worker starts from a neutral directory (design invariant 10).
@@ -268,8 +293,9 @@ def _spawn_worker(
 
     subprocess.Popen(
         [sys.executable, "-P", "-m", "lamina", "--home", str(Path(home).resolve()),
-         "hook-worker", "--transcript", str(Path(transcript).resolve()), "--session",
-         document, "--bank", bank, "--event", event, *extra, *(["--skip"] if skip else [])],
+         "hook-worker", "--transcript", str(path.resolve()), "--session", document,
+         "--bank", bank, "--event", event, *(["--parent", parent] if parent else []),
+         *(["--skip"] if skip else [])],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -337,7 +363,7 @@ def run_hook(
 
         paused = pause_reason(base, hook_bank(payload, resolved, call.env, call.cwd), session)
         if paused:
-            return _paused(payload, resolved, log, event, session, paused)
+            return _paused(payload, resolved, log, event, session, paused, call)
         return with_system_message(
             _dispatch(payload, resolved, started, log, event, session, call, named),
             Notices(base).take(session),
@@ -378,12 +404,13 @@ def _paused(
     event: str,
     session: str,
     reason: str,
+    call: HookCall,
 ) -> str:
     """An event while memory is paused: no recall, no injection, no retain; a retain event
     moves the session's cursor past what was said meanwhile (a worker with `--skip`)."""
     base = settings.home
     if event in RETAIN_EVENTS:
-        _spawn_worker(payload, settings, event, skip=True)
+        _spawn_worker(payload, settings, event, skip=True, call=call)
         log.write(event, session, f"skipped: {reason}; what was said is left out for good")
         return ""
     log.write(event, session, f"skipped: {reason}")
@@ -429,12 +456,13 @@ def _dispatch(
     base, cfg = settings.home, settings.hook
     if event == "UserPromptSubmit":
         return _prompt(payload, settings, started, log, call, named or event)
-    if call.answer is not None:
-        raise ValueError(f"the warm server answers UserPromptSubmit only, not {event!r}")
-    if event in RETAIN_EVENTS:
-        _spawn_worker(payload, settings, event)
-        log.write(event, session, "retain started in the background")
+    if event in RETAIN_EVENTS and (call.answer is None or call.retain is not None):
+        _spawn_worker(payload, settings, event, call=call)
+        where = "in the background" if call.retain is None else "by the warm server"
+        log.write(event, session, f"retain started {where}")
         return ""
+    if call.answer is not None:
+        raise ValueError(f"the warm server answers prompts and retains only, not {event!r}")
     if event == "SessionStart":
         from ...store import open_store
 
@@ -798,13 +826,15 @@ def run_worker(
     event: str = "",
     parent: str | None = None,
     skip: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> int:
     """Retain a session's transcript (document `session`), once per document at a time; loops
     while other hooks left marks, so nothing that arrived meanwhile is missed. With `parent`,
     the transcript is a subagent's: tagged `subagent` and linked to the parent session. With
     `skip` (memory paused), only move the document's cursor to the transcript's end. After a
-    retain, memories older than the config file's `retain_days` are forgotten."""
-    settings = resolve_settings(home=home)
+    retain, memories older than the config file's `retain_days` are forgotten. Settings are
+    resolved from `env` (None: this process's environment)."""
+    settings = resolve_settings(env, home=home)
     base = settings.home
     log = HookLog(base)
     lock_path, mark, skip_mark = _worker_files(base, session)

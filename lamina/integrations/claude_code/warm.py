@@ -11,10 +11,12 @@ imports, opens and loads everything again.
   `hook` and `recall` also carry `database` (LAMINA_DATABASE_URL, else the config file's
   `database_url`, else "") and `embedder` (LAMINA_EMBEDDER, else the config file's `embedder`,
   else "") and are answered only when they name the server's own.
-  `op` is `hook` (a UserPromptSubmit handed over by `lamina hook`: the payload as Claude
-  Code gave it, the hook process's LAMINA_* and CLAUDE_PROJECT_DIR/CLAUDE_CONFIG_DIR
-  variables, its working directory and age; answered with `output`, what the hook prints,
-  computed by the same code as the hook's own, logged the same way), `recall` (with
+  `op` is `hook` (a UserPromptSubmit, or a retain event, handed over by `lamina hook`: the
+  payload as Claude Code gave it, the hook process's LAMINA_* and CLAUDE_PROJECT_DIR/
+  CLAUDE_CONFIG_DIR variables, its working directory and age; answered with `output`, what
+  the hook prints, computed by the same code as the hook's own, logged the same way; a
+  retain is queued and run on a thread of the server's, one at a time, with the worker's own
+  locks and marks, and answered before it runs), `recall` (with
   `request`, a `PromptRequest`), `ping` or `stop`. Every answer has
   `v`, `version` and `ok`; `ok: false` comes with an `error`. Bad input (not JSON, too long,
   the wrong shape, a client that never finishes its line) gets an error answer or a closed
@@ -47,7 +49,7 @@ from ... import __version__
 from ...errors import InputError
 from ...heap import keep_freed_memory
 from ...owned import private_dir, private_opener, write_private
-from .hook import HookCall, HookLog, run_hook
+from .hook import HookCall, HookLog, RetainJob, run_hook, run_worker
 from .prompt import PromptAnswer, PromptRequest, answer_prompt
 from .warm_client import (
     MAX_MESSAGE,
@@ -117,6 +119,10 @@ class WarmServer:
     _busy: int = 0
     """Connections being answered."""
     _count: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    retains: dict[str, int] = field(default_factory=lambda: {"queued": 0, "done": 0, "failed": 0})
+    """Retains handed over by retain events: queued (not finished yet), done and failed."""
+    _retaining: ThreadPoolExecutor | None = field(default=None, repr=False)
+    """Runs them one at a time, on a thread of its own."""
 
     def serve(self) -> None:
         """Runs in the calling process until idle, stopped or terminated. Raises InputError
@@ -188,7 +194,7 @@ class WarmServer:
         try:
             while not self._stopping:
                 left = self._last + self.idle_timeout - time.monotonic()
-                if left <= 0 and not self._busy:
+                if left <= 0 and not self._busy and not self.retains["queued"]:
                     log.write("warm", "-", f"server {os.getpid()} idle for {self.idle_timeout:g}s")
                     return
                 # Woken now and then to see a stop asked for on another thread.
@@ -202,6 +208,8 @@ class WarmServer:
                 workers.submit(self._serve_one, conn, log)
         finally:
             workers.shutdown(wait=True)
+            if self._retaining is not None:  # what was handed over is retained before exit
+                self._retaining.shutdown(wait=True)
 
     def _serve_one(self, conn: socket.socket, log: HookLog) -> None:
         try:
@@ -322,10 +330,35 @@ class WarmServer:
             started=now - max(0.0, float(age)),
             answer=answer,
             given_up=now + float(wait) if wait is not None else None,
+            retain=self._queue_retain,
         )
         output = run_hook(payload, home=self.home, call=call)
         self._answered()
         return {"ok": True, "output": output}
+
+    def _queue_retain(self, job: RetainJob) -> None:
+        with self._count:
+            if self._retaining is None:
+                self._retaining = ThreadPoolExecutor(1, thread_name_prefix="lamina-retain")
+            self.retains["queued"] += 1
+        self._retaining.submit(self._retain, job)
+
+    def _retain(self, job: RetainJob) -> None:
+        """One handed-over retain, as the worker process would run it (its locks and marks,
+        its log lines), with this process's model, tokenizer and rules already loaded."""
+        code = 1
+        try:
+            code = run_worker(
+                job.transcript, job.session, job.bank, home=self.home, event=job.event,
+                parent=job.parent, skip=job.skip, env=job.env,
+            )  # fmt: skip
+        except Exception as exc:  # logged, never fatal: the next retain event retries
+            HookLog(self.home).write(job.event, job.session, f"retain failed: {exc!r}")
+        finally:
+            with self._count:
+                self.retains["queued"] -= 1
+                self.retains["done" if code == 0 else "failed"] += 1
+                self._last = time.monotonic()
 
     def status(self) -> dict[str, Any]:
         return {
@@ -336,6 +369,7 @@ class WarmServer:
             "requests": self.requests,
             "errors": self.errors,
             "idle_timeout_s": self.idle_timeout,
+            "retains": dict(self.retains),
             "transcripts": {
                 "kept": len(q.kept) if (q := self.queries) else 0,
                 "appended_only": q.hits if q else 0,

@@ -293,16 +293,22 @@ else of the environment leaves this process."""
 
 PROMPT_EVENTS = ("UserPromptSubmit", "BeforeAgent")
 """The prompt events a warm server answers (the others do no recall)."""
+RETAIN_EVENTS = ("Stop", "SubagentStop", "PreCompact", "SessionEnd", "AfterAgent")
+"""The events whose retain a warm server runs on a thread of its own, by the names every agent
+sends (Gemini's AfterAgent is its Stop), instead of a worker process that loads the model, the
+tokenizer and the redaction rules again for every turn."""
 
 
 def answer_hook(stdin: str, home: str | None, version: str) -> tuple[str | None, str]:
-    """A UserPromptSubmit hook answered by the warm server: (what to print, "") when it
+    """A prompt or retain event handled by the warm server: (what to print, "") when it
     answered, else (None, why not: "" when the server was not asked). Never raises."""
     try:
         started = time.monotonic() - process_age()
         payload = loads(stdin.strip() or "{}")
         # Gemini's BeforeAgent is its UserPromptSubmit (Copilot sends Claude Code's name).
-        if not isinstance(payload, dict) or payload.get("hook_event_name") not in PROMPT_EVENTS:
+        if not isinstance(payload, dict) or (
+            payload.get("hook_event_name") not in PROMPT_EVENTS + RETAIN_EVENTS
+        ):
             return None, ""
         environ = os.environ
         from ...config import resolve_settings  # the same rules as every entry point's
