@@ -50,6 +50,12 @@ def test_bench_hook_measures_cold_and_warm_against_the_baselines() -> None:
     serve = size["serve"]
     assert serve["first_recall"]["returned_memories"] and serve["recall"]["returned_memories"] == 1
     assert serve["first_recall"]["wall_ms"] > 0 and serve["recall"]["runs"] == 2
+    # A turn's retain both ways: the Stop hook's worker process, and handed to a warm server
+    # (which must have retained every turn, or the bench fails).
+    turn = size["turn"]
+    assert turn["worker"]["runs"] == 2 and turn["worker"]["nonzero_exits"] == 0
+    assert turn["warm"]["nonzero_exits"] == 0 and turn["warm"]["server_cpu_ms"]["p50"] > 0
+    assert turn["records_per_turn"]["p50"] > 0
     # The cold hook with its time limit spread from 0.3 to 3 s: it never dies.
     deadlines = size["deadlines"]
     assert deadlines["runs"] == 4 and deadlines["time_limits_s"] == {"min": 0.3, "max": 3.0}

@@ -395,7 +395,7 @@ def _measure_turns(
     a time to a file whose earlier turns are retained already (untimed)."""
     transcript = turns_session()
     lines = transcript.read_bytes().splitlines(keepends=True)
-    starts = [*turn_starts(lines)[-(runs + 1) :], len(lines)]
+    starts = [*turn_starts(lines)[-runs:], len(lines)]
     turns = [b"".join(lines[a:b]) for a, b in itertools.pairwise(starts)]
     with tempfile.TemporaryDirectory(prefix="lamina-turns-") as tmp:
         worker_runs: list[dict[str, Any]] = []
