@@ -24,7 +24,15 @@ from lamina.context.chunks import cut_chunks, head_end
 from lamina.context.compile import request_tokens
 from lamina.context.frontier import choose_frontier
 from lamina.context.render import render
-from lamina.messages import Message, Role, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from lamina.messages import (
+    Kind,
+    Message,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from lamina.readers import read_transcript
 
 from .conftest import CLAUDE_CODE, EXAMPLE, SHARED, needs_shared, shared_transcripts
@@ -124,6 +132,26 @@ def test_the_head_ends_at_the_boundary_nearest_its_share_and_never_moves() -> No
     log = ContextLog.from_messages(history)
     found = {head_end(log.messages[:n], log.shown[:n], 2_000) for n in range(40, len(log))}
     assert len(found) == 1
+
+
+def test_the_head_counts_an_opening_tool_result_as_it_is_sent() -> None:
+    # A short task, then a tool result far larger than a message may be when sent (it is cut
+    # to fit): counted whole it would push the head back to the task alone; counted as sent
+    # it is the boundary nearest the head's share, so the first exchange stays raw.
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    opening = [
+        msg(0, Role.USER, TextBlock("port the parser to rust")),
+        msg(1, Role.ASSISTANT, ToolUseBlock("t0", "Read", {"file_path": "parser.py"})),
+        msg(2, Role.USER, ToolResultBlock("t0", (TextBlock("def parse(): pass\n" * 6_000),)),
+            kind=Kind.TOOL_ACTIVITY),
+    ]  # fmt: skip
+    history = opening + long_history(40)[1:]
+    result = Compiler(ExtractiveSummariser()).compile(ContextLog.from_messages(history), options)
+    assert result.report["folds"], "the history is several times the budget"
+    assert result.report["head"]["messages"] == 3
+    first = result.request["messages"]
+    assert first[0]["content"][0]["text"] == "port the parser to rust"
+    assert first[2]["content"][0]["type"] == "tool_result"
 
 
 def test_chunks_resumed_from_the_previous_compile_match_a_fresh_cut() -> None:

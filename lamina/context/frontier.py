@@ -405,7 +405,8 @@ def choose_frontier(
     a lot at once still gets a deep fold."""
     avail = options.available if limit is None else limit
     plan = _Plan(log, options.largest_message)
-    head = head_end(log.messages, log.shown, options.head)
+    sent = [plan.span(i, i + 1) for i in range(len(log))]
+    head = head_end(log.messages, sent, options.head)
     spans = pin_spans(pins, log.messages) if pins else []
     folded_pins = [start for pin, start, _end in spans if pin.mode == "exact"]
     if folded_pins and min(folded_pins) < head:  # the head ends where an exact pin starts
