@@ -111,6 +111,30 @@ def test_a_fold_keeps_the_newest_messages_raw() -> None:
     assert folds
 
 
+def test_a_fold_does_not_keep_an_older_large_result_raw_for_the_windows_edge() -> None:
+    # The recent window (the newest 350 tokens here) starts in the chunk that holds a large
+    # tool result, answered since and followed by a new request: the fold takes that chunk
+    # too rather than keeping thousands of tokens raw for a few of the window's, so the next
+    # fold is far away. The newest exchange stays raw.
+    history = long_history(30)
+    n = len(history)
+    history += [
+        msg(n, Role.ASSISTANT, TextBlock("reading the log"),
+            ToolUseBlock("big", "Bash", {"command": "cat build.log"})),
+        msg(n + 1, Role.USER, ToolResultBlock("big", (TextBlock("BUILDLOG line " * 1_500),)),
+            kind=Kind.TOOL_ACTIVITY),
+        msg(n + 2, Role.ASSISTANT, TextBlock("the build failed in the linker step")),
+        msg(n + 3, Role.USER, TextBlock("then fix the linker flags")),
+    ]  # fmt: skip
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    result = Compiler(ExtractiveSummariser()).compile(ContextLog.from_messages(history), options)
+    text = json.dumps(result.request)
+    assert "BUILDLOG" not in text
+    assert "the build failed in the linker step" in text
+    assert "then fix the linker flags" in text
+    assert result.tokens <= 0.3 * options.available
+
+
 def test_the_head_ends_at_the_boundary_nearest_its_share_and_never_moves() -> None:
     def sized(tokens: list[int]) -> tuple[list[Message], list[int]]:
         messages = [msg(n, Role.USER if n % 2 == 0 else Role.ASSISTANT, TextBlock("x")) for n in
