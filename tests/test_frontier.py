@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
+from lamina.bench.cache import CompactAtThreshold, Lamina
+from lamina.bench.cache import replay as cache_replay
 from lamina.context import (
     CompileOptions,
     Compiler,
@@ -285,10 +287,33 @@ def test_cache_bench_reports_shares_baselines_and_visible_history() -> None:
             "compile_ms",
             "prefix_breaks",
             "visible",
+            "never_raw",
         } <= set(run)
         assert set(run["compile_ms"]) == {"p50", "p95"}
         assert run["cached_share"] <= run["ceiling"] + 0.01
     assert data["lamina"]["visible"]["summary_tokens_mean"] > 0
+
+
+def test_cache_bench_counts_messages_folded_before_any_request_showed_them() -> None:
+    # A tool result larger than the newest quarter compacting keeps arrives as the request
+    # goes over: compacting summarises it (and its call) before the model has seen it, which
+    # keeps its cached share up; Lamina shows it raw first.
+    history = long_history(12)
+    n = len(history)
+    history += [
+        msg(n, Role.USER, TextBlock("now read the whole build log")),
+        msg(n + 1, Role.ASSISTANT, TextBlock("reading it"),
+            ToolUseBlock("big", "Bash", {"command": "cat build.log"})),
+        msg(n + 2, Role.USER, ToolResultBlock("big", (TextBlock("BUILDLOG line " * 1_500),)),
+            kind=Kind.TOOL_ACTIVITY),
+        msg(n + 3, Role.ASSISTANT, TextBlock("the linker step failed")),
+    ]  # fmt: skip
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    compacting = cache_replay(history, CompactAtThreshold(options))
+    assert compacting["summariser_calls"] == 1
+    assert compacting["never_raw"]["messages"] == 2
+    assert compacting["never_raw"]["tokens"] > options.largest_message
+    assert cache_replay(history, Lamina(options))["never_raw"] == {"messages": 0, "tokens": 0}
 
 
 def test_folds_are_undone_when_the_budget_grows_and_reused_when_it_shrinks_again() -> None:
