@@ -20,6 +20,7 @@ import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from ..errors import LaminaError
 from ..turns import is_turn_start
@@ -182,6 +183,31 @@ class _Plan:
         if isinstance(item, Summary):
             return item.tokens + PAIR_OVERHEAD
         return self.span(item[0], item[1])
+
+
+class _Sizes(Sequence[int]):
+    """Each message's tokens as sent, read from a plan's running totals when asked (the head
+    looks at the first few only)."""
+
+    def __init__(self, prefix: list[int]) -> None:
+        self.prefix = prefix
+
+    def __len__(self) -> int:
+        return len(self.prefix) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        return self.prefix[index + 1] - self.prefix[index]
 
 
 def _recent_start(log: ContextLog, plan: _Plan, complete: Sequence[Chunk], tokens: int) -> int:
@@ -425,8 +451,7 @@ def choose_frontier(
     a lot at once still gets a deep fold."""
     avail = options.available if limit is None else limit
     plan = _Plan(log, options.largest_message)
-    sent = [plan.span(i, i + 1) for i in range(len(log))]
-    head = head_end(log.messages, sent, options.head)
+    head = head_end(log.messages, _Sizes(plan.prefix), options.head)
     spans = pin_spans(pins, log.messages) if pins else []
     folded_pins = [start for pin, start, _end in spans if pin.mode == "exact"]
     if folded_pins and min(folded_pins) < head:  # the head ends where an exact pin starts
