@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
+from lamina.bench.cache import CompactAtThreshold, Lamina
+from lamina.bench.cache import replay as cache_replay
 from lamina.context import (
     CompileOptions,
     Compiler,
@@ -24,7 +26,15 @@ from lamina.context.chunks import cut_chunks, head_end
 from lamina.context.compile import request_tokens
 from lamina.context.frontier import choose_frontier
 from lamina.context.render import render
-from lamina.messages import Message, Role, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from lamina.messages import (
+    Kind,
+    Message,
+    Role,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from lamina.readers import read_transcript
 
 from .conftest import CLAUDE_CODE, EXAMPLE, SHARED, needs_shared, shared_transcripts
@@ -103,6 +113,30 @@ def test_a_fold_keeps_the_newest_messages_raw() -> None:
     assert folds
 
 
+def test_a_fold_does_not_keep_an_older_large_result_raw_for_the_windows_edge() -> None:
+    # The recent window (the newest 350 tokens here) starts in the chunk that holds a large
+    # tool result, answered since and followed by a new request: the fold takes that chunk
+    # too rather than keeping thousands of tokens raw for a few of the window's, so the next
+    # fold is far away. The newest exchange stays raw.
+    history = long_history(30)
+    n = len(history)
+    history += [
+        msg(n, Role.ASSISTANT, TextBlock("reading the log"),
+            ToolUseBlock("big", "Bash", {"command": "cat build.log"})),
+        msg(n + 1, Role.USER, ToolResultBlock("big", (TextBlock("BUILDLOG line " * 1_500),)),
+            kind=Kind.TOOL_ACTIVITY),
+        msg(n + 2, Role.ASSISTANT, TextBlock("the build failed in the linker step")),
+        msg(n + 3, Role.USER, TextBlock("then fix the linker flags")),
+    ]  # fmt: skip
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    result = Compiler(ExtractiveSummariser()).compile(ContextLog.from_messages(history), options)
+    text = json.dumps(result.request)
+    assert "BUILDLOG" not in text
+    assert "the build failed in the linker step" in text
+    assert "then fix the linker flags" in text
+    assert result.tokens <= 0.3 * options.available
+
+
 def test_the_head_ends_at_the_boundary_nearest_its_share_and_never_moves() -> None:
     def sized(tokens: list[int]) -> tuple[list[Message], list[int]]:
         messages = [msg(n, Role.USER if n % 2 == 0 else Role.ASSISTANT, TextBlock("x")) for n in
@@ -124,6 +158,26 @@ def test_the_head_ends_at_the_boundary_nearest_its_share_and_never_moves() -> No
     log = ContextLog.from_messages(history)
     found = {head_end(log.messages[:n], log.shown[:n], 2_000) for n in range(40, len(log))}
     assert len(found) == 1
+
+
+def test_the_head_counts_an_opening_tool_result_as_it_is_sent() -> None:
+    # A short task, then a tool result far larger than a message may be when sent (it is cut
+    # to fit): counted whole it would push the head back to the task alone; counted as sent
+    # it is the boundary nearest the head's share, so the first exchange stays raw.
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    opening = [
+        msg(0, Role.USER, TextBlock("port the parser to rust")),
+        msg(1, Role.ASSISTANT, ToolUseBlock("t0", "Read", {"file_path": "parser.py"})),
+        msg(2, Role.USER, ToolResultBlock("t0", (TextBlock("def parse(): pass\n" * 6_000),)),
+            kind=Kind.TOOL_ACTIVITY),
+    ]  # fmt: skip
+    history = opening + long_history(40)[1:]
+    result = Compiler(ExtractiveSummariser()).compile(ContextLog.from_messages(history), options)
+    assert result.report["folds"], "the history is several times the budget"
+    assert result.report["head"]["messages"] == 3
+    first = result.request["messages"]
+    assert first[0]["content"][0]["text"] == "port the parser to rust"
+    assert first[2]["content"][0]["type"] == "tool_result"
 
 
 def test_chunks_resumed_from_the_previous_compile_match_a_fresh_cut() -> None:
@@ -233,10 +287,33 @@ def test_cache_bench_reports_shares_baselines_and_visible_history() -> None:
             "compile_ms",
             "prefix_breaks",
             "visible",
+            "never_raw",
         } <= set(run)
         assert set(run["compile_ms"]) == {"p50", "p95"}
         assert run["cached_share"] <= run["ceiling"] + 0.01
     assert data["lamina"]["visible"]["summary_tokens_mean"] > 0
+
+
+def test_cache_bench_counts_messages_folded_before_any_request_showed_them() -> None:
+    # A tool result larger than the newest quarter compacting keeps arrives as the request
+    # goes over: compacting summarises it (and its call) before the model has seen it, which
+    # keeps its cached share up; Lamina shows it raw first.
+    history = long_history(12)
+    n = len(history)
+    history += [
+        msg(n, Role.USER, TextBlock("now read the whole build log")),
+        msg(n + 1, Role.ASSISTANT, TextBlock("reading it"),
+            ToolUseBlock("big", "Bash", {"command": "cat build.log"})),
+        msg(n + 2, Role.USER, ToolResultBlock("big", (TextBlock("BUILDLOG line " * 1_500),)),
+            kind=Kind.TOOL_ACTIVITY),
+        msg(n + 3, Role.ASSISTANT, TextBlock("the linker step failed")),
+    ]  # fmt: skip
+    options = CompileOptions(budget=8_000, reserve=1_000)
+    compacting = cache_replay(history, CompactAtThreshold(options))
+    assert compacting["summariser_calls"] == 1
+    assert compacting["never_raw"]["messages"] == 2
+    assert compacting["never_raw"]["tokens"] > options.largest_message
+    assert cache_replay(history, Lamina(options))["never_raw"] == {"messages": 0, "tokens": 0}
 
 
 def test_folds_are_undone_when_the_budget_grows_and_reused_when_it_shrinks_again() -> None:

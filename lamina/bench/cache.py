@@ -11,10 +11,12 @@ the newest 25% of the budget with one summary, as coding agents do). History vis
 summary tokens and oldest raw message of the last request, and per request on average its
 tokens, raw messages and summary tokens. The share is a ratio, and a strategy that shows more
 history pays for it: `input_cost` is what the requests cost, in base-price input tokens, at the
-provider's cache prices (`CACHE_WRITE`, `CACHE_READ`). Every request is checked against the
-provider's rules (`invalid_requests`) and the budget (`over_budget_requests`). When the
-transcript records the provider's usage, its own cached share is shown for context (it
-includes the agent's fixed system prompt and tools).
+provider's cache prices (`CACHE_WRITE`, `CACHE_READ`). A strategy can also keep its share up
+by folding new messages before any request showed them raw (compacting does, when the newest
+quarter of the budget cannot hold the newest message): `never_raw` counts them and their tokens.
+Every request is checked against the provider's rules (`invalid_requests`) and the budget
+(`over_budget_requests`). When the transcript records the provider's usage, its own cached
+share is shown for context (it includes the agent's fixed system prompt and tools).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ..context.render import render_anthropic
 from ..context.summarise import ExtractiveSummariser
 from ..context.validate import validate_anthropic
 from ..errors import InputError
-from ..messages import Message, Role
+from ..messages import Message, Role, ToolResultBlock
 from ..readers import read_transcript
 from .common import (
     compile_budget_options,
@@ -72,6 +74,10 @@ class Strategy(Protocol):
     def raw_messages(self, log: ContextLog) -> int: ...
 
     def summariser_calls(self) -> int: ...
+
+    def raw_spans(self, log: ContextLog) -> list[tuple[int, int]]:
+        """The stretches of the log the last request showed raw."""
+        ...
 
 
 def _blocks(request: Mapping[str, Any]) -> list[tuple[str, bytes, int]]:
@@ -125,6 +131,13 @@ class Lamina:
         raw = sum(i[1] - i[0] for i in previous.items if not isinstance(i, Summary))
         return previous.head_end + raw + len(log) - previous.tail_start
 
+    def raw_spans(self, log: ContextLog) -> list[tuple[int, int]]:
+        previous = self.compiler.previous
+        if previous is None:
+            return [(0, len(log))]
+        raw = [i for i in previous.items if not isinstance(i, Summary)]
+        return [(0, previous.head_end), *raw, (previous.tail_start, len(log))]
+
 
 def _fits_from(log: ContextLog, avail: int, largest: int) -> int:
     total = 0
@@ -168,6 +181,9 @@ class SlidingWindow:
 
     def raw_messages(self, log: ContextLog) -> int:
         return len(log) - self.start
+
+    def raw_spans(self, log: ContextLog) -> list[tuple[int, int]]:
+        return [(self.start, len(log))]
 
 
 class CompactAtThreshold:
@@ -214,6 +230,30 @@ class CompactAtThreshold:
     def raw_messages(self, log: ContextLog) -> int:
         return len(log) - self.oldest_raw()
 
+    def raw_spans(self, log: ContextLog) -> list[tuple[int, int]]:
+        return [(self.oldest_raw(), len(log))]
+
+
+def _mark_shown(
+    shown: list[bool],
+    log: ContextLog,
+    spans: Sequence[tuple[int, int]],
+    request: Mapping[str, Any],
+) -> None:
+    """Mark the messages `request` shows raw: those in `spans`, less tool results it left out
+    (a result whose call was folded is not sent)."""
+    results = {
+        block.get("tool_use_id")
+        for message in request["messages"]
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    }
+    for start, end in spans:
+        for i in range(start, end):
+            ids = [b.tool_use_id for b in log.messages[i].blocks if isinstance(b, ToolResultBlock)]
+            if not ids or any(r in results for r in ids):
+                shown[i] = True
+
 
 def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any]:
     log = ContextLog()
@@ -223,6 +263,8 @@ def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any
     times: list[float] = []
     pending_new = 0
     requests = invalid = over = 0
+    shown_raw: list[bool] = []
+    sent_before = 0
     for message in log_messages:
         if message.role is Role.ASSISTANT and len(log):
             started = time.perf_counter()
@@ -245,9 +287,13 @@ def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any
             previous = blocks
             pending_new = 0
             requests += 1
+            shown_raw += [False] * (len(log) - len(shown_raw))
+            _mark_shown(shown_raw, log, strategy.raw_spans(log), request)
+            sent_before = len(log)
         if log.append(message):
             # New tokens as sent: thinking is never sent, a huge message is cut.
             pending_new += min(log.shown[-1], strategy.options.largest_message)
+    largest = strategy.options.largest_message
     return {
         "requests": requests,
         "cached_share": round(cached / total, 4) if total else None,
@@ -262,6 +308,14 @@ def replay(log_messages: Sequence[Message], strategy: Strategy) -> dict[str, Any
         "summary_tokens": strategy.summary_tokens(),
         "oldest_raw_message": strategy.oldest_raw(),
         "log_messages": len(log),
+        # Messages a request held that no request ever showed raw (folded before the model saw
+        # them), and their tokens as sent: a share kept high by hiding new messages.
+        "never_raw": {
+            "messages": shown_raw[:sent_before].count(False),
+            "tokens": sum(
+                min(log.shown[i], largest) for i in range(sent_before) if not shown_raw[i]
+            ),
+        },
         # What the model saw, averaged over the requests: tokens, messages shown raw, and
         # summary tokens standing for the rest.
         "visible": {

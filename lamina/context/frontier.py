@@ -20,8 +20,10 @@ import sys
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from ..errors import LaminaError
+from ..turns import is_turn_start
 from .chunks import Chunk, boundary_at_or_before, cut_chunks, head_end
 from .forest import Forest, Summary
 from .log import ContextLog
@@ -62,10 +64,11 @@ class CompileOptions:
     """The opening messages kept raw (cut at the message boundary nearest this share of the
     budget): the task as first stated, and a prefix that never changes."""
     recent_share: float = 0.05
-    """The newest messages a fold leaves raw, with the chunks they are in; between folds the raw
-    tail grows back. A small window here leaves more room before the next fold (replaying the
-    shared spotter sessions at 32k: 6-8 folds and a cached share 0.5 point above compacting, where
-    0.25 gave 8-10 folds and a share below it; `lamina bench cache`)."""
+    """The newest messages a fold leaves raw, widened or narrowed to the nearer end of the
+    chunk the window starts in (see `_recent_start`); between folds the raw tail grows back.
+    A small window here leaves more room before the next fold (replaying the shared spotter
+    sessions at 32k: 6-8 folds and a cached share 0.5 point above compacting, where 0.25 gave
+    8-10 folds and a share below it; `lamina bench cache`)."""
     head_tokens: int | None = None
     """The head in tokens, instead of `head_share` of the budget."""
     recent_tokens: int | None = None
@@ -182,13 +185,56 @@ class _Plan:
         return self.span(item[0], item[1])
 
 
-def _recent_start(plan: _Plan, tokens: int) -> int:
-    """The first message of the newest `tokens` of the log."""
+class _Sizes(Sequence[int]):
+    """Each message's tokens as sent, read from a plan's running totals when asked (the head
+    looks at the first few only)."""
+
+    def __init__(self, prefix: list[int]) -> None:
+        self.prefix = prefix
+
+    def __len__(self) -> int:
+        return len(self.prefix) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | Sequence[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        return self.prefix[index + 1] - self.prefix[index]
+
+
+def _recent_start(log: ContextLog, plan: _Plan, complete: Sequence[Chunk], tokens: int) -> int:
+    """Where the recent window a fold leaves raw starts: complete chunks ending at or before it
+    are folded. The window is the newest `tokens` of the log, widened or narrowed to the
+    nearer end of the chunk it starts in, so that a chunk much larger than the window is not
+    kept whole for a few of its messages. That chunk is kept when it holds the start of the
+    newest turn (the user's latest request is not folded for headroom), or when it ends the
+    log (the newest message stays raw)."""
     end = len(plan.prefix) - 1
+    window = 0
     for i in range(end - 1, -1, -1):
         if plan.span(i, end) >= tokens:
-            return i
-    return 0
+            window = i
+            break
+    index = bisect_right([c.start for c in complete], window) - 1
+    if index < 0 or complete[index].end <= window or complete[index].end >= end:
+        return window
+    edge = complete[index]
+    if plan.span(edge.start, end) - tokens <= tokens - plan.span(edge.end, end):
+        return window
+    messages = log.messages
+    if any(is_turn_start(m) for m in messages[edge.start : edge.end]) and not any(
+        is_turn_start(m) for m in messages[edge.end : end]
+    ):
+        return window
+    return edge.end
 
 
 def _reuse(complete: Sequence[Chunk], previous: Frontier | None) -> list[tuple[int, int] | Summary]:
@@ -405,7 +451,7 @@ def choose_frontier(
     a lot at once still gets a deep fold."""
     avail = options.available if limit is None else limit
     plan = _Plan(log, options.largest_message)
-    head = head_end(log.messages, log.shown, options.head)
+    head = head_end(log.messages, _Sizes(plan.prefix), options.head)
     spans = pin_spans(pins, log.messages) if pins else []
     folded_pins = [start for pin, start, _end in spans if pin.mode == "exact"]
     if folded_pins and min(folded_pins) < head:  # the head ends where an exact pin starts
@@ -476,7 +522,7 @@ def choose_frontier(
             return True
 
     if cost > avail:  # fold only when the budget requires it, then far below it
-        recent = _recent_start(plan, options.recent)
+        recent = _recent_start(log, plan, complete, options.recent)
         for ready_only in (True, False) if ready_first else (False,):
             if not ready_only and cost <= avail * READY_FOLD_LEFT:
                 break  # deep enough with what was ready: the rest waits for the next fold
