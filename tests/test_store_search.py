@@ -249,6 +249,87 @@ def test_packs_held_in_memory_stay_within_their_bytes(
     store.close()
 
 
+def _fill(store: PostgresStore, bank: str, count: int, seed: int) -> None:
+    rng = random.Random(seed)
+    group = [
+        Memory(
+            id=f"{bank}-{i}",
+            bank=bank,
+            document="d",
+            kind="turn",
+            text=zipf_text(rng),
+            record_ids=(f"r{i}",),
+            content_hash=str(i),
+        )
+        for i in range(count)
+    ]
+    records = [m.record_ids[0] for m in group]
+    store.apply_retain(RetainBatch(bank, "d", 0, Cursor(), records, group))
+
+
+def test_a_big_bank_does_not_push_the_other_banks_lists_out(
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server answering several banks in turn, with less memory for lists than the big
+    bank's alone: searching the big bank takes its room from its own lists, not from the
+    small banks', which keep theirs; every bank's answers stay exact throughout, and the
+    lists held never pass their bytes."""
+    writer, _ = filled
+    small = ["turn-a", "turn-b", "turn-c"]
+    for seed, bank in enumerate(small):
+        _fill(writer, bank, 400, 50 + seed)
+    store = PostgresStore(writer.url)
+    monkeypatch.setattr(store, "lexical_pack_min", 20)
+    # What the big bank's lists take when nothing is pushed out.
+    _assert_exact(store, "b", _queries(61))
+    cache = store._pack_cache()
+    assert cache is not None
+    alone = cache.bytes
+    monkeypatch.setattr(store, "lexical_pack_cache_bytes", alone // 2)
+    for _round in range(2):
+        for bank in small:
+            _assert_exact(store, bank, _queries(62))
+        _assert_exact(store, "b", _queries(61))  # more than the room left
+        cache = store._pack_cache()
+        assert cache is not None and 0 < cache.bytes <= alone // 2
+        with store.pool.connection() as conn:
+            ids = dict(conn.execute("SELECT name, id FROM banks").fetchall())
+        for bank in small:
+            assert cache.bank_bytes(ids[bank]) > 0, bank
+        assert cache.bank_bytes(ids["b"]) > 0
+    store.close()
+
+
+def test_the_pack_cache_takes_room_from_idle_banks_then_from_the_biggest() -> None:
+    """Past its bytes, a PackCache drops packs of a bank idle for IDLE_SECONDS first, then
+    the least recently used of the bank holding the most; never the pack just put."""
+    now = [0.0]
+    cache: packs.PackCache[int] = packs.PackCache(100, lambda size: size, clock=lambda: now[0])
+    cache.put(1, "x", 1, 30)
+    cache.put(1, "y", 1, 30)
+    cache.put(2, "z", 1, 20)
+    cache.put(2, "big", 1, 30)  # 110: bank 1 holds the most, its oldest goes
+    assert (cache.holds(1, "x"), cache.holds(1, "y"), cache.bytes) == (False, True, 80)
+    # Bank 2 holds the most now: its oldest goes; then banks 1 and 2 hold as much, and the
+    # one searched less recently gives.
+    cache.put(3, "w", 1, 60)
+    assert [cache.holds(*k) for k in ((2, "z"), (1, "y"), (2, "big"), (3, "w"))] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    now[0] = packs.IDLE_SECONDS + 1
+    cache.held(3, ["w"])
+    cache.put(3, "v", 1, 25)  # banks 1 and 2 are idle: the longest idle gives first
+    assert cache.holds(3, "v") and cache.holds(3, "w") and cache.bytes <= 100
+    assert cache.bank_bytes(3) == 85
+    cache.put(4, "huge", 1, 100)  # as much as the whole budget: everything else goes
+    assert (cache.bytes, cache.bank_bytes(3), cache.holds(4, "huge")) == (100, 0, True)
+    cache.put(4, "more", 1, 101)  # more than the budget: not kept
+    assert not cache.holds(4, "more")
+
+
 @pytest.mark.parametrize("path", ["in-memory", "proving"])
 def test_a_filter_that_only_excludes_still_reads_the_packs(
     filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch, path: str

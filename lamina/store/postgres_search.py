@@ -288,8 +288,9 @@ class PostgresSearch(DatabaseSearch):
     """Dense search scans every candidate, HNSW index or not (benchmarks compare with it)."""
 
     lexical_pack_cache_bytes: int = 256 << 20
-    """Memory for packs kept between searches (PackCache): a search then asks the database
-    only whether they are still current. 0 keeps none."""
+    """Memory for packs kept between searches (PackCache), shared by every bank this store
+    searches, each keeping part of its lists when they do not all fit: a search then asks
+    the database only whether they are still current. 0 keeps none."""
 
     def _pack_cache(self) -> PackCache[Held] | None:
         if self.lexical_pack_cache_bytes <= 0:
