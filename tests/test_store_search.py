@@ -389,6 +389,56 @@ def test_term_counts(filled: tuple[PostgresStore, list[Memory]]) -> None:
     assert store.term_counts("no-such-bank", ["w1"]) == (0, {})
 
 
+def test_a_term_no_memory_holds_leaves_no_row(pg_url: str) -> None:
+    """Deleting the last memories that hold a term removes its document-frequency row
+    (deletes, replacements and entity changes alike), a later memory holding it counts it
+    again from 1, and a database whose deletes left rows at 0 loses them on migrating."""
+    store = PostgresStore(pg_url)
+
+    def counted() -> dict[str, int]:
+        with store.pool.connection() as conn:
+            rows = conn.execute("SELECT term, df FROM term_counts").fetchall()
+        return {str(term): int(df) for term, df in rows}
+
+    def memory(i: int, text: str, document: str, entities: tuple[str, ...] = ()) -> Memory:
+        return Memory(
+            id=f"z{i}", bank="z", document=document, kind="turn", text=text,
+            record_ids=(f"r{i}",), content_hash=text, entities=entities,
+        )  # fmt: skip
+
+    def retain(document: str, group: list[Memory]) -> None:
+        version = store.get_cursor("z", document).version
+        records = [m.record_ids[0] for m in group]
+        store.apply_retain(RetainBatch("z", document, version, Cursor(), records, group))
+
+    retain("a", [memory(0, "kestrel common", "a"), memory(1, "osprey common", "a")])
+    retain("b", [memory(2, "common heron", "b", ("Egret",))])
+    assert {"kestrel", "osprey", "heron", "\x01Egret"} <= counted().keys()
+    store.delete_memory("z", "z0")
+    assert "kestrel" not in counted() and counted()["common"] == 2
+    retain("a", [memory(1, "common plover", "a")])  # replaced: osprey goes, plover comes
+    assert "osprey" not in counted() and counted()["plover"] == 1
+    store.set_entities("z", {"z2": ["Ibis"]})
+    assert "\x01Egret" not in counted() and counted()["\x01Ibis"] == 1
+    store.delete_document("z", "b")
+    assert counted() == {"common": 1, "plover": 1}
+    retain("c", [memory(3, "kestrel again", "c")])
+    assert counted()["kestrel"] == 1
+    assert [s for s, _ in store.lexical_search("z", ["kestrel"], 5, SearchFilter())] == [
+        s for s, m in store.memories_by_seq("z", list(range(1, 100))).items() if m.id == "z3"
+    ]
+    # Rows left at 0 by an earlier version go when the migration runs.
+    with store.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO term_counts (bank_id, term, df, version)"
+            " SELECT id, 'stale', 0, 1 FROM banks WHERE name = 'z'"
+        )
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0012_term_counts_without_zeros'")
+    assert store.migrate() == ["0012_term_counts_without_zeros"]
+    assert "stale" not in counted() and counted()["kestrel"] == 1
+    store.close()
+
+
 def test_bm25_statistics_follow_deletions(filled: tuple[PostgresStore, list[Memory]]) -> None:
     store, memories = filled
     plain = BM25Index()
