@@ -271,9 +271,9 @@ def test_a_big_bank_does_not_push_the_other_banks_lists_out(
     filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server answering several banks in turn, with less memory for lists than the big
-    bank's alone: searching the big bank takes its room from its own lists, not from the
-    small banks', which keep theirs; every bank's answers stay exact throughout, and the
-    lists held never pass their bytes."""
+    bank's alone: searching the big bank does not push the small banks' lists out (each
+    keeps its reserve); every bank's answers stay exact throughout, and the lists held
+    never pass their bytes."""
     writer, _ = filled
     small = ["turn-a", "turn-b", "turn-c"]
     for seed, bank in enumerate(small):
@@ -300,34 +300,29 @@ def test_a_big_bank_does_not_push_the_other_banks_lists_out(
     store.close()
 
 
-def test_the_pack_cache_takes_room_from_idle_banks_then_from_the_biggest() -> None:
-    """Past its bytes, a PackCache drops packs of a bank idle for IDLE_SECONDS first, then
-    the least recently used of the bank holding the most; never the pack just put."""
+def test_the_pack_cache_keeps_each_banks_reserve_and_drains_idle_banks_first() -> None:
+    """Past its bytes, a PackCache drops the least recently used pack of the banks holding
+    more than their reserve (RESERVED of the bytes, shared equally), so a bank searched
+    without pause cannot push another's last lists out; a bank idle for IDLE_SECONDS gives
+    first, reserve or not; the pack just put never goes, nor one larger than the budget in."""
     now = [0.0]
     cache: packs.PackCache[int] = packs.PackCache(100, lambda size: size, clock=lambda: now[0])
-    cache.put(1, "x", 1, 30)
-    cache.put(1, "y", 1, 30)
-    cache.put(2, "z", 1, 20)
-    cache.put(2, "big", 1, 30)  # 110: bank 1 holds the most, its oldest goes
-    assert (cache.holds(1, "x"), cache.holds(1, "y"), cache.bytes) == (False, True, 80)
-    # Bank 2 holds the most now: its oldest goes; then banks 1 and 2 hold as much, and the
-    # one searched less recently gives.
-    cache.put(3, "w", 1, 60)
-    assert [cache.holds(*k) for k in ((2, "z"), (1, "y"), (2, "big"), (3, "w"))] == [
-        False,
-        False,
-        True,
-        True,
-    ]
+    cache.put(1, "a", 1, 20)
+    for i in range(10):  # a busy bank reads list after list
+        cache.put(2, f"t{i}", 1, 15)
+        assert cache.bytes <= 100
+    assert cache.holds(1, "a")  # within its reserve (25): kept, least recently used or not
+    assert [cache.holds(2, f"t{i}") for i in range(10)] == [False] * 5 + [True] * 5
+    cache.put(1, "b", 1, 20)  # bank 1 past its reserve: the oldest pack of the two goes
+    assert (cache.holds(1, "a"), cache.holds(1, "b"), cache.holds(2, "t5")) == (False, True, True)
     now[0] = packs.IDLE_SECONDS + 1
-    cache.held(3, ["w"])
-    cache.put(3, "v", 1, 25)  # banks 1 and 2 are idle: the longest idle gives first
-    assert cache.holds(3, "v") and cache.holds(3, "w") and cache.bytes <= 100
-    assert cache.bank_bytes(3) == 85
-    cache.put(4, "huge", 1, 100)  # as much as the whole budget: everything else goes
-    assert (cache.bytes, cache.bank_bytes(3), cache.holds(4, "huge")) == (100, 0, True)
-    cache.put(4, "more", 1, 101)  # more than the budget: not kept
-    assert not cache.holds(4, "more")
+    cache.held(2, ["t9"])
+    cache.put(2, "u", 1, 15)  # bank 1 idle: its pack goes first, reserve or not
+    assert cache.bank_bytes(1) == 0 and cache.holds(2, "u") and cache.bytes <= 100
+    cache.put(3, "huge", 1, 100)  # as much as the whole budget: everything else goes
+    assert (cache.bytes, cache.bank_bytes(2), cache.holds(3, "huge")) == (100, 0, True)
+    cache.put(3, "more", 1, 101)  # more than the budget: not kept
+    assert not cache.holds(3, "more") and cache.holds(3, "huge")
 
 
 @pytest.mark.parametrize("path", ["in-memory", "proving"])

@@ -4,11 +4,11 @@ memory for common terms' lists than the banks' lists take together.
 Each process keeps the lists of common terms it has read (lamina.store.packs.PackCache) in
 `lexical_pack_cache_bytes`. Several banks (built from the latency bench's texts, see
 lamina.bench.latency.build) are searched in turn, a few dozen LoCoMo questions each turn, by
-two stores side by side: one with the cache as shipped (each bank its own least-recently-used
-order, room taken from idle banks first, then from the bank holding the most), the baseline
-with one least-recently-used order over every bank (the bank searched least recently gives
-first: what a single order over all packs does to banks searched in turn). The budget is a
-multiple (`--cache-share`) of what one bank's turn reads, measured in the same run.
+two stores side by side: one with the cache as shipped (least recently used first, but each
+bank keeps a reserve and idle banks give first, see PackCache), the baseline with one
+least-recently-used order over every bank. The budget is a
+multiple (`--cache-share`) of what one bank's searches read over the run (its lists with room
+for all of them), measured in the same run.
 
 Turns alternate between the two stores (the shipped one first on even rounds), so both see the
 same load. Reported per store, over the rounds after the first (the first fills the cache):
@@ -48,21 +48,25 @@ DEPTH = 200
 
 
 class _Counted(PackCache[Held]):
-    """The shipped cache, counting the bytes of lists put into it (read from the database)."""
+    """The shipped cache, counting the bytes of lists put into it (read from the database),
+    per bank."""
 
-    loaded = 0
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(max_bytes, held_bytes)
+        self.loaded: dict[int, int] = {}
 
     def put(self, bank_id: int, term: str, version: int, pack: Held) -> None:
-        self.loaded += held_bytes(pack)
+        self.loaded[bank_id] = self.loaded.get(bank_id, 0) + held_bytes(pack)
         super().put(bank_id, term, version, pack)
 
 
 class _OneOrder(_Counted):
-    """The baseline: the bank searched least recently gives its oldest pack first, whatever
-    it holds (a single least-recently-used order over every bank's packs)."""
+    """The baseline: one least-recently-used order over every bank's packs (no reserves, no
+    idle banks first)."""
 
     def _victim(self, putting: int) -> int:
-        return next(b for b in self._used if b != putting or len(self._banks[b]) > 1)
+        banks = [b for b in self._used if b != putting or len(self._banks[b]) > 1]
+        return min(banks, key=lambda b: next(iter(self._banks[b].values()))[2])
 
 
 @dataclass
@@ -73,9 +77,9 @@ class _Side:
     store: PostgresStore
     cache: _Counted
     backend: int
-    ms: list[float] = field(default_factory=list)
+    ms: dict[str, list[float]] = field(default_factory=dict)
     cpu_ms: list[float] = field(default_factory=list)
-    loaded_after_first_round = 0
+    loaded_after_first_round: dict[int, int] = field(default_factory=dict)
 
     def turn(self, bank: str, queries: list[list[str]], timed: bool) -> None:
         for terms in queries:
@@ -85,7 +89,7 @@ class _Side:
             wall = (time.perf_counter() - started) * 1000
             cpu = (time.thread_time() - own) * 1000 + process_cpu_ms(self.backend) - server
             if timed:
-                self.ms.append(wall)
+                self.ms.setdefault(bank, []).append(wall)
                 self.cpu_ms.append(cpu)
 
 
@@ -120,7 +124,9 @@ def _banks(url: str, count: int, memories: int, fresh: bool) -> list[str]:
 
 @click.command("term-cache")
 @click.option("--database-url", required=True, metavar="URL", help="The PostgreSQL database.")
-@click.option("--banks", type=int, default=4, show_default=True, help="Banks searched in turn.")
+@click.option(
+    "--banks", type=int, default=4, show_default=True, help="Banks built and searched in turn."
+)
 @click.option(
     "--memories", type=int, default=20_000, show_default=True, help="Memories in each bank."
 )
@@ -133,7 +139,14 @@ def _banks(url: str, count: int, memories: int, fresh: bool) -> list[str]:
     type=float,
     default=1.0,
     show_default=True,
-    help="The cache's bytes, as a multiple of what one bank's turn reads.",
+    help="The cache's bytes, as a multiple of what one bank's searches read in the run.",
+)
+@click.option(
+    "--big",
+    metavar="BANK",
+    default=None,
+    help="Also search this existing bank, first in each round, and size the cache by it (a"
+    " bank `lamina bench latency` keeps, e.g. lamina-bench-v2-300000).",
 )
 @click.option("--fresh", is_flag=True, help="Rebuild the banks even if present.")
 @json_option
@@ -144,6 +157,7 @@ def term_cache_bench(
     queries: int,
     rounds: int,
     cache_share: float,
+    big: str | None,
     fresh: bool,
     as_json: bool,
 ) -> None:
@@ -151,7 +165,7 @@ def term_cache_bench(
     the shipped cache against one least-recently-used order over every bank.
 
     Example: lamina bench term-cache --database-url postgresql://localhost/lamina --json"""
-    names = _banks(database_url, banks, memories, fresh)
+    names = ([big] if big else []) + _banks(database_url, banks, memories, fresh)
     _texts, questions = _base_texts()
     picks = random.Random(11)
 
@@ -159,20 +173,21 @@ def term_cache_bench(
         return [tokenize(questions[picks.randrange(len(questions))]) for _ in range(queries)]
 
     plan = [[draw() for _ in names] for _ in range(rounds)]
-    # What one bank's turn reads, with room for everything.
-    sizing = _side("sizing", database_url, _Counted(1 << 40, held_bytes))
-    sizing.turn(names[0], plan[0][0], timed=False)
-    one_turn = sizing.cache.bytes
+    # What one bank's searches over the whole run read, with room for everything.
+    sizing = _side("sizing", database_url, _Counted(1 << 40))
+    for turns in plan:
+        sizing.turn(names[0], turns[0], timed=False)
+    one_bank = sizing.cache.bytes
     sizing.store.close()
-    budget = max(1, int(one_turn * cache_share))
+    budget = max(1, int(one_bank * cache_share))
     sides = [
-        _side("shipped", database_url, _Counted(budget, held_bytes)),
-        _side("one_lru_order", database_url, _OneOrder(budget, held_bytes)),
+        _side("shipped", database_url, _Counted(budget)),
+        _side("one_lru_order", database_url, _OneOrder(budget)),
     ]
     for number, turns in enumerate(plan):
         if number == 1:
             for side in sides:
-                side.loaded_after_first_round = side.cache.loaded
+                side.loaded_after_first_round = dict(side.cache.loaded)
         for name, asked in zip(names, turns, strict=True):
             for side in sides if number % 2 == 0 else sides[::-1]:
                 side.turn(name, asked, timed=number > 0)
@@ -181,27 +196,36 @@ def term_cache_bench(
         with side.store.pool.connection() as conn:
             rows = conn.execute("SELECT name, id FROM banks").fetchall()
         ids = {str(name): int(bank_id) for name, bank_id in rows}
+        again = {
+            n: side.cache.loaded.get(ids[n], 0) - side.loaded_after_first_round.get(ids[n], 0)
+            for n in names
+        }
         result[side.name] = {
-            "lexical_search_ms": percentiles(side.ms),
+            "lexical_search_ms": percentiles([ms for n in names for ms in side.ms[n]]),
             "cpu_ms_per_search": {
                 "mean": round(statistics.fmean(side.cpu_ms), 2) if side.cpu_ms else 0,
                 **percentiles(side.cpu_ms),
             },
-            "lists_read_again_mb": round(
-                (side.cache.loaded - side.loaded_after_first_round) / 1e6, 2
-            ),
-            "held_mb_per_bank": [round(side.cache.bank_bytes(ids[n]) / 1e6, 2) for n in names],
+            "lists_read_again_mb": round(sum(again.values()) / 1e6, 2),
+            "per_bank": {
+                n: {
+                    "lexical_search_ms": percentiles(side.ms[n]),
+                    "lists_read_again_mb": round(again[n] / 1e6, 2),
+                    "held_mb": round(side.cache.bank_bytes(ids[n]) / 1e6, 2),
+                }
+                for n in names
+            },
         }
         side.store.close()
     emit(
         {
             "benchmark": "term-cache",
-            "banks": banks,
-            "memories_per_bank": memories,
+            "banks": names,
+            "memories_per_built_bank": memories,
             "queries_per_turn": queries,
             "rounds": rounds,
             "timed": "rounds after the first",
-            "one_bank_turn_mb": round(one_turn / 1e6, 2),
+            "one_bank_mb": round(one_bank / 1e6, 2),
             "cache_mb": round(budget / 1e6, 2),
             **result,
         },

@@ -138,19 +138,23 @@ def raw_bytes(raw: Raw) -> int:
 
 IDLE_SECONDS = 600.0
 """A bank whose packs no search has used for this long gives them up first (see PackCache)."""
+RESERVED = 0.5
+"""The share of a PackCache's bytes set aside for every bank holding packs, in equal parts."""
 
 
 class PackCache(Generic[T]):
     """Packs this process has read, decoded, kept between searches by (bank, term) with the
     version they were read at, in at most `max_bytes` shared by every bank.
 
-    Each bank's packs are kept in their own least-recently-used order. Past `max_bytes`, a
-    pack goes from a bank idle for IDLE_SECONDS (the longest idle first), and otherwise from
-    the bank holding the most bytes, its least recently used first. So one big bank may use
-    the whole budget while it is alone, but a server answering many banks in turn keeps part
-    of each one's lists, where a single least-recently-used order over every bank would
-    push each bank's lists out just before its next turn (one bank's turn reads more than
-    the budget holds), and every search would read its common terms from the database again.
+    Past `max_bytes` the least recently used pack goes, with two exceptions. A bank idle for
+    IDLE_SECONDS gives its packs first (the longest idle first). And each bank holding packs
+    keeps a reserve, an equal part of RESERVED of the bytes: a pack is taken from a bank that
+    holds no more than its reserve only when every bank is within its own. So the bank being
+    searched may use about half of the budget or more for the lists its searches read again
+    and again, while every other bank keeps its most recently used lists for its next turn,
+    where one least-recently-used order over every bank lets a big bank's searches push all
+    the others' lists out, and a server answering banks in turn reads each bank's common
+    terms from the database again at every turn.
 
     Never trusted blindly: a search compares the versions the database holds with these,
     and a write that changes a term's postings drops its pack, the next build getting a new
@@ -166,10 +170,12 @@ class PackCache(Generic[T]):
         self.bytes = 0
         self._size = size
         self._clock = clock
-        self._banks: dict[int, OrderedDict[str, tuple[int, T]]] = {}
+        self._banks: dict[int, OrderedDict[str, tuple[int, T, int]]] = {}
+        """Per bank: term -> (version, pack, when last used), least recently used first."""
         self._bank_bytes: dict[int, int] = {}
         self._used: OrderedDict[int, float] = OrderedDict()
         """When each bank holding packs was last searched, least recent first."""
+        self._tick = 0
         self._lock = threading.Lock()
 
     def _touch(self, bank_id: int) -> None:
@@ -185,10 +191,12 @@ class PackCache(Generic[T]):
                 return out
             self._touch(bank_id)
             for term in terms:
-                pack = packs.get(term)
-                if pack is not None:
+                entry = packs.get(term)
+                if entry is not None:
+                    self._tick += 1
+                    packs[term] = (entry[0], entry[1], self._tick)
                     packs.move_to_end(term)
-                    out[term] = pack
+                    out[term] = entry[:2]
         return out
 
     def holds(self, bank_id: int, term: str) -> bool:
@@ -208,13 +216,15 @@ class PackCache(Generic[T]):
             old = packs.pop(term, None)
             if old is not None:
                 self._drop(bank_id, self._size(old[1]))
-            packs[term] = (version, pack)
+                packs = self._banks.setdefault(bank_id, packs)
+            self._tick += 1
+            packs[term] = (version, pack, self._tick)
             self._bank_bytes[bank_id] = self._bank_bytes.get(bank_id, 0) + size
             self.bytes += size
             self._touch(bank_id)
             while self.bytes > self.max_bytes:
                 victim = self._victim(bank_id)
-                _term, (_version, gone) = self._banks[victim].popitem(last=False)
+                _term, (_version, gone, _when) = self._banks[victim].popitem(last=False)
                 self._drop(victim, self._size(gone))
 
     def _drop(self, bank_id: int, size: int) -> None:
@@ -224,11 +234,11 @@ class PackCache(Generic[T]):
             del self._banks[bank_id], self._bank_bytes[bank_id], self._used[bank_id]
 
     def _victim(self, putting: int) -> int:
-        """The bank to give up its least recently used pack: the longest idle, else the one
-        holding the most bytes (the bank being put into too, but never its newest pack)."""
+        """The bank to give up its least recently used pack (never the pack just put)."""
         oldest = next(iter(self._used))
         if oldest != putting and self._clock() - self._used[oldest] >= IDLE_SECONDS:
             return oldest
-        # In order of last use, so that of banks holding as much the least recent gives.
-        others = [b for b in self._used if b != putting or len(self._banks[b]) > 1]
-        return max(others, key=lambda b: self._bank_bytes[b])
+        banks = [b for b in self._used if b != putting or len(self._banks[b]) > 1]
+        reserve = self.max_bytes * RESERVED / len(self._banks)
+        over = [b for b in banks if self._bank_bytes[b] > reserve]
+        return min(over or banks, key=lambda b: next(iter(self._banks[b].values()))[2])
