@@ -307,14 +307,17 @@ def test_the_pack_cache_keeps_each_banks_reserve_and_drains_idle_banks_first() -
     first, reserve or not; the pack just put never goes, nor one larger than the budget in."""
     now = [0.0]
     cache: packs.PackCache[int] = packs.PackCache(100, lambda size: size, clock=lambda: now[0])
-    cache.put(1, "a", 1, 20)
+    assert 100 * packs.RESERVED / 2 == 12.5  # each bank's reserve while two hold packs
+    cache.put(1, "a", 1, 10)
     for i in range(10):  # a busy bank reads list after list
         cache.put(2, f"t{i}", 1, 15)
         assert cache.bytes <= 100
-    assert cache.holds(1, "a")  # within its reserve (25): kept, least recently used or not
-    assert [cache.holds(2, f"t{i}") for i in range(10)] == [False] * 5 + [True] * 5
-    cache.put(1, "b", 1, 20)  # bank 1 past its reserve: the oldest pack of the two goes
-    assert (cache.holds(1, "a"), cache.holds(1, "b"), cache.holds(2, "t5")) == (False, True, True)
+    assert cache.holds(1, "a")  # within its reserve: kept, least recently used or not
+    assert [cache.holds(2, f"t{i}") for i in range(10)] == [False] * 4 + [True] * 6
+    cache.put(1, "b", 1, 20)  # bank 1 past its reserve: the oldest packs go
+    assert [cache.holds(*k) for k in ((1, "a"), (1, "b"), (2, "t4"), (2, "t5"))] == [
+        False, True, False, True
+    ]  # fmt: skip
     now[0] = packs.IDLE_SECONDS + 1
     cache.held(2, ["t9"])
     cache.put(2, "u", 1, 15)  # bank 1 idle: its pack goes first, reserve or not
