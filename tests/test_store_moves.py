@@ -303,9 +303,23 @@ def test_a_copy_into_postgres_builds_the_vector_index_once_after_the_load(
         return made
 
     monkeypatch.setattr(PostgresStore, "ensure_vector_index", spy)
-    copy_banks(source.store, target)
+    notes: list[tuple[str, str]] = []
+    report = copy_banks(source.store, target, note=lambda bank, text: notes.append((bank, text)))
     # Not once per document during the load: once, after it.
     assert built == ["big"]
+    # The build's memory comes from the bank's vectors, and the copy says what it chose.
+    count = target.count_memories("big", SearchFilter())
+    need = postgres_search.index_build_need(count, HashEmbedder().dim)
+    assert need < postgres_search.BUILD_MEMORY_MIN
+    [plan] = report.banks[0].index_builds
+    assert plan["vectors"] == count and plan["maintenance_work_mem"] == "64MB"
+    assert notes == [
+        (
+            "big",
+            f"building the HNSW index of {count:,} vectors of 256 dimensions with"
+            f" maintenance_work_mem 64MB (the least a build is given; {need >> 20} MB needed)",
+        )
+    ]
     with target.pool.connection() as conn:
         bank_id = conn.execute("SELECT id FROM banks WHERE name = 'big'").fetchone()[0]
     assert target.vector_index_exists(bank_id, HashEmbedder().dim)
@@ -315,3 +329,33 @@ def test_a_copy_into_postgres_builds_the_vector_index_once_after_the_load(
     assert len(set(approximate) & set(exact)) >= 4
     target.close()
     source.close()
+
+
+def test_an_index_build_gets_what_it_needs_within_what_the_server_and_machine_allow(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A million vectors of 384 dimensions (a 2.05 GB HNSW index) are given what they need
+    to build in memory, unless the server's maximum, half of the memory this machine has
+    available (the server runs here) or the shared memory a parallel build takes from
+    /dev/shm is less; the choice names what decided it."""
+    from lamina.store import postgres_search
+
+    alone = postgres_search.plan_index_build(1_000_000, 384)
+    assert 2_050 << 20 < alone.chosen == alone.needed < 3 << 30
+    assert alone.bound == f"what the index needs, {alone.needed >> 20} MB"
+    huge = postgres_search.plan_index_build(5_000_000, 384)
+    assert huge.chosen == postgres_search.BUILD_MEMORY_CAP
+    assert huge.bound.endswith("bounded by Lamina's cap for one build")
+    monkeypatch.setattr(postgres_search, "_available_memory", lambda: 2 << 30)
+    monkeypatch.setattr(postgres_search, "_shared_memory_free", lambda: 10 << 30)
+    store = PostgresStore(pg_url)
+    with store.pool.connection() as conn:
+        limits = postgres_search.build_memory_limits(conn)
+    store.close()
+    reasons = {why: limit for limit, why in limits}
+    assert reasons["half of this machine's available memory"] == 1 << 30
+    assert reasons["the server's maximum maintenance_work_mem"] >= 1 << 40
+    assert reasons["the shared memory free in /dev/shm"] == 9 << 30
+    short = postgres_search.plan_index_build(1_000_000, 384, limits)
+    assert (short.chosen, short.setting) == (1 << 30, "1024MB")
+    assert short.bound.endswith("bounded by half of this machine's available memory")

@@ -249,6 +249,85 @@ def test_packs_held_in_memory_stay_within_their_bytes(
     store.close()
 
 
+def _fill(store: PostgresStore, bank: str, count: int, seed: int) -> None:
+    rng = random.Random(seed)
+    group = [
+        Memory(
+            id=f"{bank}-{i}",
+            bank=bank,
+            document="d",
+            kind="turn",
+            text=zipf_text(rng),
+            record_ids=(f"r{i}",),
+            content_hash=str(i),
+        )
+        for i in range(count)
+    ]
+    records = [m.record_ids[0] for m in group]
+    store.apply_retain(RetainBatch(bank, "d", 0, Cursor(), records, group))
+
+
+def test_a_big_bank_does_not_push_the_other_banks_lists_out(
+    filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server answering several banks in turn, with less memory for lists than the big
+    bank's alone: searching the big bank does not push the small banks' lists out (each
+    keeps its reserve); every bank's answers stay exact throughout, and the lists held
+    never pass their bytes."""
+    writer, _ = filled
+    small = ["turn-a", "turn-b", "turn-c"]
+    for seed, bank in enumerate(small):
+        _fill(writer, bank, 400, 50 + seed)
+    store = PostgresStore(writer.url)
+    monkeypatch.setattr(store, "lexical_pack_min", 20)
+    # What the big bank's lists take when nothing is pushed out.
+    _assert_exact(store, "b", _queries(61))
+    cache = store._pack_cache()
+    assert cache is not None
+    alone = cache.bytes
+    monkeypatch.setattr(store, "lexical_pack_cache_bytes", alone // 2)
+    for _round in range(2):
+        for bank in small:
+            _assert_exact(store, bank, _queries(62))
+        _assert_exact(store, "b", _queries(61))  # more than the room left
+        cache = store._pack_cache()
+        assert cache is not None and 0 < cache.bytes <= alone // 2
+        with store.pool.connection() as conn:
+            ids = dict(conn.execute("SELECT name, id FROM banks").fetchall())
+        for bank in small:
+            assert cache.bank_bytes(ids[bank]) > 0, bank
+        assert cache.bank_bytes(ids["b"]) > 0
+    store.close()
+
+
+def test_the_pack_cache_keeps_each_banks_reserve_and_drains_idle_banks_first() -> None:
+    """Past its bytes, a PackCache drops the least recently used pack of the banks holding
+    more than their reserve (RESERVED of the bytes, shared equally), so a bank searched
+    without pause cannot push another's last lists out; a bank idle for IDLE_SECONDS gives
+    first, reserve or not; the pack just put never goes, nor one larger than the budget in."""
+    now = [0.0]
+    cache: packs.PackCache[int] = packs.PackCache(100, lambda size: size, clock=lambda: now[0])
+    assert 100 * packs.RESERVED / 2 == 12.5  # each bank's reserve while two hold packs
+    cache.put(1, "a", 1, 10)
+    for i in range(10):  # a busy bank reads list after list
+        cache.put(2, f"t{i}", 1, 15)
+        assert cache.bytes <= 100
+    assert cache.holds(1, "a")  # within its reserve: kept, least recently used or not
+    assert [cache.holds(2, f"t{i}") for i in range(10)] == [False] * 4 + [True] * 6
+    cache.put(1, "b", 1, 20)  # bank 1 past its reserve: the oldest packs go
+    assert [cache.holds(*k) for k in ((1, "a"), (1, "b"), (2, "t4"), (2, "t5"))] == [
+        False, True, False, True
+    ]  # fmt: skip
+    now[0] = packs.IDLE_SECONDS + 1
+    cache.held(2, ["t9"])
+    cache.put(2, "u", 1, 15)  # bank 1 idle: its pack goes first, reserve or not
+    assert cache.bank_bytes(1) == 0 and cache.holds(2, "u") and cache.bytes <= 100
+    cache.put(3, "huge", 1, 100)  # as much as the whole budget: everything else goes
+    assert (cache.bytes, cache.bank_bytes(2), cache.holds(3, "huge")) == (100, 0, True)
+    cache.put(3, "more", 1, 101)  # more than the budget: not kept
+    assert not cache.holds(3, "more") and cache.holds(3, "huge")
+
+
 @pytest.mark.parametrize("path", ["in-memory", "proving"])
 def test_a_filter_that_only_excludes_still_reads_the_packs(
     filled: tuple[PostgresStore, list[Memory]], monkeypatch: pytest.MonkeyPatch, path: str
@@ -306,6 +385,56 @@ def test_term_counts(filled: tuple[PostgresStore, list[Memory]]) -> None:
     assert size == len(memories)
     assert df == {"w1": index.lexical.df("w1"), "w7": index.lexical.df("w7")}
     assert store.term_counts("no-such-bank", ["w1"]) == (0, {})
+
+
+def test_a_term_no_memory_holds_leaves_no_row(pg_url: str) -> None:
+    """Deleting the last memories that hold a term removes its document-frequency row
+    (deletes, replacements and entity changes alike), a later memory holding it counts it
+    again from 1, and a database whose deletes left rows at 0 loses them on migrating."""
+    store = PostgresStore(pg_url)
+
+    def counted() -> dict[str, int]:
+        with store.pool.connection() as conn:
+            rows = conn.execute("SELECT term, df FROM term_counts").fetchall()
+        return {str(term): int(df) for term, df in rows}
+
+    def memory(i: int, text: str, document: str, entities: tuple[str, ...] = ()) -> Memory:
+        return Memory(
+            id=f"z{i}", bank="z", document=document, kind="turn", text=text,
+            record_ids=(f"r{i}",), content_hash=text, entities=entities,
+        )  # fmt: skip
+
+    def retain(document: str, group: list[Memory]) -> None:
+        version = store.get_cursor("z", document).version
+        records = [m.record_ids[0] for m in group]
+        store.apply_retain(RetainBatch("z", document, version, Cursor(), records, group))
+
+    retain("a", [memory(0, "kestrel common", "a"), memory(1, "osprey common", "a")])
+    retain("b", [memory(2, "common heron", "b", ("Egret",))])
+    assert {"kestrel", "osprey", "heron", "\x01Egret"} <= counted().keys()
+    store.delete_memory("z", "z0")
+    assert "kestrel" not in counted() and counted()["common"] == 2
+    retain("a", [memory(1, "common plover", "a")])  # replaced: osprey goes, plover comes
+    assert "osprey" not in counted() and counted()["plover"] == 1
+    store.set_entities("z", {"z2": ["Ibis"]})
+    assert "\x01Egret" not in counted() and counted()["\x01Ibis"] == 1
+    store.delete_document("z", "b")
+    assert counted() == {"common": 1, "plover": 1}
+    retain("c", [memory(3, "kestrel again", "c")])
+    assert counted()["kestrel"] == 1
+    assert [s for s, _ in store.lexical_search("z", ["kestrel"], 5, SearchFilter())] == [
+        s for s, m in store.memories_by_seq("z", list(range(1, 100))).items() if m.id == "z3"
+    ]
+    # Rows left at 0 by an earlier version go when the migration runs.
+    with store.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO term_counts (bank_id, term, df, version)"
+            " SELECT id, 'stale', 0, 1 FROM banks WHERE name = 'z'"
+        )
+        conn.execute("DELETE FROM schema_migrations WHERE name = '0012_term_counts_without_zeros'")
+    assert store.migrate() == ["0012_term_counts_without_zeros"]
+    assert "stale" not in counted() and counted()["kestrel"] == 1
+    store.close()
 
 
 def test_bm25_statistics_follow_deletions(filled: tuple[PostgresStore, list[Memory]]) -> None:

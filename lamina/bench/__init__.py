@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "locomo": "locomo:locomo_bench",
     "fusion": "fusion:fusion_bench",
     "latency": "latency:latency_bench",
+    "term-cache": "term_cache:term_cache_bench",
     "cache": "cache:cache_bench",
     "compile": "compile:compile_bench",
     "hook": "hook:hook_bench",

@@ -100,10 +100,12 @@ def vary(
     return mixed.astype(np.float32), picks
 
 
-def build(bank: MemoryBank, name: str, n: int, texts: list[str], vectors: np.ndarray) -> None:
+def build(
+    bank: MemoryBank, name: str, n: int, texts: list[str], vectors: np.ndarray, seed: int = 7
+) -> None:
     """A bank of `n` memories: texts of two real turns, vectors from `vary`, one every 7
-    minutes from 2023-01-01 (13 years at a million), 500 a document."""
-    rng = np.random.default_rng(7)
+    minutes from 2023-01-01 (13 years at a million), 500 a document; `seed` picks them."""
+    rng = np.random.default_rng(seed)
     start = datetime(2023, 1, 1, tzinfo=UTC)
     made = 0
     while made < n:

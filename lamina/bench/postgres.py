@@ -122,8 +122,8 @@ def postgres_latency(
         excluding = recall_ms(store, name, asked, precomputed, session)
         agreement = _against_exact(store, name, asked[:exact_queries], precomputed, options)
         lexical = _lexical(store, name, asked, options.depth, lexical_queries)
-        # HNSW against an exact scan: asked for 10 (ef_search 100), and at recall's depth
-        # (ef_search = depth), whose top 10 and whole list recall uses.
+        # HNSW against an exact scan: asked for 10 (ef_search HNSW_EF_SEARCH), and at
+        # recall's depth (ef_search = depth), whose top 10 and whole list recall uses.
         overlap: list[float] = []
         deep: dict[int, list[float]] = {10: [], options.depth: []}
         hnsw_ms: list[float] = []

@@ -76,8 +76,16 @@ def copy_command(
             bar = bars[bank] = Progress(f"copying {bank}", total=total, unit="documents")
         bar.update(done)
 
+    def note(bank: str, text: str) -> None:
+        bar = bars.pop(bank, None)
+        if bar is not None:
+            bar.close()
+        click.echo(f"{bank}: {text}", err=True)
+
     try:
-        report = copy_banks(src, dst, banks or None, api_keys=not no_api_keys, progress=tell)
+        report = copy_banks(
+            src, dst, banks or None, api_keys=not no_api_keys, progress=tell, note=note
+        )
     finally:
         for bar in bars.values():
             bar.close()

@@ -46,6 +46,8 @@ class BankCopy:
     """Summaries written to the target's logs."""
     pins: int = 0
     """Pins set on the target's logs."""
+    index_builds: list[dict[str, Any]] = field(default_factory=list)
+    """The vector indexes the target built after the load, and the memory each was given."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +81,8 @@ def _same_position(a: Cursor, b: Cursor) -> bool:
 
 Progress = Callable[[str, int, int], None]
 """Told (bank, documents done, documents in the bank)."""
+Note = Callable[[str, str], None]
+"""Told (bank, what the target does next), for steps that take a while."""
 
 
 def copy_banks(
@@ -88,6 +92,7 @@ def copy_banks(
     *,
     api_keys: bool = True,
     progress: Progress | None = None,
+    note: Note | None = None,
 ) -> CopyReport:
     """Copy `banks` (all when None) from `source` to `target`; see the module's doc."""
     report = CopyReport()
@@ -97,7 +102,7 @@ def copy_banks(
     if missing:
         raise InputError(f"no bank named {missing[0]!r} in the source")
     for bank in wanted:
-        report.banks.append(_copy_bank(source, target, bank, progress))
+        report.banks.append(_copy_bank(source, target, bank, progress, note))
     if api_keys:
         existing = target.api_key_hashes()
         hashes = source.api_key_hashes()
@@ -115,7 +120,9 @@ def copy_banks(
     return report
 
 
-def _copy_bank(source: Store, target: Store, bank: str, progress: Progress | None) -> BankCopy:
+def _copy_bank(
+    source: Store, target: Store, bank: str, progress: Progress | None, note: Note | None
+) -> BankCopy:
     result = BankCopy(bank)
     target.ensure_bank(bank)
     documents = source.list_documents(bank)
@@ -128,9 +135,16 @@ def _copy_bank(source: Store, target: Store, bank: str, progress: Progress | Non
     held: dict[str, dict[str, str]] = {}
     for row in target.iter_memories(bank, with_embeddings=False):
         held.setdefault(row.memory.document, {})[row.memory.id] = row.memory.content_hash
-    # A store that loads faster in bulk (PostgreSQL: HNSW built once, after) says so.
+
+    # A store that loads faster in bulk (PostgreSQL: HNSW built once, after) says so, and
+    # tells the memory it gives each index build.
+    def built(plan: Any) -> None:
+        result.index_builds.append(plan.as_dict())
+        if note is not None:
+            note(bank, plan.describe())
+
     bulk = getattr(target, "bulk_load", None)
-    with bulk(bank) if bulk is not None else nullcontext():
+    with bulk(bank, told=built) if bulk is not None else nullcontext():
         _copy_documents(source, target, bank, documents, by_document, held, result, progress)
     for log in source.list_logs(bank):
         _copy_log(source, target, bank, log.id, result)

@@ -595,11 +595,20 @@ def _count_terms(
     if not counts:
         return
     terms = list(counts)
-    conn.execute(
+    counted = conn.execute(
         "INSERT INTO term_counts (bank_id, term, df, version)"
         " SELECT %s, t, n, nextval('posting_block_versions')"
         " FROM unnest(%s::text[], %s::bigint[]) AS u(t, n)"
         " ON CONFLICT (bank_id, term) DO UPDATE SET df = term_counts.df + excluded.df,"
-        " version = excluded.version",
+        " version = excluded.version" + (" RETURNING term, df" if sign < 0 else ""),
         (bank_id, terms, [sign * counts[t] for t in terms]),
     )
+    if sign < 0:
+        # A term no memory holds any more leaves no row behind (a later one starts a new
+        # row, with a newer version than any list held of it).
+        gone = [str(term) for term, df in counted.fetchall() if int(df) <= 0]
+        if gone:
+            conn.execute(
+                "DELETE FROM term_counts WHERE bank_id = %s AND term = ANY(%s) AND df <= 0",
+                (bank_id, gone),
+            )

@@ -371,4 +371,12 @@ MIGRATIONS: list[tuple[str, str | Callable[[Any], None]]] = [
     # per-term blocks (`posting_blocks`), bank by bank in this one transaction; see
     # lamina.store.postgres_blocks.
     ("0011_posting_blocks", migrate_to_blocks),
+    (
+        "0012_term_counts_without_zeros",
+        """
+        -- Deletes used to leave a term's row at df 0 once no memory held it; they now remove
+        -- it, and so does this for the rows left before.
+        DELETE FROM term_counts WHERE df <= 0;
+        """,
+    ),
 ]

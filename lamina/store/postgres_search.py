@@ -21,14 +21,16 @@ iterative scans so filters still return `depth` results.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,26 +53,129 @@ from .postgres_postings import (
 from .ranking import BM25_K1, best
 from .search import DatabaseSearch, Dated, FilterSQL, SearchFilter, rows_dated
 
-__all__ = ["EXACT_LIMIT", "PackCache", "PostgresSearch", "index_build_memory", "pack_cache"]
+__all__ = [
+    "EXACT_LIMIT",
+    "IndexBuild",
+    "PackCache",
+    "PostgresSearch",
+    "index_build_need",
+    "pack_cache",
+    "plan_index_build",
+]
 
 EXACT_LIMIT = 5_000
 """Up to this many candidate memories, dense search scans them exactly."""
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
+HNSW_EF_SEARCH = 200
+"""The least `hnsw.ef_search` a search gets (its depth when deeper). On the latency bench's
+300,000-memory bank (tools/hnsw_recall.py, 60 questions), recall@10 against an exact scan was
+0.925 at 100, 0.973 at 200, 0.98 at 300; recall asks for 200 memories, so this only raises
+smaller searches to what recall's top 10 already gets."""
 BUILD_MEMORY_CAP = 4 << 30
 """The most a bulk load asks for to build one HNSW index in memory; a larger index is built
 spilling to disk (slower, and never more memory than this)."""
+BUILD_MEMORY_MIN = 64 << 20
+"""The least a bulk load gives an HNSW build (PostgreSQL's own default)."""
 
 
-def index_build_memory(vectors: int, dim: int) -> str:
-    """`maintenance_work_mem` for building the HNSW index of `vectors` vectors of `dim`
-    dimensions in memory: the vectors (4 bytes a dimension) and their graph (2 * m neighbours
-    of about 8 bytes each at the lowest layer, and headers), plus a quarter for the build's
-    own bookkeeping; at least 64 MB, at most BUILD_MEMORY_CAP. Measured here: 1M vectors of
-    384 dimensions make a 2.05 GB index, which the 1 GB `lamina copy` used to ask for built
-    spilling."""
-    need = int(vectors * (dim * 4 + 2 * HNSW_M * 8 + 128) * 1.25)
-    return f"{max(64 << 20, min(need, BUILD_MEMORY_CAP)) >> 20}MB"
+def index_build_need(vectors: int, dim: int) -> int:
+    """Bytes of `maintenance_work_mem` that build the HNSW index of `vectors` vectors of `dim`
+    dimensions in memory: the vectors (4 bytes a dimension) and their graph (2 * m
+    neighbours of about 8 bytes each at the lowest layer, and headers), plus a quarter for the
+    build's own bookkeeping. Measured here: 1M vectors of 384 dimensions make a 2.05 GB index,
+    which the 1 GB `lamina copy` used to ask for built spilling."""
+    return int(vectors * (dim * 4 + 2 * HNSW_M * 8 + 128) * 1.25)
+
+
+@dataclass(frozen=True)
+class IndexBuild:
+    """The memory a bulk load gives one HNSW build, and what decided it."""
+
+    vectors: int
+    dim: int
+    needed: int
+    """Bytes the build needs to run in memory (`index_build_need`)."""
+    chosen: int
+    """Bytes asked for (`maintenance_work_mem`)."""
+    bound: str
+    """What decided `chosen`: the need itself, or the limit that held it lower."""
+
+    @property
+    def setting(self) -> str:
+        return f"{self.chosen >> 20}MB"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "vectors": self.vectors,
+            "dim": self.dim,
+            "needed_mb": self.needed >> 20,
+            "maintenance_work_mem": self.setting,
+            "bound": self.bound,
+        }
+
+    def describe(self) -> str:
+        return (
+            f"building the HNSW index of {self.vectors:,} vectors of {self.dim} dimensions"
+            f" with maintenance_work_mem {self.setting} ({self.bound})"
+        )
+
+
+def plan_index_build(vectors: int, dim: int, limits: Sequence[tuple[int, str]] = ()) -> IndexBuild:
+    """What to give the build: its need, at least BUILD_MEMORY_MIN, at most BUILD_MEMORY_CAP
+    and each of `limits` (bytes, why)."""
+    needed = index_build_need(vectors, dim)
+    chosen, bound = needed, f"what the index needs, {needed >> 20} MB"
+    for limit, why in [(BUILD_MEMORY_CAP, "Lamina's cap for one build"), *limits]:
+        if limit < chosen:
+            chosen, bound = limit, f"{needed >> 20} MB needed; bounded by {why}"
+    if chosen < BUILD_MEMORY_MIN:
+        chosen, bound = BUILD_MEMORY_MIN, f"the least a build is given; {needed >> 20} MB needed"
+    return IndexBuild(vectors, dim, needed, chosen, bound)
+
+
+def build_memory_limits(conn: psycopg.Connection[Any]) -> list[tuple[int, str]]:
+    """What bounds an HNSW build's memory besides Lamina's cap: the most the server accepts
+    for `maintenance_work_mem` and, when the server runs on this machine, half of the memory
+    available here and, for a parallel build in POSIX shared memory, what /dev/shm has free
+    (a larger request fails). A remote server's memory cannot be read from here."""
+    rows = conn.execute(
+        "SELECT name, setting, max_val FROM pg_settings WHERE name IN"
+        " ('maintenance_work_mem', 'dynamic_shared_memory_type')"
+    ).fetchall()
+    settings = {str(name): (str(value), most) for name, value, most in rows}
+    limits: list[tuple[int, str]] = []
+    most = settings.get("maintenance_work_mem", ("", None))[1]
+    if most is not None:
+        limits.append((int(most) << 10, "the server's maximum maintenance_work_mem"))
+    host = conn.info.host
+    if host.startswith("/") or host in ("localhost", "127.0.0.1", "::1"):
+        available = _available_memory()
+        if available:
+            limits.append((available // 2, "half of this machine's available memory"))
+        free = _shared_memory_free()
+        if free and settings.get("dynamic_shared_memory_type", ("",))[0] == "posix":
+            limits.append((free * 9 // 10, "the shared memory free in /dev/shm"))
+    return limits
+
+
+def _shared_memory_free() -> int:
+    """Bytes free in /dev/shm, where a parallel build's graph goes (POSIX shared memory)."""
+    try:
+        return shutil.disk_usage("/dev/shm").free
+    except OSError:
+        return 0
+
+
+def _available_memory() -> int:
+    """Bytes of memory this machine has available (MemAvailable), 0 when unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 RECENT_SECONDS = 2.0
@@ -288,8 +393,9 @@ class PostgresSearch(DatabaseSearch):
     """Dense search scans every candidate, HNSW index or not (benchmarks compare with it)."""
 
     lexical_pack_cache_bytes: int = 256 << 20
-    """Memory for packs kept between searches (PackCache): a search then asks the database
-    only whether they are still current. 0 keeps none."""
+    """Memory for packs kept between searches (PackCache), shared by every bank this store
+    searches, each keeping part of its lists when they do not all fit: a search then asks
+    the database only whether they are still current. 0 keeps none."""
 
     def _pack_cache(self) -> PackCache[Held] | None:
         if self.lexical_pack_cache_bytes <= 0:
@@ -406,10 +512,16 @@ class PostgresSearch(DatabaseSearch):
         return self.vector_index_exists(bank_id, dim)
 
     @contextmanager
-    def bulk_load(self, bank: str, build_memory: str | None = None) -> Iterator[None]:
+    def bulk_load(
+        self,
+        bank: str,
+        build_memory: str | None = None,
+        told: Callable[[IndexBuild], None] | None = None,
+    ) -> Iterator[None]:
         """Load many memories into a bank faster: its HNSW indexes are dropped for the load
         and built once after it, in parallel, with `build_memory` (default: what the index
-        needs, see `index_build_memory`; `lamina copy` uses this)."""
+        needs within what the server and this machine allow, see `plan_index_build`; `told`
+        hears that choice before each build; `lamina copy` uses this)."""
         with self._conn() as conn:
             info = self._bank(conn, bank)
             bank_id = info[0] if info is not None else None
@@ -442,9 +554,13 @@ class PostgresSearch(DatabaseSearch):
                         (bank_id,),
                     )
                 }
+                limits = build_memory_limits(conn) if build_memory is None else []
+            indexed = sum(dims.values()) > EXACT_LIMIT  # smaller banks are scanned exactly
             for dim, count in dims.items():
-                memory = build_memory or index_build_memory(count, dim)
-                self.ensure_vector_index(bank, dim, build_memory=memory)
+                plan = plan_index_build(count, dim, limits)
+                if told is not None and build_memory is None and indexed:
+                    told(plan)
+                self.ensure_vector_index(bank, dim, build_memory=build_memory or plan.setting)
 
     def drop_vector_index(self, bank: str, dim: int) -> None:
         """Drop the bank's HNSW index (before a bulk load; see ensure_vector_index)."""
@@ -502,7 +618,7 @@ class PostgresSearch(DatabaseSearch):
             else:
                 # Set on the connection (no transaction), once: every indexed search sets
                 # them, and nothing else reads them.
-                ef_search = max(depth, 100)
+                ef_search = max(depth, HNSW_EF_SEARCH)
                 if _HNSW_SETTINGS.get(conn) != ef_search:
                     conn.execute(
                         f"SET hnsw.ef_search = {ef_search}; SET hnsw.iterative_scan = relaxed_order"
