@@ -141,6 +141,14 @@ def _blocks(rows: Any) -> list[_Block]:
     ]
 
 
+def _by_term(rows: Any) -> dict[str, list[_Block]]:
+    """Blocks read as `_blocks` does, each term's in the order read."""
+    held: dict[str, list[_Block]] = {}
+    for block in _blocks(rows):
+        held.setdefault(block[0], []).append(block)
+    return held
+
+
 def add(conn: psycopg.Connection[Any], bank_id: int, lists: Mapping[str, Raw]) -> None:
     """Write new postings (term: seqs, tfs, lengths), into each term's blocks. A seq a term
     holds already is given the new tf and length."""
@@ -205,9 +213,7 @@ def add(conn: psycopg.Connection[Any], bank_id: int, lists: Mapping[str, Raw]) -
             (list(inside), list(inside.values()), bank_id),
             binary=True,
         )
-        held: dict[str, list[_Block]] = {}
-        for block in _blocks(rows):
-            held.setdefault(block[0], []).append(block)
+        held = _by_term(rows)
         for term in inside:
             blocks = sorted(held.get(term, []), key=lambda b: b[1])
             dropped += [(term, first) for _, first, _ in blocks]
@@ -244,9 +250,7 @@ def _merge(conn: psycopg.Connection[Any], bank_id: int, runs: Mapping[str, int])
         (list(runs), list(runs.values()), bank_id),
         binary=True,
     )
-    held: dict[str, list[_Block]] = {}
-    for block in _blocks(rows):
-        held.setdefault(block[0], []).append(block)
+    held = _by_term(rows)
     dropped: list[tuple[str, int]] = []
     written: list[tuple[str, Raw]] = []
     for term, blocks in held.items():
