@@ -16,11 +16,10 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
   in the bank answers: "write a haiku about autumn"; lamina.bank.recall.Floor), and the hook
   log says so, with the scores. Each prompt's stage timings go to the hook log.
 - **Stop**, **SubagentStop**, **PreCompact**, **SessionEnd**: retain what is new in the
-  transcript. The hook returns at once; a detached worker does the work. At most one worker per
-  session runs at a time: a hook that finds one running leaves a mark and the running worker
-  retains again before it exits, so no turn is lost between two Stops. SubagentStop retains the
-  subagent's own transcript (`agent_transcript_path`) as a document of its own, linked to the
-  parent session.
+  transcript. The hook returns at once; a detached worker (or the warm server, when one runs)
+  does the work, one per session at a time (lamina.integrations.claude_code.retain_worker).
+  SubagentStop retains the subagent's own transcript (`agent_transcript_path`) as a document of
+  its own, linked to the parent session.
 - The Gemini CLI's **BeforeAgent** is served as UserPromptSubmit (its prompt without the
   `<hook_context>` blocks SessionStart hooks prepended; the answer names BeforeAgent) and its
   **AfterAgent** as Stop (`served_event`). Gemini's SessionStart never gets the digest.
