@@ -120,74 +120,39 @@ if TYPE_CHECKING:
 
 del TYPE_CHECKING
 
-_EXPORTS: dict[str, str] = {
-    "MemoryBank": ".bank.bank",
-    "Bank": ".memories",
-    "BankStats": ".memories",
-    "Document": ".memories",
-    "Memory": ".memories",
-    "QueryOptions": ".bank.query",
-    "RecallQuery": ".bank.query",
-    "compose_recall_query": ".bank.query",
-    "recall_query_for_file": ".bank.query",
-    "RecallHit": ".bank.recall",
-    "RecallOptions": ".bank.recall",
-    "RecallResult": ".bank.recall",
-    "RetainOptions": ".bank.retain",
-    "RetainReport": ".bank.retain",
-    "CompileResult": ".context.compile",
-    "Compiler": ".context.compile",
-    "CompileOptions": ".context.frontier",
-    "OverBudgetError": ".context.frontier",
-    "ContextLog": ".context.log",
-    "Pin": ".context.pins",
-    "StoredLog": ".context.stored",
-    "ExtractiveSummariser": ".context.summarise",
-    "Summariser": ".context.summarise",
-    "Embedder": ".embed",
-    "AccessError": ".errors",
-    "ConfigError": ".errors",
-    "InputError": ".errors",
-    "LaminaError": ".errors",
-    "NotFoundError": ".errors",
-    "ReadError": ".errors",
-    "ReadWarning": ".errors",
-    "StoreError": ".errors",
-    "UnknownFormatError": ".errors",
-    "Block": ".messages",
-    "ImageBlock": ".messages",
-    "Kind": ".messages",
-    "Message": ".messages",
-    "Role": ".messages",
-    "Source": ".messages",
-    "TextBlock": ".messages",
-    "ThinkingBlock": ".messages",
-    "ToolResultBlock": ".messages",
-    "ToolUseBlock": ".messages",
-    "UnknownBlock": ".messages",
-    "BankHandle": ".simple",
-    "MemoryStore": ".simple",
-    "open": ".simple",
-    "Reader": ".readers",
-    "Transcript": ".readers",
-    "detect_format": ".readers",
-    "read_message_list": ".readers",
-    "read_messages": ".readers",
-    "read_transcript": ".readers",
-    "register_reader": ".readers",
-    "format_memory_block": ".tags",
-    "inject_memory_block": ".tags",
-    "strip_tagged_blocks": ".tags",
-    "count_message": ".tokens",
-    "count_text": ".tokens",
-    "ChannelTool": ".turns",
-    "Turn": ".turns",
-    "TurnRules": ".turns",
-    "conversational_text": ".turns",
-    "is_turn_start": ".turns",
-    "iter_turns": ".turns",
-    "last_turns": ".turns",
+_MODULES: dict[str, str] = {
+    ".bank.bank": "MemoryBank",
+    ".memories": "Bank BankStats Document Memory",
+    ".bank.query": "QueryOptions RecallQuery compose_recall_query recall_query_for_file",
+    ".bank.recall": "RecallHit RecallOptions RecallResult",
+    ".bank.retain": "RetainOptions RetainReport",
+    ".context.compile": "CompileResult Compiler",
+    ".context.frontier": "CompileOptions OverBudgetError",
+    ".context.log": "ContextLog",
+    ".context.pins": "Pin",
+    ".context.stored": "StoredLog",
+    ".context.summarise": "ExtractiveSummariser Summariser",
+    ".embed": "Embedder",
+    ".errors": (
+        "AccessError ConfigError InputError LaminaError NotFoundError ReadError ReadWarning "
+        "StoreError UnknownFormatError"
+    ),
+    ".messages": (
+        "Block ImageBlock Kind Message Role Source TextBlock ThinkingBlock ToolResultBlock "
+        "ToolUseBlock UnknownBlock"
+    ),
+    ".simple": "BankHandle MemoryStore open",
+    ".readers": (
+        "Reader Transcript detect_format read_message_list read_messages read_transcript "
+        "register_reader"
+    ),
+    ".tags": "format_memory_block inject_memory_block strip_tagged_blocks",
+    ".tokens": "count_message count_text",
+    ".turns": "ChannelTool Turn TurnRules conversational_text is_turn_start iter_turns last_turns",
 }
+"""Each module of the public API -> the names it defines (as imported above)."""
+
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names.split()}
 """Public name -> the module that defines it."""
 
 

@@ -232,7 +232,7 @@ def test_corrupt_transcript_is_retained_as_far_as_it_reads(tmp_path: Path) -> No
 def test_a_session_file_written_after_the_stop_hook_is_still_retained(tmp_path: Path) -> None:
     """Copilot writes its session file in the background: on a loaded machine its Stop (and
     SessionEnd) hooks can run before the file exists. The hook answers at once and its worker
-    waits for the file (lamina.integrations.claude_code.hook.TRANSCRIPT_WAIT)."""
+    waits for the file (lamina.integrations.claude_code.retain_worker.TRANSCRIPT_WAIT)."""
     home = tmp_path / "home"
     late = tmp_path / "late.jsonl"
     for event in ("Stop", "SessionEnd"):

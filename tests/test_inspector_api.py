@@ -22,7 +22,8 @@ from lamina.config import resolve_settings
 from lamina.context.frontier import CompileOptions
 from lamina.context.stored import StoredLog
 from lamina.context.summarise import ExtractiveSummariser
-from lamina.integrations.claude_code.hook import TIMINGS_MARK, HookLog
+from lamina.integrations.claude_code.contract import HookLog
+from lamina.integrations.claude_code.hook import TIMINGS_MARK
 from lamina.readers import read_messages
 from lamina.store import open_store
 from lamina.tokens import count_text

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from lamina.integrations.claude_code.hook import HookLog
+from lamina.integrations.claude_code.contract import HookLog
 
 from .conftest import CLAUDE_CODE, ROOT, needs_shared
 

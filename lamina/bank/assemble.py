@@ -128,32 +128,21 @@ def assemble(
     rankings = {name: ranking for name, (ranking, _scores) in channels.items()}
     if options.fusion == "learned":
         fused, order = _learned(query, channels, memory_at, tokens_at, options, size, prefetch)
-        return _fill(
-            query,
-            channels,
-            rankings,
-            fused,
-            order,
-            memory_at,
-            tokens_at,
-            considered,
-            options,
-            counts,
-        )
-    if options.fusion == "rrf":
-        fusing = dict(rankings)
-        if "entities" in channels:
-            # Ranks carry no scale: keep only memories that share an entity worth at least
-            # half a rare one, or a name said in most memories would rank every one of them.
-            ranking, scores = channels["entities"]
-            floor = 0.5 * entity_scale(size)
-            fusing["entities"] = [slot for slot in ranking if scores[slot] >= floor]
-        fused = fuse(fusing, options.channel_weights, options.rrf_k)
     else:
-        fused = combsum(channels, options.channel_weights, {"entities": entity_scale(size)})
-    order = sorted(fused, key=lambda s: (-fused[s], s))
-    if prefetch is not None:
-        prefetch(order)
+        if options.fusion == "rrf":
+            fusing = dict(rankings)
+            if "entities" in channels:
+                # Ranks carry no scale: keep only memories that share an entity worth at least
+                # half a rare one, or a name said in most memories would rank every one of them.
+                ranking, scores = channels["entities"]
+                floor = 0.5 * entity_scale(size)
+                fusing["entities"] = [slot for slot in ranking if scores[slot] >= floor]
+            fused = fuse(fusing, options.channel_weights, options.rrf_k)
+        else:
+            fused = combsum(channels, options.channel_weights, {"entities": entity_scale(size)})
+        order = sorted(fused, key=lambda s: (-fused[s], s))
+        if prefetch is not None:
+            prefetch(order)
     return _fill(
         query, channels, rankings, fused, order, memory_at, tokens_at, considered, options, counts
     )

@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import ReadWarning
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import detect_format, get_reader
-from ..readers.base import TailReader, WarningSink, iter_json_lines
+from ..readers.base import TailReader, WarningSink, iter_json_lines, next_line_start
 from ..readers.claude_code import claude_code_builder, is_subagent_file
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 
@@ -410,7 +410,8 @@ class TailQueries:
             # The fresh read reached its start too, unless a response begun before its first
             # line goes on after it (that response's later lines are the read's first message).
             # A subagent's response found inline is such a part too, but never speaks.
-            begin = _line_start(path, low)
+            with Path(path).open("rb") as handle:
+                begin = next_line_start(handle, low)
             if tail.reach > begin or any(
                 _end(m) > begin and not (tail.subagent is False and _all_sidechain(m))
                 for m in messages[:first]
@@ -438,18 +439,6 @@ class TailQueries:
         subagent = is_subagent_file(path)
         builder = claude_code_builder(path, _ignore, subagent=subagent)
         return _Tail(ino, start, start, fingerprint, builder, [], subagent=subagent)
-
-
-def _line_start(path: str, at: int) -> int:
-    """The first line start at or after `at` (where a read of the file's end begins)."""
-    with Path(path).open("rb") as handle:
-        handle.seek(at - 1)
-        while chunk := handle.read(64 * 1024):
-            newline = chunk.find(b"\n")
-            if newline >= 0:
-                return at + newline
-            at += len(chunk)
-        return at
 
 
 def _all_sidechain(message: Message) -> bool:

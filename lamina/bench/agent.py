@@ -64,6 +64,7 @@ __all__ = [
     "load_question_set",
     "load_questions",
     "run_agent_bench",
+    "session_files",
 ]
 
 DEFAULT_BUDGETS = (1_000, 1_500)
@@ -313,6 +314,15 @@ def _shares(found: Mapping[str, bool], questions: Sequence[AgentQuestion]) -> di
     return out
 
 
+def session_files(folder: Path, questions: Sequence[AgentQuestion]) -> list[str]:
+    """The sessions the questions ask about, sorted; an error naming those not in `folder`."""
+    files = sorted({q.file for q in questions})
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise InputError(f"{folder}: missing transcripts {', '.join(missing)}")
+    return files
+
+
 def run_agent_bench(
     folder: Path,
     questions: Sequence[AgentQuestion],
@@ -323,10 +333,7 @@ def run_agent_bench(
 ) -> dict[str, Any]:
     """Retain the question set's sessions into one bank and score recall and the baseline
     (units made with `units` when given, to compare unit designs)."""
-    files = sorted({q.file for q in questions})
-    missing = [f for f in files if not (folder / f).is_file()]
-    if missing:
-        raise InputError(f"{folder}: missing transcripts {', '.join(missing)}")
+    files = session_files(folder, questions)
     with tempfile.TemporaryDirectory(prefix="lamina-agent-") as tmp:
         own = bank is None
         retain = RetainOptions(units=units) if units is not None else None

@@ -40,7 +40,7 @@ from ..progress import Progress
 from ..store.search import SearchFilter
 from ..store.sqlite import SQLiteStore
 from ..turns import clean_text
-from .agent import SHIPPED, AgentQuestion, found_in, load_question_set
+from .agent import SHIPPED, AgentQuestion, found_in, load_question_set, session_files
 from .common import embedder_option, emit, json_option, shared_data_dir, shipped_or_file
 
 __all__ = ["PROMPT_SETS", "load_ontopic", "load_prompts", "quiet_bench", "run_quiet_bench"]
@@ -309,10 +309,7 @@ def run_quiet_bench(
     prompt and question with the floor off and on, with the dense channel and without.
     `ontopic_prompts` ((session file, prompt) pairs) are asked, with the dense channel, of
     the bank holding their session, and must still get memories."""
-    files = sorted({q.file for q in questions})
-    missing = [f for f in files if not (folder / f).is_file()]
-    if missing:
-        raise InputError(f"{folder}: missing transcripts {', '.join(missing)}")
+    files = session_files(folder, questions)
     if floor.off:
         raise InputError("the floor to measure is off (a threshold of 0)")
     groups = [[f] for f in files] if per_session else [files]

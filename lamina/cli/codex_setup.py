@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,7 @@ PROJECT_ADVICE = (
 def install_codex(
     scope: str, home: str | None, trust: bool, codex: str | None, as_json: bool
 ) -> None:
-    from ..integrations.codex.install import find_codex, install
-    from ..integrations.codex.install import trust as trust_hooks
+    from ..integrations.codex.install import find_codex, hook_states, install
 
     files = install(scope, home=home if scope == "user" else None)
     states: dict[str, str] | None = None
@@ -40,10 +41,10 @@ def install_codex(
             )
         else:
             try:
-                states = trust_hooks(scope, binary)
+                states = hook_states(scope, binary, trust=True)
             except ConfigError as exc:
                 problem = str(exc)
-    trusted = states is not None and all(s == "trusted" for s in states.values())
+    trusted = states is not None and _all_trusted(states)
     advice = [] if trusted else [TRUST_ADVICE]
     if scope == "project":
         advice.append(PROJECT_ADVICE)
@@ -65,7 +66,7 @@ def install_codex(
     click.echo(f"installed Lamina's hooks for codex in {files.hooks}")
     click.echo(f"registered Lamina's MCP server as [mcp_servers.lamina] in {files.config}")
     if states is not None:
-        click.echo("trust: " + ", ".join(f"{event} {state}" for event, state in states.items()))
+        _echo_trust(states)
     if problem:
         click.echo(f"warning: {problem}", err=True)
     for line in advice:
@@ -82,7 +83,7 @@ def trust_codex_plugin(codex: str | None, as_json: bool) -> None:
         codex_home,
         find_codex,
         plugin_installed,
-        trust_plugin,
+        plugin_states,
     )
 
     if not plugin_installed():
@@ -95,12 +96,12 @@ def trust_codex_plugin(codex: str | None, as_json: bool) -> None:
         raise ConfigError(
             "no Codex CLI found to trust the plugin's hooks with (--codex PATH or LAMINA_CODEX_BIN)"
         )
-    states = trust_plugin(binary)
-    trusted = all(s == "trusted" for s in states.values())
+    states = plugin_states(binary, trust=True)
+    trusted = _all_trusted(states)
     if as_json:
         emit_json({"target": "codex", "plugin": PLUGIN, "trust": states, "trusted": trusted})
         return
-    click.echo("trust: " + ", ".join(f"{event} {state}" for event, state in states.items()))
+    _echo_trust(states)
     if trusted:
         click.echo(f"new Codex sessions now run {PLUGIN}'s hooks: recall before each prompt, "
                    "retain after each turn")  # fmt: skip
@@ -136,26 +137,32 @@ def codex_status(directory: str | Path | None = None) -> dict[str, Any]:
         files = codex_files(scope, directory)
         entry: dict[str, Any] = {"installed": installed, "hooks_file": str(files.hooks)}
         if installed:
-            entry["trusted"] = "unknown (no Codex CLI found)"
-            if binary:
-                try:
-                    states = hook_states(scope, binary, directory=directory, timeout=10.0)
-                    entry["trust"] = states
-                    entry["trusted"] = all(s == "trusted" for s in states.values())
-                except ConfigError as exc:
-                    entry["trusted"] = f"unknown ({exc})"
+            entry.update(_asked(binary, partial(hook_states, scope, directory=directory)))
         report[scope] = entry
     if plugin_installed():
         # `codex plugin add lamina@lamina`: its hooks need trust like Lamina's own.
         cache = codex_home() / "plugins" / "cache" / "lamina" / "lamina"
         plugin: dict[str, Any] = {"installed": True, "hooks_file": str(cache), "id": PLUGIN}
-        plugin["trusted"] = "unknown (no Codex CLI found)"
-        if binary:
-            try:
-                states = plugin_states(binary, directory=directory, timeout=10.0)
-                plugin["trust"] = states
-                plugin["trusted"] = all(s == "trusted" for s in states.values())
-            except ConfigError as exc:
-                plugin["trusted"] = f"unknown ({exc})"
+        plugin.update(_asked(binary, partial(plugin_states, directory=directory)))
         report["plugin"] = plugin
     return report
+
+
+def _all_trusted(states: dict[str, str]) -> bool:
+    return all(state == "trusted" for state in states.values())
+
+
+def _echo_trust(states: dict[str, str]) -> None:
+    click.echo("trust: " + ", ".join(f"{event} {state}" for event, state in states.items()))
+
+
+def _asked(binary: str | None, states: Callable[..., dict[str, str]]) -> dict[str, Any]:
+    """The status fields `trust` and `trusted` for hooks whose states `states(binary,
+    timeout=...)` asks Codex for; `unknown` with the reason when it cannot be asked."""
+    if not binary:
+        return {"trusted": "unknown (no Codex CLI found)"}
+    try:
+        found = states(binary, timeout=10.0)
+    except ConfigError as exc:
+        return {"trusted": f"unknown ({exc})"}
+    return {"trusted": _all_trusted(found), "trust": found}

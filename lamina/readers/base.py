@@ -31,6 +31,7 @@ __all__ = [
     "iter_json_lines",
     "json_object",
     "line_source",
+    "next_line_start",
     "read_lines_tail",
     "register_reader",
     "registered_readers",
@@ -126,14 +127,19 @@ def tail_start(path: str, window: int) -> int | None:
         size = os.fstat(handle.fileno()).st_size
         if window >= size:
             return None
-        start = size - window
-        handle.seek(start - 1)
-        while chunk := handle.read(64 * 1024):
-            newline = chunk.find(b"\n")
-            if newline >= 0:
-                return start + newline
-            start += len(chunk)
-        return size
+        return next_line_start(handle, size - window)
+
+
+def next_line_start(handle: BinaryIO, at: int) -> int:
+    """The first line start at or after offset `at` (> 0) of an open file; the file's end when
+    no line starts there."""
+    handle.seek(at - 1)
+    while chunk := handle.read(64 * 1024):
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            return at + newline
+        at += len(chunk)
+    return handle.tell()
 
 
 def read_lines_tail(

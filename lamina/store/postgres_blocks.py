@@ -141,6 +141,24 @@ def _blocks(rows: Any) -> list[_Block]:
     ]
 
 
+def _blocks_by_term(
+    conn: psycopg.Connection[Any], source: str, per_term: Mapping[str, int], bank_id: int
+) -> dict[str, list[_Block]]:
+    """Each term's blocks as `source` picks them (a FROM clause over `unnest(terms, values) AS
+    t(term, ...)` of `per_term` and the bank's id), in ascending first_seq."""
+    rows = conn.execute(
+        "SELECT b.term, b.first_seq, b.n, b.seqs, b.tfs, b.lengths" + source,
+        (list(per_term), list(per_term.values()), bank_id),
+        binary=True,
+    )
+    held: dict[str, list[_Block]] = {}
+    for block in _blocks(rows):
+        held.setdefault(block[0], []).append(block)
+    for blocks in held.values():
+        blocks.sort(key=lambda b: b[1])
+    return held
+
+
 def add(conn: psycopg.Connection[Any], bank_id: int, lists: Mapping[str, Raw]) -> None:
     """Write new postings (term: seqs, tfs, lengths), into each term's blocks. A seq a term
     holds already is given the new tf and length."""
@@ -198,18 +216,15 @@ def add(conn: psycopg.Connection[Any], bank_id: int, lists: Mapping[str, Raw]) -
         if run >= RUN:
             merging[term] = run
     if inside:
-        rows = conn.execute(
-            "SELECT b.term, b.first_seq, b.n, b.seqs, b.tfs, b.lengths"
+        held = _blocks_by_term(
+            conn,
             " FROM unnest(%s::text[], %s::int8[]) AS t(term, low)"
             " JOIN posting_blocks b ON b.bank_id = %s AND b.term = t.term AND b.last_seq >= t.low",
-            (list(inside), list(inside.values()), bank_id),
-            binary=True,
+            inside,
+            bank_id,
         )
-        held: dict[str, list[_Block]] = {}
-        for block in _blocks(rows):
-            held.setdefault(block[0], []).append(block)
         for term in inside:
-            blocks = sorted(held.get(term, []), key=lambda b: b[1])
+            blocks = held.get(term, [])
             dropped += [(term, first) for _, first, _ in blocks]
             written += [(term, c) for c in _chunks(_merged([b[2] for b in blocks], new[term]))]
     _store(conn, bank_id, dropped, written, rewritten)
@@ -236,21 +251,17 @@ def _merged(old: Sequence[Raw], new: Raw) -> Raw:
 
 def _merge(conn: psycopg.Connection[Any], bank_id: int, runs: Mapping[str, int]) -> None:
     """Merge the last `runs[term]` blocks of each term into full ones."""
-    rows = conn.execute(
-        "SELECT b.term, b.first_seq, b.n, b.seqs, b.tfs, b.lengths"
+    held = _blocks_by_term(
+        conn,
         " FROM unnest(%s::text[], %s::int4[]) AS t(term, k) CROSS JOIN LATERAL (SELECT * FROM"
         " posting_blocks b WHERE b.bank_id = %s AND b.term = t.term"
         " ORDER BY b.first_seq DESC LIMIT t.k) b",
-        (list(runs), list(runs.values()), bank_id),
-        binary=True,
+        runs,
+        bank_id,
     )
-    held: dict[str, list[_Block]] = {}
-    for block in _blocks(rows):
-        held.setdefault(block[0], []).append(block)
     dropped: list[tuple[str, int]] = []
     written: list[tuple[str, Raw]] = []
     for term, blocks in held.items():
-        blocks.sort(key=lambda b: b[1])
         dropped += [(term, first) for _, first, _ in blocks]
         written += [(term, c) for c in _chunks(concatenated([b[2] for b in blocks]))]
     _store(conn, bank_id, dropped, written)

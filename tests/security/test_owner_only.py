@@ -110,7 +110,7 @@ def test_a_data_directory_made_by_warm_start_is_for_its_owner_only(tmp_path: Pat
 
 
 def test_a_link_planted_for_a_log_is_not_written_through(tmp_path: Path) -> None:
-    from lamina.integrations.claude_code.hook import HookLog
+    from lamina.integrations.claude_code.contract import HookLog
 
     victim = tmp_path / "victim.txt"
     victim.write_text("untouched\n")

@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_CONTEXT_CHARS",
+    "HookLog",
     "Notices",
     "clamp_block",
     "clamp_memories",
@@ -141,3 +143,19 @@ class Notices:
             private_dir(self.root)
             write_private(shown_file, "\n".join(sorted(shown)) + "\n")
         return "\n".join(new)
+
+
+class HookLog:
+    """`<data dir>/logs/hooks.log`: one line per event handled, with the details of failures
+    (`lamina status` shows its tail)."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "logs" / "hooks.log"
+
+    def write(self, event: str, session: str, message: str) -> None:
+        with contextlib.suppress(OSError):
+            private_dir(self.path.parent)
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            line = f"{stamp} {event or '-'} {session or '-'} {message}".replace("\n", " | ")
+            with open(self.path, "a", encoding="utf-8", opener=private_opener) as handle:
+                handle.write(line[:4000] + "\n")

@@ -16,11 +16,10 @@ hook_event_name, and the event's own fields such as `prompt`). The command dispa
   in the bank answers: "write a haiku about autumn"; lamina.bank.recall.Floor), and the hook
   log says so, with the scores. Each prompt's stage timings go to the hook log.
 - **Stop**, **SubagentStop**, **PreCompact**, **SessionEnd**: retain what is new in the
-  transcript. The hook returns at once; a detached worker does the work. At most one worker per
-  session runs at a time: a hook that finds one running leaves a mark and the running worker
-  retains again before it exits, so no turn is lost between two Stops. SubagentStop retains the
-  subagent's own transcript (`agent_transcript_path`) as a document of its own, linked to the
-  parent session.
+  transcript. The hook returns at once; a detached worker (or the warm server, when one runs)
+  does the work, one per session at a time (lamina.integrations.claude_code.retain_worker).
+  SubagentStop retains the subagent's own transcript (`agent_transcript_path`) as a document of
+  its own, linked to the parent session.
 - The Gemini CLI's **BeforeAgent** is served as UserPromptSubmit (its prompt without the
   `<hook_context>` blocks SessionStart hooks prepended; the answer names BeforeAgent) and its
   **AfterAgent** as Stop (`served_event`). Gemini's SessionStart never gets the digest.
@@ -58,28 +57,29 @@ lamina.config).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import orjson
 
 from ... import __version__
 from ...config import HookSettings, Settings, resolve_settings
-from ...owned import private_dir, private_opener
-from .contract import Notices, clamp_block, user_should_know, with_system_message
+from .contract import HookLog, Notices, clamp_block, user_should_know, with_system_message
 from .project import hook_bank
 from .prompt import PromptAnswer, PromptRequest
 from .warm_client import WarmUnavailable, ask, process_age
 
-__all__ = ["HookCall", "HookSettings", "hook_main", "process_age", "run_hook", "run_worker"]
+if TYPE_CHECKING:
+    from .retain_worker import RetainJob
+
+__all__ = ["HookCall", "HookSettings", "hook_main", "process_age", "run_hook"]
 
 RETAIN_EVENTS = frozenset({"Stop", "SubagentStop", "PreCompact", "SessionEnd"})
 
@@ -155,33 +155,6 @@ class HookCall:
     tokenizer and the redaction rules already loaded (None: a detached worker process)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RetainJob:
-    """One retain a retain event asks for: what `run_worker` takes."""
-
-    transcript: str
-    session: str
-    bank: str
-    event: str
-    parent: str | None = None
-    skip: bool = False
-    env: Mapping[str, str] | None = None
-    """The hook process's environment, which the retain's settings are resolved from."""
-
-
-class HookLog:
-    def __init__(self, home: Path) -> None:
-        self.path = home / "logs" / "hooks.log"
-
-    def write(self, event: str, session: str, message: str) -> None:
-        with contextlib.suppress(OSError):
-            private_dir(self.path.parent)
-            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-            line = f"{stamp} {event or '-'} {session or '-'} {message}".replace("\n", " | ")
-            with open(self.path, "a", encoding="utf-8", opener=private_opener) as handle:
-                handle.write(line[:4000] + "\n")
-
-
 def _is_trivial(prompt: str, settings: HookSettings) -> bool:
     text = prompt.strip()
     if len(text) < settings.min_prompt_chars:
@@ -229,80 +202,6 @@ def session_digest(payload: Mapping[str, Any], settings: Settings) -> str:
         lines.append(f"- [{stamp}] {opener}".rstrip())
     lines.append("</lamina_memories>")
     return clamp_block("\n".join(lines))
-
-
-def _retained_source(payload: Mapping[str, Any], event: str) -> tuple[str, str, str | None]:
-    """The transcript an event retains, its document id and its parent session: a SubagentStop
-    retains the subagent's own transcript as `<session>:agent-<id>`, linked to its parent
-    session; every other event the session's transcript (no parent)."""
-    transcript = str(payload.get("transcript_path") or "")
-    session = str(payload.get("session_id") or "")
-    agent_transcript = str(payload.get("agent_transcript_path") or "")
-    if event == "SubagentStop" and agent_transcript and session:
-        agent = str(payload.get("agent_id") or "") or Path(agent_transcript).stem
-        agent = agent if agent.startswith("agent-") else f"agent-{agent}"
-        return agent_transcript, f"{session}:{agent}", session
-    return transcript, session, None
-
-
-TRANSCRIPT_WAIT = 30.0
-"""Seconds a retain worker waits for a session file that does not exist yet (its folder does):
-Copilot writes its events.jsonl in the background, and on a loaded machine its Stop and even
-its SessionEnd hook can run before the file is there."""
-
-
-def _appears(path: Path, seconds: float) -> bool:
-    """True once `path` is a file; False when it is not one within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while not path.is_file():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.2)
-    return True
-
-
-def _spawn_worker(
-    payload: Mapping[str, Any],
-    settings: Settings,
-    event: str,
-    *,
-    skip: bool = False,
-    call: HookCall | None = None,
-) -> None:
-    home = settings.home
-    transcript, document, parent = _retained_source(payload, event)
-    if not transcript or not document:
-        raise ValueError("the payload names no transcript_path or session_id")
-    path = Path(call.cwd if call and call.cwd else ".", transcript)  # as the hook process saw it
-    # A session file not there yet, in a folder that is (Copilot writes events.jsonl in the
-    # background, beside the session's other files), is the worker's to wait for.
-    if not path.is_file() and not path.parent.is_dir():
-        raise FileNotFoundError(f"{transcript}: no such transcript")
-    bank = hook_bank(payload, settings, call.env if call else None, call.cwd if call else None)
-    if skip:
-        # Recorded before the worker starts: whichever retain of this session runs next skips
-        # what was said up to now, even one already running or one after a quick resume.
-        _leave_skip_mark(_worker_files(Path(home), document)[2], path)
-    if call is not None and call.retain is not None:
-        call.retain(RetainJob(str(path.resolve()), document, bank, event, parent, skip, call.env))
-        return
-    # Only the installed Lamina may run: `-P` keeps the working directory (the project the
-    # agent works in, which may hold a `lamina/` folder of its own) off sys.path, and the
-    # worker starts from a neutral directory (design invariant 10).
-    import subprocess  # here: the prompt hook, which starts no worker, need not import it
-
-    subprocess.Popen(
-        [sys.executable, "-P", "-m", "lamina", "--home", str(Path(home).resolve()),
-         "hook-worker", "--transcript", str(path.resolve()), "--session", document,
-         "--bank", bank, "--event", event, *(["--parent", parent] if parent else []),
-         *(["--skip"] if skip else [])],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd="/",
-        start_new_session=True,
-        close_fds=True,
-    )  # fmt: skip
 
 
 def run_hook(
@@ -410,7 +309,10 @@ def _paused(
     moves the session's cursor past what was said meanwhile (a worker with `--skip`)."""
     base = settings.home
     if event in RETAIN_EVENTS:
-        _spawn_worker(payload, settings, event, skip=True, call=call)
+        from .retain_worker import spawn_worker
+
+        spawn_worker(payload, settings, event, skip=True, cwd=call.cwd, env=call.env,
+                     retain=call.retain)  # fmt: skip
         log.write(event, session, f"skipped: {reason}; what was said is left out for good")
         return ""
     log.write(event, session, f"skipped: {reason}")
@@ -457,7 +359,9 @@ def _dispatch(
     if event == "UserPromptSubmit":
         return _prompt(payload, settings, started, log, call, named or event)
     if event in RETAIN_EVENTS and (call.answer is None or call.retain is not None):
-        _spawn_worker(payload, settings, event, call=call)
+        from .retain_worker import spawn_worker
+
+        spawn_worker(payload, settings, event, cwd=call.cwd, env=call.env, retain=call.retain)
         where = "in the background" if call.retain is None else "by the warm server"
         log.write(event, session, f"retain started {where}")
         return ""
@@ -749,172 +653,3 @@ def hook_main(
         with contextlib.suppress(BaseException):
             sys.stderr.flush()
         os._exit(0)
-
-
-# -- the detached worker ---------------------------------------------------------------------
-
-
-def _expire(
-    memory_bank: Any, days: int | None, bank: str, log: HookLog, event: str, session: str
-) -> None:
-    """Forget the bank's memories older than `retain_days` (when the config file sets it)."""
-    from datetime import timedelta
-
-    if days is None:
-        return
-    gone = memory_bank.forget_before(bank, datetime.now(UTC) - timedelta(days=days))
-    if gone:
-        log.write(event, session, f"forgot {gone} memories older than {days} days (retain_days)")
-
-
-def _worker_files(base: Path, session: str) -> tuple[Path, Path, Path]:
-    """A session's retain lock, its mark (retain again once done) and its skip mark (what to
-    skip first: said while paused)."""
-    locks = private_dir(base / "locks")
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session)[:120] or "session"
-    return locks / f"{safe}.lock", locks / f"{safe}.pending", locks / f"{safe}.skip"
-
-
-def _leave_skip_mark(skip_mark: Path, transcript: Path) -> None:
-    """Record, for the retain holding the session's lock, that the transcript up to its last
-    complete line now was said while memory was paused (the furthest such point, when a mark
-    is there already)."""
-    upto = _complete_end(transcript)
-    with contextlib.suppress(OSError, ValueError):
-        upto = max(upto, int(skip_mark.read_text(encoding="ascii")))
-    skip_mark.write_text(str(upto), encoding="ascii")
-    with contextlib.suppress(OSError):
-        skip_mark.chmod(0o600)
-
-
-def _take_skip_mark(skip_mark: Path) -> int | None:
-    """The offset a skip mark asks to skip to, the mark removed (None: no mark)."""
-    try:
-        text = skip_mark.read_text(encoding="ascii")
-    except OSError:
-        return None
-    skip_mark.unlink(missing_ok=True)
-    try:
-        return int(text)
-    except ValueError:  # torn: skip what the file holds now, the safe side
-        return sys.maxsize
-
-
-def _complete_end(path: Path, block: int = 65_536) -> int:
-    """The offset just past the file's last newline (0 when it has none)."""
-    try:
-        with path.open("rb") as handle:
-            end = handle.seek(0, os.SEEK_END)
-            while end > 0:
-                start = max(0, end - block)
-                handle.seek(start)
-                found = handle.read(end - start).rfind(b"\n")
-                if found >= 0:
-                    return start + found + 1
-                end = start
-    except OSError:
-        pass
-    return 0
-
-
-def run_worker(
-    transcript: str,
-    session: str,
-    bank: str,
-    *,
-    home: str | Path | None = None,
-    event: str = "",
-    parent: str | None = None,
-    skip: bool = False,
-    env: Mapping[str, str] | None = None,
-) -> int:
-    """Retain a session's transcript (document `session`), once per document at a time; loops
-    while other hooks left marks, so nothing that arrived meanwhile is missed. With `parent`,
-    the transcript is a subagent's: tagged `subagent` and linked to the parent session. With
-    `skip` (memory paused), only move the document's cursor to the transcript's end. After a
-    retain, memories older than the config file's `retain_days` are forgotten. Settings are
-    resolved from `env` (None: this process's environment)."""
-    settings = resolve_settings(env, home=home)
-    base = settings.home
-    log = HookLog(base)
-    lock_path, mark, skip_mark = _worker_files(base, session)
-    if not _appears(Path(transcript), TRANSCRIPT_WAIT):
-        log.write(event, session, f"retain failed: {transcript}: no such transcript")
-        return 1
-    from ...bank.bank import MemoryBank
-    from ..transcript import transcript_format
-
-    def skip_pending(memory_bank: MemoryBank) -> None:
-        """Move the cursor past what was said while paused, up to where the file ended when a
-        paused event asked for it, before any retain reads the file."""
-        upto = _take_skip_mark(skip_mark)
-        if upto is not None:
-            report = memory_bank.skip_file(
-                transcript, bank, session, transcript_format(transcript), upto=upto
-            )
-            log.write(event, session, f"paused: transcript {report.status}")
-
-    while True:
-        with open(lock_path, "a", opener=private_opener) as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if skip:
-                    # The running retain must not read what was said while paused: it skips to
-                    # where the file ends now before it retains again.
-                    _leave_skip_mark(skip_mark, Path(transcript))
-                mark.touch(mode=0o600)
-                log.write(event, session, "a retain is running; left a mark for it")
-                return 0
-            try:
-                from ...embed import set_model_cache
-
-                set_model_cache(base / "cache")
-                memory_bank = MemoryBank.open(settings=settings)
-                while skip:
-                    mark.unlink(missing_ok=True)
-                    skip_mark.unlink(missing_ok=True)  # skipping to the end covers it
-                    report = memory_bank.skip_file(
-                        transcript, bank, session, transcript_format(transcript)
-                    )
-                    log.write(event, session, f"paused: transcript {report.status}")
-                    if not mark.exists():
-                        break
-                while not skip:
-                    mark.unlink(missing_ok=True)
-                    skip_pending(memory_bank)
-                    started = time.monotonic()
-                    report = memory_bank.retain_file(
-                        transcript,
-                        bank,
-                        document=session,
-                        # A Claude Code transcript, a Codex rollout or a Gemini chat, decided
-                        # without reading it whole, so a file caught empty (just created, or
-                        # being rewritten) is "nothing new", not an error.
-                        format=transcript_format(transcript),
-                        tags=("subagent",) if parent else (),
-                        metadata={"parent_session": parent} if parent else None,
-                    )
-                    log.write(
-                        event, session,
-                        f"retain {report.status}: {report.new_records} new records, "
-                        f"{report.memories_added} memories added "
-                        f"({time.monotonic() - started:.2f}s)",
-                    )  # fmt: skip
-                    if not mark.exists():
-                        break
-                if not skip:
-                    _expire(memory_bank, settings.retain_days, bank, log, event, session)
-                memory_bank.close()
-            except Exception as exc:
-                import traceback
-
-                log.write(event, session, f"retain failed: {exc!r}\n{traceback.format_exc()}")
-                if user_should_know(exc):
-                    Notices(base).post(parent or session, f"Lamina could not retain: {exc}")
-                return 1
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-        # A hook may have left its mark between our last check and the unlock.
-        if not mark.exists() and not skip_mark.exists():
-            return 0

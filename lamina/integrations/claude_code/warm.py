@@ -49,8 +49,10 @@ from ... import __version__
 from ...errors import InputError
 from ...heap import keep_freed_memory
 from ...owned import private_dir, private_opener, write_private
-from .hook import HookCall, HookLog, RetainJob, run_hook, run_worker
+from .contract import HookLog
+from .hook import HookCall, run_hook
 from .prompt import PromptAnswer, PromptRequest, answer_prompt
+from .retain_worker import RetainJob, run_worker
 from .warm_client import (
     MAX_MESSAGE,
     PROTOCOL,

@@ -53,8 +53,6 @@ __all__ = [
     "plugin_keys",
     "plugin_states",
     "stands_aside",
-    "trust",
-    "trust_plugin",
     "uninstall",
 ]
 
@@ -408,18 +406,25 @@ def hook_states(
     scope: str,
     codex: str,
     *,
+    trust: bool = False,
     directory: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 20.0,
 ) -> dict[str, str]:
     """Each of Lamina's hooks in this scope -> Codex's trust status (`trusted`, `untrusted`,
     `modified`, ...; `not listed` when Codex does not load it, such as a project's hooks in a
-    project Codex does not trust), as `codex app-server` reports them."""
+    project Codex does not trust), as `codex app-server` reports them. With `trust`, Lamina's
+    hooks (and only them) are first trusted as Codex's `/hooks` screen would: their current
+    hashes written through `codex app-server`'s config/batchWrite."""
     files = codex_files(scope, directory, env)
     keys = _our_keys(files)
     if not keys:
+        if trust:
+            raise ConfigError(
+                f"{files.hooks}: no Lamina hooks to trust (run `lamina install codex`)"
+            )
         return {}
-    return _states(keys, codex, project_root(directory), env, timeout)
+    return _states(keys, codex, project_root(directory), env, timeout, trust=trust)
 
 
 def _states(
@@ -454,23 +459,6 @@ def _states(
     }
 
 
-def trust(
-    scope: str,
-    codex: str,
-    *,
-    directory: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 20.0,
-) -> dict[str, str]:
-    """Trust Lamina's hooks (and only them) as Codex's `/hooks` screen would: write their
-    current hashes through `codex app-server`'s config/batchWrite. Returns the states after."""
-    files = codex_files(scope, directory, env)
-    keys = _our_keys(files)
-    if not keys:
-        raise ConfigError(f"{files.hooks}: no Lamina hooks to trust (run `lamina install codex`)")
-    return _states(keys, codex, project_root(directory), env, timeout, trust=True)
-
-
 PLUGIN = "lamina@lamina"
 """The Codex plugin's id: plugin `lamina` of the repository's marketplace `lamina`
 (.agents/plugins/marketplace.json, plugins/codex-lamina)."""
@@ -485,28 +473,18 @@ def plugin_keys(plugin: str = PLUGIN) -> dict[str, str]:
     return keys
 
 
-def trust_plugin(
-    codex: str,
-    *,
-    directory: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    timeout: float = 20.0,
-) -> dict[str, str]:
-    """Trust the installed Codex plugin's hooks (`codex plugin add lamina@lamina`), as `/hooks`
-    would. Returns the states after (`not listed` while the plugin is not installed)."""
-    return _states(plugin_keys(), codex, project_root(directory), env, timeout, trust=True)
-
-
 def plugin_states(
     codex: str,
     *,
+    trust: bool = False,
     directory: str | Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 20.0,
 ) -> dict[str, str]:
     """Each of the Codex plugin's hooks -> Codex's trust status (`not listed` while the plugin
-    is not installed), as `codex app-server` reports them."""
-    return _states(plugin_keys(), codex, project_root(directory), env, timeout)
+    is not installed, `codex plugin add lamina@lamina`), as `codex app-server` reports them;
+    with `trust`, they are first trusted as `/hooks` would."""
+    return _states(plugin_keys(), codex, project_root(directory), env, timeout, trust=trust)
 
 
 def find_codex(env: Mapping[str, str] | None = None) -> str | None:
