@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lamina.integrations.claude_code.retain_worker import run_worker
 from lamina.readers import read_transcript
 from lamina.store.sqlite import SQLiteStore
 
@@ -147,6 +148,36 @@ def test_what_was_said_while_paused_is_skipped_by_a_retain_already_running(
     store = SQLiteStore(home / "lamina.db")
     assert set(store.record_ids("proj", SESSION)).isdisjoint(m.id for m in session.during)
     store.close()
+
+
+def test_a_turn_after_resume_is_kept_when_the_paused_retain_is_still_running(
+    tmp_path: Path,
+) -> None:
+    # The paused Stop's worker (a skip) still holds the session's lock when memory is resumed
+    # and the next turn ends: that Stop leaves a mark for it. The skip must go only as far as
+    # the file reached at the paused Stop, then serve the mark as a retain: what was said after
+    # the resume is kept, what was said while paused is not.
+    session = LiveSession(tmp_path)
+    home, before, after = session.home, session.before, session.after
+    session.stop_at(session.first)
+    assert wait_for_records(home, len(before)) == len(before)
+    with (home / "locks" / f"{SESSION}.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the skip that is about to run, still busy
+        assert lamina(home, "pause", "--session", SESSION).returncode == 0
+        session.stop_at(session.second)
+        assert lamina(home, "resume", "--session", SESSION).returncode == 0
+        session.stop_at(len(session.lines))  # leaves its mark for the running skip
+        deadline = time.monotonic() + 60
+        while "\n".join(log_lines(home)).count("left a mark") < 2:
+            assert time.monotonic() < deadline, log_lines(home)
+            time.sleep(0.1)
+    # The skip goes on now, as the worker that held the lock would.
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    assert run_worker(str(session.live), SESSION, "proj", home=home, skip=True, env=environ) == 0
+    store = SQLiteStore(home / "lamina.db")
+    kept = set(store.record_ids("proj", SESSION))
+    assert kept.isdisjoint(m.id for m in session.during)
+    assert {m.id for m in after} <= kept
 
 
 def test_what_a_paused_session_said_is_never_retained_even_after_resume(tmp_path: Path) -> None:

@@ -4,10 +4,11 @@ thread of the warm server, which queues `RetainJob`s).
 
 At most one worker per session runs at a time, under the session's lock in `<data dir>/locks`:
 a hook that finds one running leaves a mark there (`.pending`) and the running worker retains
-again before it exits, so no turn is lost between two Stops. While memory is paused the worker
-only moves the session's cursor (`--skip`); a paused event that finds a worker running leaves
-a skip mark (`.skip`: where the file ended), which the running worker takes before it reads
-the transcript again, so what was said while paused is never retained.
+again before it exits, so no turn is lost between two Stops. A paused event leaves a skip mark
+(`.skip`: where the file ended) before its worker starts; whichever worker holds the lock takes
+it before it reads the transcript again, and the paused event's own worker (`--skip`) moves
+the cursor only that far, so what was said while paused is never retained and what is said
+after a resume is. A retain that finds the session paused again reads nothing.
 """
 
 from __future__ import annotations
@@ -201,7 +202,9 @@ def run_worker(
     """Retain a session's transcript (document `session`), once per document at a time; loops
     while other hooks left marks, so nothing that arrived meanwhile is missed. With `parent`,
     the transcript is a subagent's: tagged `subagent` and linked to the parent session. With
-    `skip` (memory paused), only move the document's cursor to the transcript's end. After a
+    `skip` (memory paused), only move the document's cursor to where the transcript ended when
+    the paused event came (its skip mark); a retain event that came meanwhile is then served
+    as a retain, unless the session is paused again by then. After a
     retain, memories older than the config file's `retain_days` are forgotten. Settings are
     resolved from `env` (None: this process's environment)."""
     settings = resolve_settings(env, home=home)
@@ -212,6 +215,7 @@ def run_worker(
         log.write(event, session, f"retain failed: {transcript}: no such transcript")
         return 1
     from ...bank.bank import MemoryBank
+    from ...pause import pause_reason
     from ..transcript import transcript_format
 
     def skip_pending(memory_bank: MemoryBank) -> None:
@@ -224,15 +228,14 @@ def run_worker(
             )
             log.write(event, session, f"paused: transcript {report.status}")
 
+    retained = False
     while True:
         with open(lock_path, "a", opener=private_opener) as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                if skip:
-                    # The running retain must not read what was said while paused: it skips to
-                    # where the file ends now before it retains again.
-                    _leave_skip_mark(skip_mark, Path(transcript))
+                # The running retain applies this event's skip mark (left before this worker
+                # started, at where the file ended then) before it reads on, and retains again.
                 mark.touch(mode=0o600)
                 log.write(event, session, "a retain is running; left a mark for it")
                 return 0
@@ -241,39 +244,44 @@ def run_worker(
 
                 set_model_cache(base / "cache")
                 memory_bank = MemoryBank.open(settings=settings)
-                while skip:
-                    mark.unlink(missing_ok=True)
-                    skip_mark.unlink(missing_ok=True)  # skipping to the end covers it
-                    report = memory_bank.skip_file(
-                        transcript, bank, session, transcript_format(transcript)
-                    )
-                    log.write(event, session, f"paused: transcript {report.status}")
-                    if not mark.exists():
-                        break
-                while not skip:
+                while True:
+                    if skip:
+                        # Only up to where the file ended when the paused event came: what
+                        # is said after a resume is not this worker's to skip. A retain event
+                        # that came meanwhile (its mark) is served next, as a retain.
+                        skip_pending(memory_bank)
+                        skip = False
+                        if not mark.exists():
+                            break
                     mark.unlink(missing_ok=True)
                     skip_pending(memory_bank)
-                    started = time.monotonic()
-                    report = memory_bank.retain_file(
-                        transcript,
-                        bank,
-                        document=session,
-                        # A Claude Code transcript, a Codex rollout or a Gemini chat, decided
-                        # without reading it whole, so a file caught empty (just created, or
-                        # being rewritten) is "nothing new", not an error.
-                        format=transcript_format(transcript),
-                        tags=("subagent",) if parent else (),
-                        metadata={"parent_session": parent} if parent else None,
-                    )
-                    log.write(
-                        event, session,
-                        f"retain {report.status}: {report.new_records} new records, "
-                        f"{report.memories_added} memories added "
-                        f"({time.monotonic() - started:.2f}s)",
-                    )  # fmt: skip
+                    if pause_reason(base, bank, session):
+                        # Paused after this retain was asked for: what the file holds past the
+                        # skip marks may have been said since, so none of it is read now.
+                        log.write(event, session, "paused meanwhile: nothing retained")
+                    else:
+                        started = time.monotonic()
+                        report = memory_bank.retain_file(
+                            transcript,
+                            bank,
+                            document=session,
+                            # A Claude Code transcript, a Codex rollout or a Gemini chat, decided
+                            # without reading it whole, so a file caught empty (just created, or
+                            # being rewritten) is "nothing new", not an error.
+                            format=transcript_format(transcript),
+                            tags=("subagent",) if parent else (),
+                            metadata={"parent_session": parent} if parent else None,
+                        )
+                        retained = True
+                        log.write(
+                            event, session,
+                            f"retain {report.status}: {report.new_records} new records, "
+                            f"{report.memories_added} memories added "
+                            f"({time.monotonic() - started:.2f}s)",
+                        )  # fmt: skip
                     if not mark.exists():
                         break
-                if not skip:
+                if retained:
                     _expire(memory_bank, settings.retain_days, bank, log, event, session)
                 memory_bank.close()
             except Exception as exc:
