@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import ReadWarning
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import detect_format, get_reader
-from ..readers.base import TailReader, WarningSink, iter_json_lines
+from ..readers.base import LineTailReader, TailReader, WarningSink, iter_json_lines, tail_start
 from ..readers.claude_code import claude_code_builder, is_subagent_file
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 
@@ -241,10 +241,36 @@ def recall_query_for_file(
             seen.add(w)
             sink(w)
 
+    if isinstance(reader, LineTailReader):
+        return _query_by_spans(reader, path, prompt, options, window, once)
     while True:
         messages, whole = reader.read_tail(path, window, once)
         result = compose_recall_query(messages, prompt, options)
         if whole or not result.reached_start:
+            return result
+        window *= 4
+
+
+def _query_by_spans(
+    reader: LineTailReader,
+    path: str,
+    prompt: str | None,
+    options: QueryOptions | None,
+    window: int,
+    warn: WarningSink,
+) -> RecallQuery:
+    """`recall_query_for_file` for a format read in spans: each wider window reads only the
+    lines before those the narrower one read, and puts their messages in front."""
+    messages: list[Message] = []
+    read_from: int | None = None  # where the lines read so far begin
+    while True:
+        start = tail_start(path, window)
+        low = start or 0
+        if read_from is None or low < read_from:
+            messages[:0] = reader.read_span(path, low, read_from, warn)
+            read_from = low
+        result = compose_recall_query(messages, prompt, options)
+        if start is None or not result.reached_start:
             return result
         window *= 4
 
@@ -276,6 +302,8 @@ class _Tail:
     """How far the messages no longer kept reached (just past their last line)."""
     subagent: bool | None = None
     """Whether the file is a subagent's own, as a read of its end decides (once needed)."""
+    spans: LineTailReader | None = None
+    """The reader of a format read in spans (Codex, Copilot), which needs no builder kept."""
 
 
 def only_appended(
@@ -359,6 +387,8 @@ class TailQueries:
                 self.kept.popitem(last=False)
             handle.seek(tail.read_to)
             appended = handle.read(max(0, size - tail.read_to))
+        if tail.spans is not None:
+            return self._from_spans(tail, tail.spans, path, size, appended, prompt, opts)
         complete = tail.read_to + appended.rfind(b"\n") + 1
         if complete > tail.read_to:
             lines = iter_json_lines(
@@ -419,12 +449,63 @@ class TailQueries:
             window *= 4
         return None
 
+    def _from_spans(
+        self,
+        tail: _Tail,
+        reader: LineTailReader,
+        path: str,
+        size: int,
+        appended: bytes,
+        prompt: str | None,
+        opts: QueryOptions,
+    ) -> RecallQuery | None:
+        """`_from_kept` for a format read in spans: the appended lines are read alone, and the
+        messages from a window's first line on are the ones a fresh read of that window gives
+        (as far as the query can tell: `LineTailReader`)."""
+        complete = tail.read_to + appended.rfind(b"\n") + 1
+        if complete > tail.read_to:
+            tail.messages.extend(reader.read_span(path, tail.read_to, complete, _ignore))
+            done = appended[: complete - tail.read_to]
+            tail.fingerprint = (tail.fingerprint + done)[-_FINGERPRINT:]
+            tail.read_to = complete
+        # A last line still being written, as a fresh read sees it.
+        extra = list(reader.read_span(path, complete, None, _ignore)) if complete < size else []
+        drop = 0
+        while drop < len(tail.messages) and _offset(tail.messages[drop]) < size - self.span:
+            tail.reach = max(tail.reach, _end(tail.messages[drop]))
+            drop += 1
+        del tail.messages[:drop]
+        messages = tail.messages + extra
+        window = self.window
+        while window <= self.span:
+            if window >= size:  # a fresh read reads the whole file
+                if tail.start == 0 and tail.reach < 0:
+                    return compose_recall_query(messages, prompt, opts)
+                return None
+            # A fresh read begins at the first line starting at or after `low`: the kept
+            # messages from `low` on (kept from a line start at or before it, none dropped).
+            low = size - window
+            first = 0
+            while first < len(messages) and _offset(messages[first]) < low:
+                first += 1
+            result = compose_recall_query(messages[first:], prompt, opts)
+            if not result.reached_start:
+                return result
+            window *= 4
+        return None
+
     def _trusted(self, tail: _Tail, handle: Any, size: int, ino: tuple[int, int]) -> bool:
         """Whether the file is the one read before, only appended to since."""
         return only_appended(handle, ino, size, tail.ino, tail.read_to, tail.fingerprint)
 
     def _new(self, path: str, handle: Any, size: int, ino: tuple[int, int]) -> _Tail | None:
-        if detect_format(path).name != "claude-code":
+        reader = detect_format(path)
+        if isinstance(reader, LineTailReader):
+            start = 0 if size <= self.span else _line_start(path, size - self.span)
+            handle.seek(max(0, start - _FINGERPRINT))
+            fingerprint = handle.read(start - max(0, start - _FINGERPRINT))
+            return _Tail(ino, start, start, fingerprint, None, [], spans=reader)
+        if reader.name != "claude-code":
             return None
         if size <= self.span:  # from the first line, as a whole-file read (subagent undecided)
             return _Tail(ino, 0, 0, b"", claude_code_builder(path, _ignore), [])
