@@ -140,8 +140,24 @@ model about 15 ms of CPU to embed, this about 10; the earlier 3-layer model, whi
 _BOUNDARY = b'"compact_boundary"'
 _CODEX_BOUNDARY = b'"type":"compacted"'
 """A Codex rollout's compaction record (serde_json writes no spaces)."""
+_LONGEST = max(len(_BOUNDARY), len(_CODEX_BOUNDARY))
 _FINGERPRINT = 64
 """Bytes before a scanned end that must still be there for the scan to count."""
+_SCAN_STEP = 1 << 20
+"""Bytes searched at a time, from the end back, for a compaction record."""
+
+
+def _last_boundary(data: Any, start: int, end: int) -> int:
+    """Where the last compaction record's mark in `data[start:end]` begins (-1: none). Searched
+    a step at a time from the end back, both marks in each step, so the bytes read are those
+    after the last compaction (all of them only for a session never compacted)."""
+    high = end
+    while True:
+        low = max(start, high - _SCAN_STEP)
+        at = max(data.rfind(_BOUNDARY, low, high), data.rfind(_CODEX_BOUNDARY, low, high))
+        if at >= 0 or low == start:
+            return int(at)
+        high = low + _LONGEST - 1  # a mark across `low` is whole in the next step
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +174,9 @@ _scanned_lock = threading.Lock()
 
 def last_compaction(transcript: str) -> datetime | None:
     """When the session was last compacted (the timestamp of its last compact_boundary, or of
-    a Codex rollout's last `compacted` record),
-    found from the end of the file without reading it all; None when it never was. A file
-    scanned before in this process (the warm server's case: once a prompt) and only appended
-    to since is scanned from where that scan ended."""
+    a Codex rollout's last `compacted` record), found from the end of the file back to that
+    record; None when it never was. A file scanned before in this process (the warm server's
+    case: once a prompt) and only appended to since is scanned from where that scan ended."""
     import mmap
 
     from ...bank.query import only_appended
@@ -177,8 +192,8 @@ def last_compaction(transcript: str) -> datetime | None:
                 if held is not None and only_appended(
                     handle, file, size, held.file, held.size, held.fingerprint
                 ):
-                    start = max(0, held.size - len(_CODEX_BOUNDARY) + 1)
-                at = max(data.rfind(_BOUNDARY, start), data.rfind(_CODEX_BOUNDARY, start))
+                    start = max(0, held.size - _LONGEST + 1)
+                at = _last_boundary(data, start, size)
                 if at < 0:
                     found = held.found if start and held is not None else None
                 else:
