@@ -33,8 +33,16 @@ from typing import Any
 from ..errors import ReadWarning
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import detect_format, get_reader
-from ..readers.base import LineTailReader, TailReader, WarningSink, iter_json_lines, tail_start
+from ..readers.base import (
+    Line,
+    LineTailReader,
+    TailReader,
+    WarningSink,
+    iter_json_lines,
+    tail_start,
+)
 from ..readers.claude_code import claude_code_builder, is_subagent_file
+from ..readers.gemini import chat_messages, first_mentions, is_jsonl, record_ids
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 
 __all__ = [
@@ -304,6 +312,12 @@ class _Tail:
     """Whether the file is a subagent's own, as a read of its end decides (once needed)."""
     spans: LineTailReader | None = None
     """The reader of a format read in spans (Codex, Copilot), which needs no builder kept."""
+    chat: bool = False
+    """A Gemini chat (JSON Lines): its parsed lines are kept in `lines`, not messages."""
+    lines: list[Line] = field(default_factory=list)
+    mentions: dict[bytes, int] = field(default_factory=dict)
+    """A Gemini chat's ids, each with where the file first names it (lamina.readers.gemini.
+    first_mentions): whether a message's first copy is before a window."""
 
 
 def only_appended(
@@ -332,10 +346,13 @@ class TailQueries:
     bytes appended since the previous query. Each answer is the one `recall_query_for_file`
     gives for the same file and prompt; whenever the kept state cannot give that with certainty
     (the file shrank, was replaced or rewritten, the query needs messages from before the
-    window, message ids clash), it reads the file as `recall_query_for_file` does.
+    window, message ids clash), it reads the file as `recall_query_for_file` does. Claude Code
+    transcripts, Codex rollouts and Copilot sessions keep messages; a Gemini chat (JSON Lines)
+    keeps its parsed lines, since a message appended again moves to its first copy's place.
+    Other formats are read anew each time.
 
     Memory is bounded: the `sessions` most recently used transcripts, each holding the
-    messages of one window. Safe to share between threads (one query at a time)."""
+    messages (or lines) of one span. Safe to share between threads (one query at a time)."""
 
     def __init__(self, sessions: int = 8, window: int = DEFAULT_WINDOW, spans: int = 2) -> None:
         if sessions < 1 or window < 1 or spans < 1:
@@ -389,6 +406,8 @@ class TailQueries:
             appended = handle.read(max(0, size - tail.read_to))
         if tail.spans is not None:
             return self._from_spans(tail, tail.spans, path, size, appended, prompt, opts)
+        if tail.chat:
+            return self._from_chat(tail, path, size, appended, prompt, opts)
         complete = tail.read_to + appended.rfind(b"\n") + 1
         if complete > tail.read_to:
             lines = iter_json_lines(
@@ -494,6 +513,59 @@ class TailQueries:
             window *= 4
         return None
 
+    def _from_chat(
+        self, tail: _Tail, path: str, size: int, appended: bytes, prompt: str | None,
+        opts: QueryOptions,
+    ) -> RecallQuery | None:  # fmt: skip
+        """`_from_kept` for a Gemini chat (JSON Lines), whose message appended again is read at
+        the place of its first copy: the parsed lines are kept (those of the last `span`
+        bytes) and each window's messages built from them, starting, as `read_gemini_tail`
+        does, at the line of a first copy written before the window."""
+        complete = tail.read_to + appended.rfind(b"\n") + 1
+        if complete > tail.read_to:
+            done = appended[: complete - tail.read_to]
+            first_mentions(done, tail.read_to, tail.mentions)
+            tail.lines.extend(
+                iter_json_lines(path, _ignore, start=tail.read_to, stop=complete, first_line=None)
+            )
+            tail.fingerprint = (tail.fingerprint + done)[-_FINGERPRINT:]
+            tail.read_to = complete
+        extra = []  # a last line still being written, as a fresh read sees it
+        if complete < size:
+            extra = list(iter_json_lines(path, _ignore, start=complete, first_line=None))
+        drop = 0
+        while drop < len(tail.lines) and tail.lines[drop].offset < size - self.span:
+            tail.reach = max(tail.reach, tail.lines[drop].end)
+            drop += 1
+        del tail.lines[:drop]
+        lines = tail.lines + extra
+        window = self.window
+        while window <= self.span:
+            # Where a fresh read begins: the first line starting in the window.
+            start = 0 if window >= size else _line_start(path, size - window)
+            while start > 0:
+                inside = [line for line in lines if line.offset >= start]
+                messages = list(chat_messages(path, inside, _ignore))
+                ids = record_ids(messages)
+                earlier = [at for i in ids if (at := tail.mentions.get(i, start)) < start]
+                if not earlier:
+                    break
+                at = min(earlier)  # the read starts at the line of that first copy instead
+                line = next((x for x in tail.lines if x.offset <= at < x.end), None)
+                if line is None:
+                    return None  # before what was kept, or a line that does not parse
+                start = line.offset
+            if start == 0:  # a fresh read reads the whole file
+                if tail.start == 0 and tail.reach < 0:
+                    return compose_recall_query(list(chat_messages(path, lines, _ignore)),
+                                                prompt, opts)  # fmt: skip
+                return None
+            result = compose_recall_query(messages, prompt, opts)
+            if not result.reached_start:
+                return result
+            window *= 4
+        return None
+
     def _trusted(self, tail: _Tail, handle: Any, size: int, ino: tuple[int, int]) -> bool:
         """Whether the file is the one read before, only appended to since."""
         return only_appended(handle, ino, size, tail.ino, tail.read_to, tail.fingerprint)
@@ -505,6 +577,13 @@ class TailQueries:
             handle.seek(max(0, start - _FINGERPRINT))
             fingerprint = handle.read(start - max(0, start - _FINGERPRINT))
             return _Tail(ino, start, start, fingerprint, None, [], spans=reader)
+        if reader.name == "gemini" and is_jsonl(path):
+            start = 0 if size <= self.span else _line_start(path, size - self.span)
+            handle.seek(0)
+            before = handle.read(start)
+            tail = _Tail(ino, start, start, before[-_FINGERPRINT:], None, [], chat=True)
+            first_mentions(before, 0, tail.mentions)
+            return tail
         if reader.name != "claude-code":
             return None
         if size <= self.span:  # from the first line, as a whole-file read (subagent undecided)
