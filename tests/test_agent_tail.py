@@ -321,15 +321,13 @@ COMPACTED = [
 
 
 @pytest.mark.parametrize("path", COMPACTED, ids=lambda p: p.parent.name)
-@pytest.mark.parametrize("step", [64, 4096])
 def test_last_compaction_read_from_the_end_is_the_full_read_s_answer(
-    tmp_path: Path, path: Path, step: int, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, path: Path
 ) -> None:
-    """Searched from the end a step at a time (small steps here, so that marks fall across
-    them), in a fresh process (nothing kept) and in the warm server (kept between prompts),
-    at every point of the session as it grows, then with sessions after the last compaction
-    (written again, as if resumed), truncated and rewritten."""
-    monkeypatch.setattr(prompt_module, "_SCAN_STEP", step)
+    """Searched from the end back, in a fresh process (nothing kept) and in the warm server
+    (kept between prompts), at every point of the session as it grows, then with sessions after
+    the last compaction (written again, as if resumed, with lines that name a compaction
+    without being one), truncated and rewritten."""
     lines = path.read_bytes().splitlines(keepends=True)
     marked = [i for i, line in enumerate(lines) if b"compact" in line]
     target = tmp_path / path.name
@@ -354,7 +352,14 @@ def test_last_compaction_read_from_the_end_is_the_full_read_s_answer(
                 out.flush()
                 check(f"{written} lines")
         uncompacted = b"".join(x for x in lines if b"compact" not in x)
-        out.write(uncompacted * 2)  # no compaction since: far back now
+        decoys = b"".join(
+            orjson.dumps(record) + b"\n"
+            for record in (
+                {"type": "note", "text": 'a "compact_boundary" quoted, /compact, compacted'},
+                {"type": "compacted_soon", "payload": {"type": "compact"}},
+            )
+        )
+        out.write(uncompacted + decoys + uncompacted)  # no compaction since: far back now
         out.flush()
         check("uncompacted lines after it")
     assert None in seen and len(seen) > 1

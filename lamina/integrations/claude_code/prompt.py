@@ -140,24 +140,30 @@ model about 15 ms of CPU to embed, this about 10; the earlier 3-layer model, whi
 _BOUNDARY = b'"compact_boundary"'
 _CODEX_BOUNDARY = b'"type":"compacted"'
 """A Codex rollout's compaction record (serde_json writes no spaces)."""
-_LONGEST = max(len(_BOUNDARY), len(_CODEX_BOUNDARY))
 _FINGERPRINT = 64
 """Bytes before a scanned end that must still be there for the scan to count."""
-_SCAN_STEP = 1 << 20
-"""Bytes searched at a time, from the end back, for a compaction record."""
+_LONGEST = max(len(_BOUNDARY), len(_CODEX_BOUNDARY))
+_CORE = b"compact"
+"""What both marks hold: one search for it finds either."""
+_MARKS = tuple((mark, mark.index(_CORE)) for mark in (_BOUNDARY, _CODEX_BOUNDARY))
 
 
 def _last_boundary(data: Any, start: int, end: int) -> int:
-    """Where the last compaction record's mark in `data[start:end]` begins (-1: none). Searched
-    a step at a time from the end back, both marks in each step, so the bytes read are those
-    after the last compaction (all of them only for a session never compacted)."""
+    """Where the last compaction record's mark in `data[start:end]` begins (-1: none): the last
+    `compact` that is part of a mark, searched from the end back (one pass for both marks, the
+    bytes read those after the last compaction; all of them for a session never compacted)."""
     high = end
-    while True:
-        low = max(start, high - _SCAN_STEP)
-        at = max(data.rfind(_BOUNDARY, low, high), data.rfind(_CODEX_BOUNDARY, low, high))
-        if at >= 0 or low == start:
-            return int(at)
-        high = low + _LONGEST - 1  # a mark across `low` is whole in the next step
+    while (at := data.rfind(_CORE, start, high)) >= 0:
+        for mark, offset in _MARKS:
+            begin = at - offset
+            if (
+                begin >= start
+                and begin + len(mark) <= end
+                and data[begin : begin + len(mark)] == mark
+            ):
+                return int(begin)
+        high = at + len(_CORE) - 1  # the next `compact` before this one
+    return -1
 
 
 @dataclass(frozen=True, slots=True)
