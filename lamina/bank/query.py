@@ -33,8 +33,17 @@ from typing import Any
 from ..errors import ReadWarning
 from ..messages import SYNTHETIC_KINDS, Message, Role
 from ..readers import detect_format, get_reader
-from ..readers.base import TailReader, WarningSink, iter_json_lines, next_line_start
+from ..readers.base import (
+    Line,
+    LineTailReader,
+    TailReader,
+    WarningSink,
+    iter_json_lines,
+    next_line_start,
+    tail_start,
+)
 from ..readers.claude_code import claude_code_builder, is_subagent_file
+from ..readers.gemini import chat_messages, first_mentions, is_jsonl, record_ids
 from ..turns import DEFAULT_RULES, TurnRules, clean_text, conversational_text, is_turn_start
 
 __all__ = [
@@ -241,10 +250,36 @@ def recall_query_for_file(
             seen.add(w)
             sink(w)
 
+    if isinstance(reader, LineTailReader):
+        return _query_by_spans(reader, path, prompt, options, window, once)
     while True:
         messages, whole = reader.read_tail(path, window, once)
         result = compose_recall_query(messages, prompt, options)
         if whole or not result.reached_start:
+            return result
+        window *= 4
+
+
+def _query_by_spans(
+    reader: LineTailReader,
+    path: str,
+    prompt: str | None,
+    options: QueryOptions | None,
+    window: int,
+    warn: WarningSink,
+) -> RecallQuery:
+    """`recall_query_for_file` for a format read in spans: each wider window reads only the
+    lines before those the narrower one read, and puts their messages in front."""
+    messages: list[Message] = []
+    read_from: int | None = None  # where the lines read so far begin
+    while True:
+        start = tail_start(path, window)
+        low = start or 0
+        if read_from is None or low < read_from:
+            messages[:0] = reader.read_span(path, low, read_from, warn)
+            read_from = low
+        result = compose_recall_query(messages, prompt, options)
+        if start is None or not result.reached_start:
             return result
         window *= 4
 
@@ -276,6 +311,14 @@ class _Tail:
     """How far the messages no longer kept reached (just past their last line)."""
     subagent: bool | None = None
     """Whether the file is a subagent's own, as a read of its end decides (once needed)."""
+    spans: LineTailReader | None = None
+    """The reader of a format read in spans (Codex, Copilot), which needs no builder kept."""
+    chat: bool = False
+    """A Gemini chat (JSON Lines): its parsed lines are kept in `lines`, not messages."""
+    lines: list[Line] = field(default_factory=list)
+    mentions: dict[bytes, int] = field(default_factory=dict)
+    """A Gemini chat's ids, each with where the file first names it (lamina.readers.gemini.
+    first_mentions): whether a message's first copy is before a window."""
 
 
 def only_appended(
@@ -304,10 +347,13 @@ class TailQueries:
     bytes appended since the previous query. Each answer is the one `recall_query_for_file`
     gives for the same file and prompt; whenever the kept state cannot give that with certainty
     (the file shrank, was replaced or rewritten, the query needs messages from before the
-    window, message ids clash), it reads the file as `recall_query_for_file` does.
+    window, message ids clash), it reads the file as `recall_query_for_file` does. Claude Code
+    transcripts, Codex rollouts and Copilot sessions keep messages; a Gemini chat (JSON Lines)
+    keeps its parsed lines, since a message appended again moves to its first copy's place.
+    Other formats are read anew each time.
 
     Memory is bounded: the `sessions` most recently used transcripts, each holding the
-    messages of one window. Safe to share between threads (one query at a time)."""
+    messages (or lines) of one span. Safe to share between threads (one query at a time)."""
 
     def __init__(self, sessions: int = 8, window: int = DEFAULT_WINDOW, spans: int = 2) -> None:
         if sessions < 1 or window < 1 or spans < 1:
@@ -359,6 +405,10 @@ class TailQueries:
                 self.kept.popitem(last=False)
             handle.seek(tail.read_to)
             appended = handle.read(max(0, size - tail.read_to))
+        if tail.spans is not None:
+            return self._from_spans(tail, tail.spans, path, size, appended, prompt, opts)
+        if tail.chat:
+            return self._from_chat(tail, path, size, appended, prompt, opts)
         complete = tail.read_to + appended.rfind(b"\n") + 1
         if complete > tail.read_to:
             lines = iter_json_lines(
@@ -420,12 +470,123 @@ class TailQueries:
             window *= 4
         return None
 
+    def _from_spans(
+        self,
+        tail: _Tail,
+        reader: LineTailReader,
+        path: str,
+        size: int,
+        appended: bytes,
+        prompt: str | None,
+        opts: QueryOptions,
+    ) -> RecallQuery | None:
+        """`_from_kept` for a format read in spans: the appended lines are read alone, and the
+        messages from a window's first line on are the ones a fresh read of that window gives
+        (as far as the query can tell: `LineTailReader`)."""
+        complete = tail.read_to + appended.rfind(b"\n") + 1
+        if complete > tail.read_to:
+            tail.messages.extend(reader.read_span(path, tail.read_to, complete, _ignore))
+            done = appended[: complete - tail.read_to]
+            tail.fingerprint = (tail.fingerprint + done)[-_FINGERPRINT:]
+            tail.read_to = complete
+        # A last line still being written, as a fresh read sees it.
+        extra = list(reader.read_span(path, complete, None, _ignore)) if complete < size else []
+        drop = 0
+        while drop < len(tail.messages) and _offset(tail.messages[drop]) < size - self.span:
+            tail.reach = max(tail.reach, _end(tail.messages[drop]))
+            drop += 1
+        del tail.messages[:drop]
+        messages = tail.messages + extra
+        window = self.window
+        while window <= self.span:
+            if window >= size:  # a fresh read reads the whole file
+                if tail.start == 0 and tail.reach < 0:
+                    return compose_recall_query(messages, prompt, opts)
+                return None
+            # A fresh read begins at the first line starting at or after `low`: the kept
+            # messages from `low` on (kept from a line start at or before it, none dropped).
+            low = size - window
+            first = 0
+            while first < len(messages) and _offset(messages[first]) < low:
+                first += 1
+            result = compose_recall_query(messages[first:], prompt, opts)
+            if not result.reached_start:
+                return result
+            window *= 4
+        return None
+
+    def _from_chat(
+        self, tail: _Tail, path: str, size: int, appended: bytes, prompt: str | None,
+        opts: QueryOptions,
+    ) -> RecallQuery | None:  # fmt: skip
+        """`_from_kept` for a Gemini chat (JSON Lines), whose message appended again is read at
+        the place of its first copy: the parsed lines are kept (those of the last `span`
+        bytes) and each window's messages built from them, starting, as `read_gemini_tail`
+        does, at the line of a first copy written before the window."""
+        complete = tail.read_to + appended.rfind(b"\n") + 1
+        if complete > tail.read_to:
+            done = appended[: complete - tail.read_to]
+            first_mentions(done, tail.read_to, tail.mentions)
+            tail.lines.extend(
+                iter_json_lines(path, _ignore, start=tail.read_to, stop=complete, first_line=None)
+            )
+            tail.fingerprint = (tail.fingerprint + done)[-_FINGERPRINT:]
+            tail.read_to = complete
+        extra = []  # a last line still being written, as a fresh read sees it
+        if complete < size:
+            extra = list(iter_json_lines(path, _ignore, start=complete, first_line=None))
+        drop = 0
+        while drop < len(tail.lines) and tail.lines[drop].offset < size - self.span:
+            tail.reach = max(tail.reach, tail.lines[drop].end)
+            drop += 1
+        del tail.lines[:drop]
+        lines = tail.lines + extra
+        window = self.window
+        while window <= self.span:
+            # Where a fresh read begins: the first line starting in the window.
+            start = 0 if window >= size else _line_start(path, size - window)
+            while start > 0:
+                inside = [line for line in lines if line.offset >= start]
+                messages = list(chat_messages(path, inside, _ignore))
+                ids = record_ids(messages)
+                earlier = [at for i in ids if (at := tail.mentions.get(i, start)) < start]
+                if not earlier:
+                    break
+                at = min(earlier)  # the read starts at the line of that first copy instead
+                line = next((x for x in tail.lines if x.offset <= at < x.end), None)
+                if line is None:
+                    return None  # before what was kept, or a line that does not parse
+                start = line.offset
+            if start == 0:  # a fresh read reads the whole file
+                if tail.start == 0 and tail.reach < 0:
+                    return compose_recall_query(list(chat_messages(path, lines, _ignore)),
+                                                prompt, opts)  # fmt: skip
+                return None
+            result = compose_recall_query(messages, prompt, opts)
+            if not result.reached_start:
+                return result
+            window *= 4
+        return None
+
     def _trusted(self, tail: _Tail, handle: Any, size: int, ino: tuple[int, int]) -> bool:
         """Whether the file is the one read before, only appended to since."""
         return only_appended(handle, ino, size, tail.ino, tail.read_to, tail.fingerprint)
 
     def _new(self, path: str, handle: Any, size: int, ino: tuple[int, int]) -> _Tail | None:
-        if detect_format(path).name != "claude-code":
+        reader = detect_format(path)
+        if isinstance(reader, LineTailReader):
+            start = 0 if size <= self.span else _line_start(path, size - self.span)
+            handle.seek(max(0, start - _FINGERPRINT))
+            fingerprint = handle.read(start - max(0, start - _FINGERPRINT))
+            return _Tail(ino, start, start, fingerprint, None, [], spans=reader)
+        if reader.name == "gemini" and is_jsonl(path):
+            start = 0 if size <= self.span else _line_start(path, size - self.span)
+            handle.seek(0)
+            before = handle.read(start)
+            tail = _Tail(ino, start, start, before[-_FINGERPRINT:], None, [], chat=True)
+            first_mentions(before, 0, tail.mentions)
+            return tail
+        if reader.name != "claude-code":
             return None
         if size <= self.span:  # from the first line, as a whole-file read (subagent undecided)
             return _Tail(ino, 0, 0, b"", claude_code_builder(path, _ignore), [])
@@ -439,6 +600,12 @@ class TailQueries:
         subagent = is_subagent_file(path)
         builder = claude_code_builder(path, _ignore, subagent=subagent)
         return _Tail(ino, start, start, fingerprint, builder, [], subagent=subagent)
+
+
+def _line_start(path: str, at: int) -> int:
+    """The first line start at or after `at` (where a read of the file's end begins)."""
+    with Path(path).open("rb") as handle:
+        return next_line_start(handle, at)
 
 
 def _all_sidechain(message: Message) -> bool:

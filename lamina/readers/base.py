@@ -24,6 +24,7 @@ __all__ = [
     "HEAD_BYTES",
     "IdMaker",
     "Line",
+    "LineTailReader",
     "Reader",
     "TailReader",
     "WarningSink",
@@ -77,6 +78,24 @@ class TailReader(Protocol):
         message appended again), the reader starts earlier, at the line that decides it, or
         reads the whole file and says so. (Claude Code's first message may be the later part
         of a response begun before the window, as its reader has always given it.)"""
+        ...
+
+
+@runtime_checkable
+class LineTailReader(Protocol):
+    """A `TailReader` that also reads spans: for a format whose every line's messages come from
+    that line alone, as far as a recall query can tell (Codex, Copilot), what earlier lines
+    add (the session id, the model, leaving out a compaction's copies of earlier items) never
+    speaking. Such a file can be read in byte spans, back to front: a window widened further
+    back reads only the lines before those already read (lamina.bank.query.
+    recall_query_for_file), and a reader that stays alive reads only the lines appended since
+    (lamina.bank.query.TailQueries)."""
+
+    def read_span(
+        self, path: str, start: int, stop: int | None, warn: WarningSink
+    ) -> Iterator[Message]:
+        """The messages of the lines from byte `start` (a line start; 0: the first line, with
+        line numbers) to byte `stop` (a line start; None: the end of the file)."""
         ...
 
 

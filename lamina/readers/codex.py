@@ -337,13 +337,17 @@ class _Builder(AgentBuilder):
                 yield message
 
 
-def read_codex(path: str, warn: WarningSink, *, start: int = 0) -> Iterator[Message]:
+def read_codex(
+    path: str, warn: WarningSink, *, start: int = 0, stop: int | None = None
+) -> Iterator[Message]:
     """Stream the messages of a Codex rollout file, or of its lines from byte `start` (a line
-    start) on. Each line's messages come from that line alone: what earlier lines add is the
-    session id and model, and leaving out a compaction's copies of earlier items (its other
-    carried items are compaction summaries, which start no turn and say nothing)."""
+    start) on, up to byte `stop` (a line start). Each line's messages come from that line
+    alone: what earlier lines add is the session id and model, and leaving out a compaction's
+    copies of earlier items (its other carried items are compaction summaries, which start no
+    turn and say nothing)."""
     builder = _Builder(path, warn)
-    for line in iter_json_lines(path, warn, start=start, first_line=None if start else 1):
+    lines = iter_json_lines(path, warn, start=start, stop=stop, first_line=None if start else 1)
+    for line in lines:
         yield from builder.feed(line)
 
 
@@ -382,6 +386,11 @@ class CodexReader:
 
     def read_tail(self, path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
         return read_lines_tail(read_codex, path, window, warn)
+
+    def read_span(
+        self, path: str, start: int, stop: int | None, warn: WarningSink
+    ) -> Iterator[Message]:
+        return read_codex(path, warn, start=start, stop=stop)
 
     def document_metadata(self, path: str) -> dict[str, Any]:
         """The agent, session, version and working directory of a rollout (from its first

@@ -176,12 +176,15 @@ class _Builder(AgentBuilder):
         return blocks
 
 
-def read_copilot(path: str, warn: WarningSink, *, start: int = 0) -> Iterator[Message]:
+def read_copilot(
+    path: str, warn: WarningSink, *, start: int = 0, stop: int | None = None
+) -> Iterator[Message]:
     """Stream the messages of a Copilot CLI `events.jsonl`, or of its events from byte `start`
-    (a line start) on. Each event's message comes from that event alone (earlier ones add the
-    session id and model)."""
+    (a line start) on, up to byte `stop` (a line start). Each event's message comes from that
+    event alone (earlier ones add the session id and model)."""
     builder = _Builder(path, warn)
-    for line in iter_json_lines(path, warn, start=start, first_line=None if start else 1):
+    lines = iter_json_lines(path, warn, start=start, stop=stop, first_line=None if start else 1)
+    for line in lines:
         yield from builder.feed(line)
 
 
@@ -216,6 +219,11 @@ class CopilotReader:
 
     def read_tail(self, path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
         return read_lines_tail(read_copilot, path, window, warn)
+
+    def read_span(
+        self, path: str, start: int, stop: int | None, warn: WarningSink
+    ) -> Iterator[Message]:
+        return read_copilot(path, warn, start=start, stop=stop)
 
     def document_metadata(self, path: str) -> dict[str, Any]:
         """The agent, session, version and working directory (from `session.start`)."""

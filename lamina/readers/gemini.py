@@ -26,7 +26,7 @@ tokens?, model?}` with `type` user, gemini, info, error or warning:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Unpack
@@ -68,7 +68,15 @@ from .base import (
     tail_start,
 )
 
-__all__ = ["GeminiReader", "read_gemini"]
+__all__ = [
+    "GeminiReader",
+    "chat_messages",
+    "first_mentions",
+    "is_jsonl",
+    "read_gemini",
+    "read_gemini_tail",
+    "record_ids",
+]
 
 MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 
@@ -279,10 +287,17 @@ def _is_header(value: Mapping[str, Any]) -> bool:
 
 def _read_lines(path: str, warn: WarningSink, start: int = 0) -> Iterator[Message]:
     """The messages of a JSON Lines chat, or of its lines from byte `start` (a line start) on."""
+    lines = iter_json_lines(path, warn, start=start, first_line=None if start else 1)
+    return chat_messages(path, lines, warn)
+
+
+def chat_messages(path: str, lines: Iterable[Line], warn: WarningSink) -> Iterator[Message]:
+    """The messages of a JSON Lines chat's `lines` (parsed, in order): each message id at the
+    place of its first copy among them, read from its last."""
     builder = _Builder(path, warn)
     order: list[str | Line] = []
     entries: dict[str, _Entry] = {}
-    for line in iter_json_lines(path, warn, start=start, first_line=None if start else 1):
+    for line in lines:
         value = json_object(line, path, warn)
         if value is None:
             continue
@@ -354,7 +369,7 @@ def _whole_messages(
         yield from builder.record(record, source)
 
 
-def _is_jsonl(path: str) -> bool:
+def is_jsonl(path: str) -> bool:
     """Whether the chat is JSON Lines: its first line is a whole JSON object."""
     with open_source(path) as handle:
         first = handle.readline()
@@ -367,6 +382,24 @@ def _is_jsonl(path: str) -> bool:
 _MESSAGE_ID = re.compile(rb'"id"\s*:\s*"([^"\\]{1,200})"')
 
 
+def record_ids(messages: Iterable[Message]) -> set[bytes]:
+    """The ids of the records the messages were read from, as they are written in the file."""
+    return {
+        str(record["id"]).encode()
+        for message in messages
+        for record in message.records
+        if isinstance(record, Mapping) and isinstance(record.get("id"), str)
+    }
+
+
+def first_mentions(data: bytes, offset: int, found: dict[bytes, int]) -> None:
+    """Add where each id named in `data` (at byte `offset` of the file) is first named, as
+    `read_gemini_tail` looks for a message's first copy (bytes scanned, not parsed); an id
+    already in `found` keeps its earlier place."""
+    for match in _MESSAGE_ID.finditer(data):
+        found.setdefault(match.group(1), offset + match.start())
+
+
 def read_gemini_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Message], bool]:
     """`GeminiReader.read_tail`. JSON Lines: the messages of the lines from the first one
     starting in the last `window` bytes. A message appended again there whose first copy was
@@ -376,17 +409,12 @@ def read_gemini_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Me
     (before 0.39), rewritten whole every turn, is parsed whole, and only its last records,
     about `window` bytes' share of them, are built into messages (records are not long lines
     there, so what they cost is their number)."""
-    if not _is_jsonl(path):
+    if not is_jsonl(path):
         return _document_tail(path, window, warn)
     start = tail_start(path, window)
     while start:
         messages = list(_read_lines(path, warn, start))
-        ids = {
-            str(record["id"]).encode()
-            for message in messages
-            for record in message.records
-            if isinstance(record, Mapping) and isinstance(record.get("id"), str)
-        }
+        ids = record_ids(messages)
         with open_source(path) as handle:
             before = handle.read(start)
         earlier = [m.start() for m in _MESSAGE_ID.finditer(before) if m.group(1) in ids]
@@ -413,7 +441,7 @@ def _document_tail(path: str, window: int, warn: WarningSink) -> tuple[list[Mess
 
 def read_gemini(path: str, warn: WarningSink) -> Iterator[Message]:
     """The messages of a Gemini CLI chat, in either form."""
-    if _is_jsonl(path):
+    if is_jsonl(path):
         yield from _read_lines(path, warn)
         return
     document = load_json_document(path)

@@ -142,6 +142,28 @@ _CODEX_BOUNDARY = b'"type":"compacted"'
 """A Codex rollout's compaction record (serde_json writes no spaces)."""
 _FINGERPRINT = 64
 """Bytes before a scanned end that must still be there for the scan to count."""
+_LONGEST = max(len(_BOUNDARY), len(_CODEX_BOUNDARY))
+_CORE = b"compact"
+"""What both marks hold: one search for it finds either."""
+_MARKS = tuple((mark, mark.index(_CORE)) for mark in (_BOUNDARY, _CODEX_BOUNDARY))
+
+
+def _last_boundary(data: Any, start: int, end: int) -> int:
+    """Where the last compaction record's mark in `data[start:end]` begins (-1: none): the last
+    `compact` that is part of a mark, searched from the end back (one pass for both marks, the
+    bytes read those after the last compaction; all of them for a session never compacted)."""
+    high = end
+    while (at := data.rfind(_CORE, start, high)) >= 0:
+        for mark, offset in _MARKS:
+            begin = at - offset
+            if (
+                begin >= start
+                and begin + len(mark) <= end
+                and data[begin : begin + len(mark)] == mark
+            ):
+                return int(begin)
+        high = at + len(_CORE) - 1  # the next `compact` before this one
+    return -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,10 +180,9 @@ _scanned_lock = threading.Lock()
 
 def last_compaction(transcript: str) -> datetime | None:
     """When the session was last compacted (the timestamp of its last compact_boundary, or of
-    a Codex rollout's last `compacted` record),
-    found from the end of the file without reading it all; None when it never was. A file
-    scanned before in this process (the warm server's case: once a prompt) and only appended
-    to since is scanned from where that scan ended."""
+    a Codex rollout's last `compacted` record), found from the end of the file back to that
+    record; None when it never was. A file scanned before in this process (the warm server's
+    case: once a prompt) and only appended to since is scanned from where that scan ended."""
     import mmap
 
     from ...bank.query import only_appended
@@ -177,8 +198,8 @@ def last_compaction(transcript: str) -> datetime | None:
                 if held is not None and only_appended(
                     handle, file, size, held.file, held.size, held.fingerprint
                 ):
-                    start = max(0, held.size - len(_CODEX_BOUNDARY) + 1)
-                at = max(data.rfind(_BOUNDARY, start), data.rfind(_CODEX_BOUNDARY, start))
+                    start = max(0, held.size - _LONGEST + 1)
+                at = _last_boundary(data, start, size)
                 if at < 0:
                     found = held.found if start and held is not None else None
                 else:

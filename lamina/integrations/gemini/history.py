@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -18,7 +19,8 @@ from ...tags import MEMORY_TAG
 
 __all__ = ["held_in_history", "memory_entries"]
 
-_MARKS = (MEMORY_TAG.encode(), html.escape(f"<{MEMORY_TAG}>").encode())
+_MARK = MEMORY_TAG.encode()
+"""In every line that holds a memory block, its tag escaped by Gemini 0.61 or not."""
 
 
 def memory_entries(block: str) -> list[str]:
@@ -33,34 +35,55 @@ def memory_entries(block: str) -> list[str]:
     return entries
 
 
-def _held_text(transcript: Path) -> str:
-    """The text of every user part of the chat that holds a memory block, unescaped."""
-    try:
-        data = transcript.read_bytes()
-    except OSError:
-        return ""
-    if not any(mark in data for mark in _MARKS):
-        return ""
+def _user_texts(record: Any) -> list[str]:
+    """The text of every user part of a chat line (a message, or a `$set` checkpoint's
+    messages) that holds a memory block, unescaped."""
+    messages = [record] if isinstance(record, dict) else []
+    checkpoint = record.get("$set") if isinstance(record, dict) else None
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("messages"), list):
+        messages = [m for m in checkpoint["messages"] if isinstance(m, dict)]
     held: list[str] = []
-    for raw in data.splitlines():
-        if not any(mark in raw for mark in _MARKS):
+    for message in messages:
+        if message.get("type") != "user" or not isinstance(message.get("content"), list):
             continue
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        messages = [record] if isinstance(record, dict) else []
-        checkpoint = record.get("$set") if isinstance(record, dict) else None
-        if isinstance(checkpoint, dict) and isinstance(checkpoint.get("messages"), list):
-            messages = [m for m in checkpoint["messages"] if isinstance(m, dict)]
-        for message in messages:
-            if message.get("type") != "user" or not isinstance(message.get("content"), list):
-                continue
-            for part in message["content"]:
-                text = part.get("text") if isinstance(part, dict) else None
-                if isinstance(text, str) and MEMORY_TAG in html.unescape(text):
-                    held.append(html.unescape(text))
-    return "\n".join(held)
+        for part in message["content"]:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str) and MEMORY_TAG in html.unescape(text):
+                held.append(html.unescape(text))
+    return held
+
+
+def _held(transcript: Path, entries: list[str]) -> bool:
+    """Whether every entry is in the text of the chat's user parts that hold a memory block
+    (joined in the order of the file). The lines naming the tag are read from the end back,
+    and reading stops once the ones read hold every entry: they are the later part of that
+    text, so what they hold it holds."""
+    import mmap
+
+    try:
+        with (
+            transcript.open("rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data,
+        ):
+            later: list[list[str]] = []  # per line read, the last line first
+            high = len(data)
+            while (at := data.rfind(_MARK, 0, high)) >= 0:
+                line = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)
+                high = line
+                try:
+                    texts = _user_texts(orjson.loads(data[line : end if end >= 0 else len(data)]))
+                except orjson.JSONDecodeError:
+                    continue
+                if not texts:
+                    continue
+                later.append(texts)
+                held = "\n".join(text for texts in reversed(later) for text in texts)
+                if all(entry in held for entry in entries):
+                    return True
+    except (OSError, ValueError):  # unreadable, or empty (nothing to map)
+        return False
+    return False
 
 
 def held_in_history(transcript: str, block: str) -> bool:
@@ -69,5 +92,4 @@ def held_in_history(transcript: str, block: str) -> bool:
     entries = memory_entries(block)
     if not transcript or not entries:
         return False
-    held = _held_text(Path(transcript))
-    return bool(held) and all(entry in held for entry in entries)
+    return _held(Path(transcript), entries)
