@@ -185,6 +185,38 @@ def test_the_vector_file_follows_every_change(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_vector_file_others_may_write_or_cut_short_is_made_again_not_read(
+    tmp_path: Path,
+) -> None:
+    # Searches map the vector file and trust what it says: one that another local user may
+    # have written (here with every vector turned around) is rebuilt from the database, and
+    # so is one shorter than its header says.
+    store = SQLiteStore(tmp_path / "lamina.db")
+    retain(store, make_memories(400))
+    bank_id = int(store.conn.execute("SELECT id FROM banks WHERE name = 'b'").fetchone()[0])
+    vectors = VectorFile(vector_dir(store.path), bank_id, HashEmbedder().name)
+    _same_as_index(store, "w1 w4 w9")
+    header = vectors.header()
+    assert header is not None
+    data = bytearray(vectors.path.read_bytes())
+    start, end = header.vectors_at, header.vectors_at + 4 * header.dim * header.count
+    data[start:end] = (-np.frombuffer(bytes(data[start:end]), dtype=np.float32)).tobytes()
+    hostile = vectors.path.with_name("hostile")
+    hostile.write_bytes(bytes(data))
+    hostile.chmod(0o666)
+    hostile.replace(vectors.path)
+    _same_as_index(store, "w2 w3 w8")
+    assert vectors.path.stat().st_mode & 0o777 == 0o600
+
+    short = vectors.path.with_name("short")
+    short.write_bytes(vectors.path.read_bytes()[: header.vectors_at + 4 * header.dim])
+    short.chmod(0o600)
+    short.replace(vectors.path)
+    _same_as_index(store, "w5 w6")
+    assert vectors.path.stat().st_size == header.size
+    store.close()
+
+
 def test_vectors_filled_after_their_text_reach_a_reader_that_searched_between(
     tmp_path: Path,
 ) -> None:
@@ -431,7 +463,7 @@ def test_dense_search_works_where_no_vector_file_can_be_written(
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError("read-only file system")
 
-    monkeypatch.setattr(VectorFile, "scores", refuse)
+    monkeypatch.setattr(VectorFile, "mapped", refuse)
     got = store.dense_search("b", query, 30, SearchFilter(), HashEmbedder().name)
     assert [s for s, _ in got] == [s for s, _ in want]
     assert [x for _, x in got] == pytest.approx([x for _, x in want], abs=1e-6)
@@ -510,7 +542,7 @@ def test_a_server_keeps_what_it_read_and_still_sees_every_change(tmp_path: Path)
             assert [h.memory.id for h in got.hits] == [h.memory.id for h in want.hits], query
 
     same()
-    assert server.__dict__["_packs"].bytes > 0 and server.__dict__["_resident"]
+    assert server.__dict__["_packs"].bytes > 0 and server.__dict__["_mapped"]
     assert server.__dict__["_tails"].bytes > 0  # the postings after the packs, too
     retain(writer, memories[1000:])  # appended: vectors and packs grow
     same()

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from .packs import PackCache
     from .sqlite_postings import Packed, Postings, Tail
-    from .vectors import Resident, VectorFile
+    from .vectors import Mapped, VectorFile
 else:
     from .._lazy import numpy as np
 import orjson
@@ -330,6 +330,10 @@ class SQLiteSearch(DatabaseSearch):
         vectors = VectorFile(vector_dir(self.path), info.id, embedder)
         header = vectors.header()
         key = bank_key(info.id, info.created_at)
+        if not vectors.sound(header):
+            # Another user's file, one others may write, or one cut short: made again.
+            vectors.sync(conn, key, info.vector_epoch, int(live_row[0]), rebuild=True)
+            return vectors
         if header is not None and header.key == key and header.epoch == info.vector_epoch:
             newest = conn.execute(
                 "SELECT max(seq) FROM memories WHERE bank_id = ? AND embedder = ?",
@@ -341,21 +345,26 @@ class SQLiteSearch(DatabaseSearch):
         return vectors
 
     keep_in_memory: bool = False
-    """Keep what searches read (packs, vector files) in this process between searches: for
-    servers, which answer many recalls; a one-shot process (a hook) reads and lets go."""
+    """Keep what lexical searches read (packs, tails) in this process between searches: for
+    servers, which answer many recalls; a one-shot process (a hook) reads and lets go. Vector
+    files are mapped, not read, so every process keeps its mapping (see `_mapped_scores`)."""
 
-    def _resident_scores(
+    def _mapped_scores(
         self, vectors: VectorFile, query: npt.NDArray[np.float32]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
-        held: dict[Path, Resident] = self.__dict__.setdefault("_resident", {})
-        lock: threading.Lock = self.__dict__.setdefault("_resident_lock", threading.Lock())
+        """The file's seqs and their scores (None: the query's dimension is not the file's),
+        through the mapping this store holds (mapped again when the file was rebuilt or
+        replaced). A mapping holds no memory of its own: its pages are the page cache's.
+        OSError when the file cannot be mapped (gone meanwhile, damaged, not trusted)."""
+        held: dict[Path, Mapped] = self.__dict__.setdefault("_mapped", {})
+        lock: threading.Lock = self.__dict__.setdefault("_mapped_lock", threading.Lock())
         with lock:
-            resident = vectors.load(held.get(vectors.path))
-            if resident is None:
+            mapped = vectors.mapped(held.get(vectors.path))
+            if mapped is None:
                 held.pop(vectors.path, None)
-                return vectors.scores(query)
-            held[vectors.path] = resident
-            return resident.scores(query)
+                raise OSError(f"{vectors.path}: cannot be mapped")
+            held[vectors.path] = mapped
+        return mapped.scores(query)
 
     def _pack_cache(self) -> PackCache[Packed] | None:
         from .sqlite_postings import pack_cache  # here: a store that only writes needs none
@@ -411,15 +420,11 @@ class SQLiteSearch(DatabaseSearch):
             if self.path == ":memory:":
                 raise OSError("no vector files beside an in-memory database")
             vectors = self._vector_file(conn, info, embedder)
-            if vectors is None:
-                found = None
-            elif self.keep_in_memory:
-                found = self._resident_scores(vectors, query)
-            else:
-                found = vectors.scores(query)
+            found = None if vectors is None else self._mapped_scores(vectors, query)
         except OSError:
-            # No vector file can be written here (a read-only or full disk, or no disk at
-            # all): score the database's vectors directly, slower but the same.
+            # No vector file can be written or mapped here (a read-only or full disk, no disk
+            # at all, a file not to be trusted): score the database's vectors directly, slower
+            # but the same.
             found = self._scores_from_database(conn, info, embedder, query)
         if found is None:
             return []

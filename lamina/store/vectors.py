@@ -2,9 +2,12 @@
 search without loading the bank.
 
 The database stays the truth (`memories.embedding`); a vector file is a cache of it that any
-process may extend or rebuild. It holds the vectors in storage (seq) order, so a search reads
-them in large chunks into one reused buffer and scores each chunk with one matrix product:
-no Python object per memory, and memory use bounded by the chunk, not the bank.
+process may extend or rebuild. It holds the vectors in storage (seq) order, one contiguous
+matrix that a search maps into memory (`VectorFile.mapped`, read-only, shared with the page
+cache) and scores with one matrix-vector product: nothing decoded or copied, no Python object
+per memory, and a process keeps its mapping between searches, so a warm recall pays for the
+product only. A file is mapped only when lamina.owned trusts it (this user's, writable by no
+one else, a regular file); one it does not is rebuilt.
 
 Layout of `<bank id>-<embedder key>.vec`:
 
@@ -14,7 +17,8 @@ Layout of `<bank id>-<embedder key>.vec`:
     vectors                 capacity x dim x float32
 
 Writers append under an exclusive lock (`flock` on a `.lock` file beside it): rows first, the
-header last, so a reader, which never locks, sees `count` rows that are all written. A crash
+header last, so a reader, which never locks, sees `count` rows that are all written. A file is
+never shortened in place (it is made at its full capacity), so a mapping of it stays valid. A crash
 between the two leaves rows past `count` that the next writer overwrites. When the file is
 full, or the bank's vectors changed in place (`banks.vector_epoch`), or the bank was deleted and
 its id reused (the key differs), the file is rebuilt into a new one that replaces it
@@ -29,16 +33,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import mmap
 import os
 import sqlite3
+import stat
 import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..owned import private_dir
+from ..owned import owned_problem, private_dir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,7 +52,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["CHUNK_ROWS", "Resident", "VectorFile", "VectorHeader", "vector_dir"]
+__all__ = ["CHUNK_ROWS", "Mapped", "VectorFile", "VectorHeader", "vector_dir"]
 
 MAGIC = b"LMNAVEC1"
 VERSION = 1
@@ -57,11 +63,6 @@ CHUNK_ROWS = 8192
 MIN_CAPACITY = 1024
 DEAD_SHARE = 0.25
 """A file whose rows are more than this share dead (deleted or replaced memories) is rebuilt."""
-
-
-def _bytes(array: npt.NDArray[Any]) -> memoryview:
-    """A writable byte view of a contiguous array (for reading into it)."""
-    return memoryview(array.data).cast("B")
 
 
 def vector_dir(database: str) -> Path:
@@ -104,43 +105,37 @@ class VectorHeader:
     def vectors_at(self) -> int:
         return HEADER_BYTES + 8 * self.capacity
 
+    @property
+    def size(self) -> int:
+        """The file's length: its header, seqs and vectors at full capacity."""
+        return self.vectors_at + 4 * self.capacity * self.dim
 
-@dataclass(slots=True)
-class Resident:
-    """A vector file's rows held in memory (see VectorFile.load), with room to grow."""
+
+@dataclass(frozen=True, slots=True)
+class Mapped:
+    """A vector file mapped read-only into the process (see VectorFile.mapped): the page
+    cache's copy scanned in place, no copy made, no Python object per memory. The mapping
+    covers the file's whole capacity, so the rows writers append later (up to the header's
+    `count`) are seen through it; a rebuilt file is a new one (another inode) and needs a new
+    mapping."""
 
     inode: int
-    key: tuple[bytes, int, int, int]
+    layout: tuple[bytes, int, int, int]
+    """The bank's key, vector epoch, dimension and capacity of the mapped file."""
     seqs: npt.NDArray[np.int64]
     matrix: npt.NDArray[np.float32]
-    count: int = 0
-
-    @classmethod
-    def empty(cls, inode: int, header: VectorHeader) -> Resident:
-        return cls(
-            inode,
-            (header.key, header.epoch, header.dim, header.capacity),
-            np.empty(0, dtype=np.int64),
-            np.empty((0, header.dim), dtype=np.float32),
-        )
-
-    def reserve(self, rows: int) -> None:
-        if rows <= len(self.seqs):
-            return
-        size = max(rows, 2 * len(self.seqs), MIN_CAPACITY)
-        seqs = np.empty(size, dtype=np.int64)
-        matrix = np.empty((size, self.matrix.shape[1]), dtype=np.float32)
-        seqs[: self.count] = self.seqs[: self.count]
-        matrix[: self.count] = self.matrix[: self.count]
-        self.seqs, self.matrix = seqs, matrix
+    count: int
 
     def scores(
         self, query: npt.NDArray[np.float32]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        """The seqs of the file's rows and their vectors' dot products with `query` (None
+        when the dimensions differ), computed in one matrix-vector product over the rows."""
         if query.shape[0] != self.matrix.shape[1]:
             return None
         n = self.count
-        return self.seqs[:n].copy(), self.matrix[:n] @ np.asarray(query, dtype=np.float32)
+        q = np.ascontiguousarray(query, dtype=np.float32)
+        return self.seqs[:n], self.matrix[:n] @ q
 
 
 def bank_key(bank_id: int, created_at: str) -> bytes:
@@ -166,73 +161,55 @@ class VectorFile:
         except OSError:
             return None
 
-    def scores(
-        self, query: npt.NDArray[np.float32]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
-        """The seqs in the file and their vectors' dot products with `query` (None when the
-        file is missing, damaged or of another dimension)."""
+    def mapped(self, held: Mapped | None = None) -> Mapped | None:
+        """The file mapped into memory, `held` again when it maps the same file (with the
+        rows appended since counted in); None when the file is missing, damaged, shorter than
+        its header says, or not to be trusted (not this user's, writable by others, not a
+        regular file, a symbolic link: see lamina.owned)."""
         try:
-            handle = self.path.open("rb")
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None
-        with handle:
-            header = VectorHeader.unpack(handle.read(_HEADER.size + 4))
-            if header is None or header.dim != query.shape[0]:
-                return None
-            n, dim = header.count, header.dim
-            seqs = np.empty(n, dtype=np.int64)
-            scores = np.empty(n, dtype=np.float32)
-            if n == 0:
-                return seqs, scores
-            fd = handle.fileno()
-            if os.preadv(fd, [_bytes(seqs)], HEADER_BYTES) != 8 * n:
-                return None
-            q = np.ascontiguousarray(query, dtype=np.float32)
-            buffer = np.empty((min(n, CHUNK_ROWS), dim), dtype=np.float32)
-            for start in range(0, n, CHUNK_ROWS):
-                rows = min(CHUNK_ROWS, n - start)
-                view = buffer[:rows]
-                want = rows * dim * 4
-                got = os.preadv(fd, [_bytes(view)], header.vectors_at + start * dim * 4)
-                if got != want:
-                    return None
-                np.matmul(view, q, out=scores[start : start + rows])
-            return seqs, scores
-
-    def load(self, resident: Resident | None) -> Resident | None:
-        """The file's rows held in memory: `resident` extended by the rows appended since it
-        was read, or the file read whole when it was rebuilt or replaced (None when the
-        file is missing or damaged). For long-lived processes, which then scan memory."""
         try:
-            handle = self.path.open("rb")
-        except OSError:
-            return None
-        with handle:
-            fd = handle.fileno()
-            inode = os.fstat(fd).st_ino
-            header = VectorHeader.unpack(handle.read(_HEADER.size + 4))
+            info = os.fstat(fd)
+            if owned_problem(info) is not None or not stat.S_ISREG(info.st_mode):
+                return None
+            header = VectorHeader.unpack(os.pread(fd, _HEADER.size + 4, 0))
             if header is None:
                 return None
-            same = (
-                resident is not None
-                and resident.inode == inode
-                and resident.key == (header.key, header.epoch, header.dim, header.capacity)
-                and resident.count <= header.count
-            )
-            held = resident if same and resident is not None else Resident.empty(inode, header)
-            if held.count == header.count:
-                return held
-            start, n, dim = held.count, header.count, header.dim
-            held.reserve(n)
-            seqs = held.seqs[start:n]
-            vectors = held.matrix[start:n]
-            if os.preadv(fd, [_bytes(seqs)], HEADER_BYTES + 8 * start) != 8 * (n - start):
+            layout = (header.key, header.epoch, header.dim, header.capacity)
+            if (
+                held is not None
+                and held.inode == info.st_ino
+                and held.layout == layout
+                and held.count <= header.count
+            ):
+                return Mapped(held.inode, layout, held.seqs, held.matrix, header.count)
+            if info.st_size < header.size:
                 return None
-            want = (n - start) * dim * 4
-            if os.preadv(fd, [_bytes(vectors)], header.vectors_at + start * dim * 4) != want:
-                return None
-            held.count = n
-            return held
+            region = mmap.mmap(fd, header.size, mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        seqs = np.frombuffer(region, dtype=np.int64, count=header.capacity, offset=HEADER_BYTES)
+        matrix = np.frombuffer(
+            region,
+            dtype=np.float32,
+            count=header.capacity * header.dim,
+            offset=header.vectors_at,
+        ).reshape(header.capacity, header.dim)
+        return Mapped(info.st_ino, layout, seqs, matrix, header.count)
+
+    def sound(self, header: VectorHeader | None) -> bool:
+        """Whether the file (when present) may be mapped: lamina.owned trusts it, and it is
+        as long as `header` (its header, when it has one) says. One that is not is rebuilt
+        rather than read."""
+        try:
+            info = os.lstat(self.path)
+        except OSError:
+            return True
+        if owned_problem(info) is not None or not stat.S_ISREG(info.st_mode):
+            return False
+        return header is None or info.st_size >= header.size
 
     # -- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
