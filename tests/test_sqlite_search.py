@@ -217,6 +217,30 @@ def test_a_vector_file_others_may_write_or_cut_short_is_made_again_not_read(
     store.close()
 
 
+def test_dense_scores_are_the_stored_vectors_products_before_and_after_the_file_grows(
+    tmp_path: Path,
+) -> None:
+    # A recall scores its other channels' candidates from the vector file the dense search
+    # mapped; memories stored after that mapping, and memories without a vector, are still
+    # scored from (or absent in) the database.
+    store = SQLiteStore(tmp_path / "lamina.db")
+    memories = make_memories(500)
+    bare = [Memory(**{**_fields(m), "embedding": None, "embedder": None}) for m in memories[:20]]
+    retain(store, bare + memories[20:300])
+    name = HashEmbedder().name
+    query = np.asarray(memories[33].embedding, dtype=np.float32)
+    assert store.dense_search("b", query, 5, SearchFilter(), name)  # maps the file
+    retain(store, memories[300:])  # appended after the mapping
+
+    by_seq = {int(seq): mid for seq, mid in store.conn.execute("SELECT seq, id FROM memories")}
+    vectors = {m.id: m.embedding for m in memories[20:]}
+    got = store.dense_scores("b", query, sorted(by_seq), name)
+    assert sorted(got) == sorted(s for s, mid in by_seq.items() if mid in vectors)
+    for seq, score in got.items():
+        assert score == pytest.approx(float(np.dot(vectors[by_seq[seq]], query)), abs=1e-6)
+    store.close()
+
+
 def test_vectors_filled_after_their_text_reach_a_reader_that_searched_between(
     tmp_path: Path,
 ) -> None:

@@ -491,6 +491,45 @@ class SQLiteSearch(DatabaseSearch):
     def _products(
         self, bank: str, query: npt.NDArray[np.float32], seqs: list[int], embedder: str | None
     ) -> dict[int, float]:
+        out = self._mapped_products(bank, query, seqs, embedder)
+        if len(out) < len(seqs):
+            rest = [seq for seq in seqs if seq not in out]
+            out.update(self._stored_products(bank, query, rest, embedder))
+        return out
+
+    def _mapped_products(
+        self, bank: str, query: npt.NDArray[np.float32], seqs: list[int], embedder: str | None
+    ) -> dict[int, float]:
+        """The products of those of `seqs` (sorted) whose rows the mapping this store holds
+        of the bank's current vector file has: the dense search of the same recall mapped it,
+        so the pool's other candidates are scored without reading their vectors from the
+        database. A seq's row there is its vector in the database as long as the file is of
+        the bank's vector epoch (vectors changed in place make a new file)."""
+        held: dict[Path, Mapped] = self.__dict__.get("_mapped", {})
+        if embedder is None or not held or self.path == ":memory:":
+            return {}
+        info = self._bank_info(self.conn, bank)
+        if info is None:
+            return {}
+        from .vectors import VectorFile, bank_key, vector_dir
+
+        mapped = held.get(VectorFile(vector_dir(self.path), info.id, embedder).path)
+        layout = (bank_key(info.id, info.created_at), info.vector_epoch, int(query.shape[0]))
+        if mapped is None or mapped.layout[:3] != layout or not mapped.count:
+            return {}
+        stored = mapped.seqs[: mapped.count]
+        wanted = np.array(seqs, dtype=np.int64)
+        at = np.minimum(np.searchsorted(stored, wanted), mapped.count - 1)
+        hit = stored[at] == wanted
+        products = mapped.matrix[at[hit]] @ np.asarray(query, dtype=np.float32)
+        return {int(s): float(p) for s, p in zip(wanted[hit], products, strict=True)}
+
+    def _stored_products(
+        self, bank: str, query: npt.NDArray[np.float32], seqs: list[int], embedder: str | None
+    ) -> dict[int, float]:
+        """The products of `seqs` from the vectors in the database."""
+        if not seqs:
+            return {}
         width = 4 * int(query.shape[0])
         condition = " AND m.embedder = ?" if embedder is not None else ""
         rows = self.conn.execute(
