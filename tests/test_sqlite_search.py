@@ -88,6 +88,32 @@ def test_dense_search_is_exact(filled: tuple[SQLiteStore, list[Memory]]) -> None
         assert store.dense_search("b", query, 20, SearchFilter(), "another-model@1") == []
 
 
+def test_equal_vectors_tie_and_the_earlier_memory_wins_wherever_they_are_scored(
+    tmp_path: Path,
+) -> None:
+    # The same text retained twice has the same vector: its memories must score the same to
+    # the bit in the scan of the file, in the scoring of a recall's other candidates and
+    # from the database, so that the earlier one always ranks first.
+    store = SQLiteStore(tmp_path / "lamina.db")
+    rng = np.random.default_rng(4)
+    shared = rng.normal(size=(5, 384)).astype(np.float32)
+    memories = [
+        Memory(**{**_fields(m), "embedding": shared[i % 5]})
+        for i, m in enumerate(make_memories(1023))
+    ]
+    retain(store, memories)
+    name = HashEmbedder().name
+    query = rng.normal(size=384).astype(np.float32)
+    by_seq = {int(seq): mid for seq, mid in store.conn.execute("SELECT seq, id FROM memories")}
+    found = store.dense_search("b", query, 1023, SearchFilter(), name)
+    scores = {seq: score for seq, score in found}
+    assert len(set(scores.values())) == 5
+    for (seq, score), (later, later_score) in itertools.pairwise(found):
+        assert score > later_score or (score == later_score and seq < later)
+    assert store.dense_scores("b", query, sorted(by_seq), name) == scores
+    store.close()
+
+
 @RECALL_CASES
 def test_recall_in_the_database_matches_the_index(
     filled: tuple[SQLiteStore, list[Memory]], options: RecallOptions

@@ -473,7 +473,7 @@ class SQLiteSearch(DatabaseSearch):
             f"{condition} ORDER BY seq",
             [info.id] + ([embedder] if embedder is not None else []),
         )
-        from .vectors import CHUNK_ROWS
+        from .vectors import CHUNK_ROWS, products
 
         width = 4 * int(query.shape[0])
         seqs: list[npt.NDArray[np.int64]] = []
@@ -483,7 +483,7 @@ class SQLiteSearch(DatabaseSearch):
             if kept:
                 matrix = np.frombuffer(b"".join(b for _s, b in kept), dtype=np.float32)
                 seqs.append(np.array([s for s, _b in kept], dtype=np.int64))
-                scores.append(matrix.reshape(len(kept), -1) @ query)
+                scores.append(products(matrix.reshape(len(kept), -1), query))
         if not seqs:
             return None
         return np.concatenate(seqs), np.concatenate(scores).astype(np.float32)
@@ -511,7 +511,7 @@ class SQLiteSearch(DatabaseSearch):
         info = self._bank_info(self.conn, bank)
         if info is None:
             return {}
-        from .vectors import VectorFile, bank_key, vector_dir
+        from .vectors import VectorFile, bank_key, products, vector_dir
 
         mapped = held.get(VectorFile(vector_dir(self.path), info.id, embedder).path)
         layout = (bank_key(info.id, info.created_at), info.vector_epoch, int(query.shape[0]))
@@ -521,8 +521,8 @@ class SQLiteSearch(DatabaseSearch):
         wanted = np.array(seqs, dtype=np.int64)
         at = np.minimum(np.searchsorted(stored, wanted), mapped.count - 1)
         hit = stored[at] == wanted
-        products = mapped.matrix[at[hit]] @ np.asarray(query, dtype=np.float32)
-        return {int(s): float(p) for s, p in zip(wanted[hit], products, strict=True)}
+        found = products(mapped.matrix[at[hit]], query)
+        return {int(s): float(p) for s, p in zip(wanted[hit], found, strict=True)}
 
     def _stored_products(
         self, bank: str, query: npt.NDArray[np.float32], seqs: list[int], embedder: str | None
@@ -543,8 +543,10 @@ class SQLiteSearch(DatabaseSearch):
         if not kept:
             return {}
         matrix = np.frombuffer(b"".join(b for _s, b in kept), dtype=np.float32)
-        products = matrix.reshape(len(kept), -1) @ query
-        return {seq: float(p) for (seq, _b), p in zip(kept, products, strict=True)}
+        from .vectors import products
+
+        found = products(matrix.reshape(len(kept), -1), query)
+        return {seq: float(p) for (seq, _b), p in zip(kept, found, strict=True)}
 
     # -- time ------------------------------------------------------------------------------
     @contextmanager

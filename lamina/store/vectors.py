@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 else:
     from .._lazy import numpy as np
 
-__all__ = ["CHUNK_ROWS", "Mapped", "VectorFile", "VectorHeader", "vector_dir"]
+__all__ = ["CHUNK_ROWS", "Mapped", "VectorFile", "VectorHeader", "products", "vector_dir"]
 
 MAGIC = b"LMNAVEC1"
 VERSION = 1
@@ -132,12 +132,24 @@ class Mapped:
         self, query: npt.NDArray[np.float32]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
         """The seqs of the file's rows and their vectors' dot products with `query` (None
-        when the dimensions differ), computed in one matrix-vector product over the rows."""
+        when the dimensions differ), in one pass over the rows (see `products`)."""
         if query.shape[0] != self.matrix.shape[1]:
             return None
-        n = self.count
-        q = np.ascontiguousarray(query, dtype=np.float32)
-        return self.seqs[:n], self.matrix[:n] @ q
+        return self.seqs[: self.count], products(self.matrix[: self.count], query)
+
+
+def products(
+    matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """Each row's dot product with `query`, the same to the bit for a row wherever it stands
+    (a whole file's scan, a few rows gathered from it, rows read from the database), so
+    equal vectors tie and the lower seq wins. numpy's einsum sums each row in one fixed
+    order; OpenBLAS's matrix-vector product gives a row's last bit by its place in a block of
+    four, and here costs twice the CPU (49 against 21 ms over 300,000 rows of 384)."""
+    found: npt.NDArray[np.float32] = np.einsum(
+        "ij,j->i", matrix, np.ascontiguousarray(query, dtype=np.float32)
+    )
+    return found
 
 
 def bank_key(bank_id: int, created_at: str) -> bytes:
