@@ -7,9 +7,10 @@ memories, in every fresh hook process. Now each channel reads only what its quer
 - **lexical**: BM25 over the `postings` of the query's terms only (written at retain, common
   terms packed into one row each; see lamina.store.sqlite_postings), scored with numpy with
   the in-process index's k1, b and idf, so the same ranking;
-- **dense**: exact dot products over the bank's vector file (lamina.store.vectors), read in
-  chunks into one buffer; the best candidates are then checked against the database (rows of
-  deleted or replaced memories stay in the file until it is rebuilt);
+- **dense**: exact dot products over the bank's vector file (lamina.store.vectors), mapped
+  into the process once and scanned in place; the best candidates are then checked against
+  the database (rows of deleted or replaced memories stay in the file until it is rebuilt),
+  and a recall's other candidates are scored from the same mapping;
 - **time**, **counts**, **fetching**: indexed queries (`memories_by_bank_time`) and counters
   kept by triggers (`banks.live_memories`, `total_terms`, ...).
 
