@@ -106,7 +106,7 @@ def test_equal_vectors_tie_and_the_earlier_memory_wins_wherever_they_are_scored(
     query = rng.normal(size=384).astype(np.float32)
     by_seq = {int(seq): mid for seq, mid in store.conn.execute("SELECT seq, id FROM memories")}
     found = store.dense_search("b", query, 1023, SearchFilter(), name)
-    scores = {seq: score for seq, score in found}
+    scores = dict(found)
     assert len(set(scores.values())) == 5
     for (seq, score), (later, later_score) in itertools.pairwise(found):
         assert score > later_score or (score == later_score and seq < later)
