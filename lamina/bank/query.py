@@ -426,12 +426,7 @@ class TailQueries:
             for line in iter_json_lines(path, _ignore, start=complete, first_line=None):
                 extra.extend(probe.feed(line))
         extra.extend(probe.flush())
-        # Kept: the messages of the last `span` bytes (none needed before them again).
-        drop = 0
-        while drop < len(tail.messages) and _offset(tail.messages[drop]) < size - self.span:
-            tail.reach = max(tail.reach, _end(tail.messages[drop]))
-            drop += 1
-        del tail.messages[:drop]
+        _forget_before(tail, size - self.span)
         messages = tail.messages + extra
         # As `recall_query_for_file`: the messages of the last `window` bytes, then of 4 times
         # as many while the query wants more. A read starting at the first line at or after
@@ -491,11 +486,7 @@ class TailQueries:
             tail.read_to = complete
         # A last line still being written, as a fresh read sees it.
         extra = list(reader.read_span(path, complete, None, _ignore)) if complete < size else []
-        drop = 0
-        while drop < len(tail.messages) and _offset(tail.messages[drop]) < size - self.span:
-            tail.reach = max(tail.reach, _end(tail.messages[drop]))
-            drop += 1
-        del tail.messages[:drop]
+        _forget_before(tail, size - self.span)
         messages = tail.messages + extra
         window = self.window
         while window <= self.span:
@@ -600,6 +591,16 @@ class TailQueries:
         subagent = is_subagent_file(path)
         builder = claude_code_builder(path, _ignore, subagent=subagent)
         return _Tail(ino, start, start, fingerprint, builder, [], subagent=subagent)
+
+
+def _forget_before(tail: _Tail, low: int) -> None:
+    """Keep only the messages of a tail from offset `low` on (none is needed before it again),
+    remembering how far the ones let go reached."""
+    drop = 0
+    while drop < len(tail.messages) and _offset(tail.messages[drop]) < low:
+        tail.reach = max(tail.reach, _end(tail.messages[drop]))
+        drop += 1
+    del tail.messages[:drop]
 
 
 def _line_start(path: str, at: int) -> int:
